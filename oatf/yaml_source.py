@@ -1,0 +1,277 @@
+"""YAML 1.2 text → plain JSON-like values with source positions (SDK spec §3.1 step 1).
+
+Built on ruamel.yaml's event parser (the libyaml-based C parser when `ruamel.yaml.clib` is installed, the
+pure-Python one otherwise) with our own iterative composer, so that:
+- nothing is ever constructed from tags (safe by design: no Python objects, no `!!python/...`);
+- plain scalars resolve by the YAML 1.2 core schema (`yes`/`no`/`on` stay strings, `0o17` is octal);
+- every node's 1-based line/column is kept by dot-path, for diagnostics;
+- anchors, aliases, merge keys and custom tags are recorded (format spec §11.1.1, rule V-020), and alias
+  expansion is bounded so an alias bomb cannot exhaust memory;
+- nesting depth and input size are bounded (`MAX_DOCUMENT_BYTES`, `MAX_NESTING_DEPTH`), with no recursion.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.events import (
+    AliasEvent,
+    DocumentStartEvent,
+    MappingEndEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
+)
+
+from .errors import OATFParseError, ParseError, ParseErrorKind
+
+MAX_DOCUMENT_BYTES = 10 * 1024 * 1024
+"""Largest accepted document (10 MiB): larger input is rejected before parsing."""
+MAX_NESTING_DEPTH = 256
+"""Deepest accepted nesting of mappings and sequences."""
+MAX_EXPANDED_NODES = 1_000_000
+"""Most nodes a document may hold once aliases are expanded (alias-bomb guard)."""
+
+_CORE_TAGS = {
+    "tag:yaml.org,2002:str", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
+    "tag:yaml.org,2002:bool", "tag:yaml.org,2002:null", "tag:yaml.org,2002:map",
+    "tag:yaml.org,2002:seq", "!",
+}
+_NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
+_BOOL = {"true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
+_INT10 = re.compile(r"^[-+]?[0-9]+$")
+_INT8 = re.compile(r"^0o[0-7]+$")
+_INT16 = re.compile(r"^0x[0-9a-fA-F]+$")
+_FLOAT = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$")
+_INF = re.compile(r"^[-+]?\.(?:inf|Inf|INF)$")
+_NAN = re.compile(r"^\.(?:nan|NaN|NAN)$")
+
+
+@dataclass
+class YamlSource:
+    """A parsed YAML document: its value and what `validate` needs to know about its text."""
+
+    value: Any
+    positions: dict[str, tuple[int, int]] = field(default_factory=dict)
+    yaml_features: list[tuple[str, str]] = field(default_factory=list)
+
+
+def child_path(parent: str, key: str | int) -> str:
+    """The dot-path of a child node: `a.b` for a key, `a[0]` for an index (SDK spec §7 dot-paths)."""
+    if isinstance(key, int):
+        return f"{parent}[{key}]"
+    return f"{parent}.{key}" if parent else key
+
+
+def resolve_plain_scalar(text: str) -> Any:
+    """YAML 1.2 core schema resolution of an untagged plain scalar."""
+    if _NULL.match(text):
+        return None
+    if text in _BOOL:
+        return _BOOL[text]
+    if _INT10.match(text):
+        return int(text)
+    if _INT8.match(text):
+        return int(text[2:], 8)
+    if _INT16.match(text):
+        return int(text[2:], 16)
+    if _FLOAT.match(text):
+        return float(text)
+    if _INF.match(text):
+        return -math.inf if text.startswith("-") else math.inf
+    if _NAN.match(text):
+        return math.nan
+    return text
+
+
+def _error(message: str, line: int | None = None, column: int | None = None) -> OATFParseError:
+    return OATFParseError([ParseError(ParseErrorKind.SYNTAX, message, None, line, column)])
+
+
+def _tagged_scalar(tag: str, text: str) -> Any:
+    """A scalar with an explicit core tag (`!!str 5`, `!!int "5"`)."""
+    if tag.endswith(":str") or tag == "!":
+        return text
+    value = resolve_plain_scalar(text)
+    if tag.endswith(":null") and value is None:
+        return None
+    if tag.endswith(":bool") and isinstance(value, bool):
+        return value
+    if tag.endswith(":int") and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if tag.endswith(":float") and isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    raise ValueError(f"value {text!r} does not match its tag {tag}")
+
+
+class _Frame:
+    __slots__ = ("anchor", "container", "key", "path", "start_count")
+
+    def __init__(self, container: Any, path: str, anchor: str | None, start_count: int):
+        self.container = container
+        self.path = path
+        self.key: Any = _NO_KEY
+        self.anchor = anchor
+        self.start_count = start_count
+
+
+_NO_KEY = object()
+
+
+def load_yaml(text: str | bytes) -> YamlSource:
+    """Parse exactly one YAML document into plain values; raise `OATFParseError` (kind `syntax`)."""
+    if isinstance(text, bytes | bytearray):
+        if len(text) > MAX_DOCUMENT_BYTES:
+            raise _error(f"document is {len(text)} bytes; the maximum is {MAX_DOCUMENT_BYTES}")
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _error(f"document is not valid UTF-8 (byte offset {exc.start})") from None
+    if len(text) > MAX_DOCUMENT_BYTES:
+        raise _error(f"document is {len(text)} characters; the maximum is {MAX_DOCUMENT_BYTES} bytes")
+    if "\x00" in text:
+        line = text.count("\n", 0, text.index("\x00")) + 1
+        raise _error("document contains a NUL character", line)
+    try:
+        return _compose(text)
+    except OATFParseError:
+        raise
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "invalid YAML"
+        line, column = (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
+        raise _error(f"invalid YAML: {problem}", line, column) from None
+    except (YAMLError, ValueError, TypeError, UnicodeError) as exc:
+        raise _error(f"invalid YAML: {exc}") from None
+
+
+def _compose(text: str) -> YamlSource:
+    source = YamlSource(value=None)
+    documents = 0
+    stack: list[_Frame] = []
+    anchors: dict[str, tuple[Any, int]] = {}
+    node_count = 0
+    expanded = 0
+    root: Any = None
+    have_root = False
+
+    def place(value: Any, line: int, column: int, anchor: str | None, size: int) -> None:
+        nonlocal root, have_root
+        if not stack:
+            root, have_root = value, True
+            source.positions[""] = (line, column)
+            return
+        frame = stack[-1]
+        if isinstance(frame.container, list):
+            path = child_path(frame.path, len(frame.container))
+            frame.container.append(value)
+            source.positions[path] = (line, column)
+        elif frame.key is _NO_KEY:
+            if not isinstance(value, str | int | float | bool) and value is not None:
+                raise _error("mapping keys must be scalars", line, column)
+            key = value if isinstance(value, str) else _scalar_key(value)
+            if key == "<<":
+                source.yaml_features.append((child_path(frame.path, key), "merge key `<<`"))
+            if key in frame.container:
+                raise _error(f"duplicate key {key!r}", line, column)
+            frame.key = key
+            source.positions[child_path(frame.path, key)] = (line, column)
+        else:
+            frame.container[frame.key] = value
+            frame.key = _NO_KEY
+        if anchor is not None:
+            anchors[anchor] = (value, size)
+
+    parser = YAML(typ="safe")
+    for event in parser.parse(text):
+        if isinstance(event, DocumentStartEvent):
+            documents += 1
+            if documents > 1:
+                mark = event.start_mark
+                raise _error("an OATF file holds exactly one YAML document; found a second one",
+                             mark.line + 1, mark.column + 1)
+            continue
+        if isinstance(event, StreamEndEvent):
+            break
+        if not isinstance(event, ScalarEvent | MappingStartEvent | SequenceStartEvent | AliasEvent |
+                          MappingEndEvent | SequenceEndEvent):
+            continue
+        mark = event.start_mark
+        line, column = mark.line + 1, mark.column + 1
+        if isinstance(event, MappingEndEvent | SequenceEndEvent):
+            frame = stack.pop()
+            place(frame.container, *source.positions.get(frame.path, (line, column))[:2],
+                  frame.anchor, expanded - frame.start_count + 1)
+            continue
+        path_here = _current_path(stack)
+        anchor = None if isinstance(event, AliasEvent) else event.anchor
+        if anchor is not None:
+            source.yaml_features.append((path_here, f"anchor `&{anchor}`"))
+        tag = getattr(event, "tag", None)
+        if tag is not None and tag not in _CORE_TAGS:
+            source.yaml_features.append((path_here, f"custom tag `{tag}`"))
+        node_count += 1
+        expanded += 1
+        if isinstance(event, AliasEvent):
+            source.yaml_features.append((path_here, f"alias `*{event.anchor}`"))
+            if event.anchor not in anchors:
+                raise _error(f"alias *{event.anchor} refers to an unknown anchor", line, column)
+            value, size = anchors[event.anchor]
+            expanded += size
+            if expanded > MAX_EXPANDED_NODES:
+                raise _error(f"aliases expand the document beyond {MAX_EXPANDED_NODES} nodes", line, column)
+            place(value, line, column, None, size)
+        elif isinstance(event, ScalarEvent):
+            if tag is not None and tag in _CORE_TAGS:
+                try:
+                    value = _tagged_scalar(tag, event.value)
+                except ValueError as exc:
+                    raise _error(str(exc), line, column) from None
+            elif event.style or (tag is not None):
+                value = event.value
+            else:
+                value = resolve_plain_scalar(event.value)
+            place(value, line, column, anchor, 1)
+        else:
+            if len(stack) >= MAX_NESTING_DEPTH:
+                raise _error(f"nesting deeper than {MAX_NESTING_DEPTH} levels", line, column)
+            container: Any = {} if isinstance(event, MappingStartEvent) else []
+            # A collection's position is recorded now; it is placed in its parent when it ends.
+            source.positions[path_here] = (line, column)
+            if stack and isinstance(stack[-1].container, dict) and stack[-1].key is _NO_KEY:
+                raise _error("mapping keys must be scalars", line, column)
+            stack.append(_Frame(container, path_here, anchor, expanded))
+        if node_count > MAX_EXPANDED_NODES:
+            raise _error(f"document has more than {MAX_EXPANDED_NODES} nodes", line, column)
+    if documents == 0 or not have_root:
+        raise _error("document is empty")
+    source.value = root
+    return source
+
+
+def _scalar_key(value: Any) -> str:
+    """Non-string scalar keys (`1:`, `true:`) become their YAML text, as JSON object keys must be strings."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _current_path(stack: list[_Frame]) -> str:
+    """The dot-path of the node about to be placed."""
+    if not stack:
+        return ""
+    frame = stack[-1]
+    if isinstance(frame.container, list):
+        return child_path(frame.path, len(frame.container))
+    if frame.key is _NO_KEY:
+        return frame.path
+    return child_path(frame.path, frame.key)

@@ -1,0 +1,1 @@
+"""The `oatf` command line: for people who write and check OATF documents."""

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The project's test command: sets up .venv from the lock, lints, and runs the whole test suite.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+py="$("$root/scripts/bootstrap.sh")"
+cd "$root"
+"$py" -m ruff check oatf oatf_cli tests benchmarks
+exec "$py" -m pytest "$@"
