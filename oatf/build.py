@@ -539,7 +539,7 @@ BUILDERS: dict[type, Callable[[ModelBuilder, Any, str], Any]] = {
 }
 
 
-def build(cls: type[T], raw: Any, path: str = "") -> T:
+def build[M](cls: type[M], raw: Any, path: str = "") -> M:
     """Build a model value of type `cls` from its plain YAML-form mapping; raise OATFParseError."""
     builder = ModelBuilder()
     if cls is MatchCondition:

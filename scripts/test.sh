@@ -4,5 +4,5 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 py="$("$root/scripts/bootstrap.sh")"
 cd "$root"
-"$py" -m ruff check oatf oatf_cli tests benchmarks
+"$py" -m ruff check .
 exec "$py" -m pytest "$@"
