@@ -3,6 +3,10 @@
 The spec is the index of this package: each name below is the spec's name for the operation or type.
 """
 
+from .bindings import known_modes, known_protocols
+from .conditions import evaluate_condition, evaluate_predicate
+from .durations import parse_duration
+from .effective_state import compute_effective_state
 from .errors import (
     Diagnostic,
     DiagnosticSeverity,
@@ -17,6 +21,8 @@ from .errors import (
     ParseErrorKind,
     ValidationError,
 )
+from .extractors import evaluate_extractor
+from .load import LoadResult, load
 from .model import (
     Action,
     Actor,
@@ -63,18 +69,92 @@ from .model import (
 )
 from .normalize import normalize
 from .parse import parse
+from .paths import NOT_FOUND, resolve_simple_path, resolve_wildcard_path
 from .protocols import extract_protocol
+from .responses import select_response
 from .serialize import serialize
+from .templates import interpolate_template, interpolate_value
+from .triggers import AdvanceReason, TriggerResult, TriggerState, evaluate_trigger
+from .validation import ValidationResult, validate
 
 __all__ = [
-    "Action", "Actor", "Attack", "AttackResult", "AttackVerdict", "Category", "Classification", "Condition",
-    "Correlation", "CorrelationLogic", "Diagnostic", "DiagnosticSeverity", "Direction", "Document",
-    "ElicitationMode", "EvaluationError", "EvaluationErrorKind", "EvaluationSummary", "Execution",
-    "ExpressionMatch", "Extractor", "ExtractorSource", "ExtractorType", "FrameworkMapping",
-    "GenerationError", "GenerationErrorKind", "Impact", "Indicator", "IndicatorMethod", "IndicatorResult",
-    "IndicatorVerdict", "LogLevel", "MatchCondition", "MatchPredicate", "OATFError", "OATFLoadError",
-    "OATFParseError", "ParseError", "ParseErrorKind", "PatternMatch", "Phase", "ProtocolEvent", "Reference",
-    "Relationship", "SemanticExamples", "SemanticIntentClass", "SemanticMatch", "Severity", "SeverityLevel",
-    "Status", "Tier", "Trigger", "ValidationError", "Value", "extract_protocol", "normalize", "parse",
+    "NOT_FOUND",
+    "Action",
+    "Actor",
+    "AdvanceReason",
+    "Attack",
+    "AttackResult",
+    "AttackVerdict",
+    "Category",
+    "Classification",
+    "Condition",
+    "Correlation",
+    "CorrelationLogic",
+    "Diagnostic",
+    "DiagnosticSeverity",
+    "Direction",
+    "Document",
+    "ElicitationMode",
+    "EvaluationError",
+    "EvaluationErrorKind",
+    "EvaluationSummary",
+    "Execution",
+    "ExpressionMatch",
+    "Extractor",
+    "ExtractorSource",
+    "ExtractorType",
+    "FrameworkMapping",
+    "GenerationError",
+    "GenerationErrorKind",
+    "Impact",
+    "Indicator",
+    "IndicatorMethod",
+    "IndicatorResult",
+    "IndicatorVerdict",
+    "LoadResult",
+    "LogLevel",
+    "MatchCondition",
+    "MatchPredicate",
+    "OATFError",
+    "OATFLoadError",
+    "OATFParseError",
+    "ParseError",
+    "ParseErrorKind",
+    "PatternMatch",
+    "Phase",
+    "ProtocolEvent",
+    "Reference",
+    "Relationship",
+    "SemanticExamples",
+    "SemanticIntentClass",
+    "SemanticMatch",
+    "Severity",
+    "SeverityLevel",
+    "Status",
+    "Tier",
+    "Trigger",
+    "TriggerResult",
+    "TriggerState",
+    "ValidationError",
+    "ValidationResult",
+    "Value",
+    "compute_effective_state",
+    "evaluate_condition",
+    "evaluate_extractor",
+    "evaluate_predicate",
+    "evaluate_trigger",
+    "extract_protocol",
+    "interpolate_template",
+    "interpolate_value",
+    "known_modes",
+    "known_protocols",
+    "load",
+    "normalize",
+    "parse",
+    "parse_duration",
+    "resolve_simple_path",
+    "resolve_wildcard_path",
+    "select_response",
     "serialize",
+    "validate",
 ]

@@ -1,0 +1,452 @@
+"""Indicator evaluation (SDK spec §4.1-§4.4; format spec §6 "Indicators").
+
+`evaluate_pattern` and `evaluate_expression` return a `bool` or an `EvaluationError` value (the spec's
+`Result<Boolean, EvaluationError>`; errors are values, see `oatf.errors`). `evaluate_indicator` wraps
+either in an `IndicatorVerdict` and never raises: whatever the message holds (100,000 nesting levels,
+50 MB strings, huge arrays, NaN, objects JSON cannot express) and whatever a plugged-in evaluator does,
+the outcome is a verdict, `error` with the diagnostic as evidence when evaluation could not conclude.
+
+Evaluators are explicit, as SDK spec §4.4 says: without a `cel_evaluator` an expression indicator is
+`skipped`, without a `semantic_evaluator` a semantic indicator is `skipped`. The SDK's CEL evaluator is
+opt-in: `evaluate_indicator(indicator, message, cel_evaluator=oatf.cel.DefaultCelEvaluator())`.
+
+Evidence says what matched and where: the target path (with "value i of n" when a wildcard resolved to
+several values), the condition, and an excerpt of at most `EXCERPT_LIMIT` characters around the match;
+every evidence string is at most `EVIDENCE_LIMIT` characters.
+
+Bounds (format spec §5.7 "Sandboxing and Resource Limits"): a target resolving to more than
+`MAX_RESOLVED_VALUES` values is an `error` verdict, not minutes of matching; a value a string operator must
+read as JSON but that JSON cannot express (nesting beyond the interpreter's limit, a non-JSON Python
+object) is an `error` verdict rather than a silent `not_matched`, so a payload cannot evade a pattern by
+being unserializable. Strings of any length are matched in linear time (substring search, RE2).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Mapping
+from typing import Any, Final
+
+from oatf.conditions import evaluate_condition
+from oatf.errors import EvaluationError, EvaluationErrorKind
+from oatf.extension_points import CelEvaluator, SemanticEvaluator
+from oatf.model import (
+    CONDITION_OPERATORS,
+    Condition,
+    ExpressionMatch,
+    Indicator,
+    IndicatorResult,
+    IndicatorVerdict,
+    MatchCondition,
+    PatternMatch,
+    SemanticMatch,
+    Value,
+)
+from oatf.paths import NOT_FOUND, resolve_simple_path, resolve_wildcard_path
+from oatf.regex import RegexSyntaxError, compile_regex
+from oatf.values import compact_json
+
+__all__ = [
+    "DEFAULT_SEMANTIC_THRESHOLD",
+    "EVIDENCE_LIMIT",
+    "EXCERPT_LIMIT",
+    "MAX_RESOLVED_VALUES",
+    "evaluate_expression",
+    "evaluate_indicator",
+    "evaluate_pattern",
+    "timestamp_now",
+]
+
+DEFAULT_SEMANTIC_THRESHOLD: Final = 0.7
+"""Format spec §6.4: the threshold applied when `semantic.threshold` is absent."""
+
+MAX_RESOLVED_VALUES: Final = 100_000
+"""Most values a pattern or semantic target may resolve to before evaluation gives up with an error."""
+
+EXCERPT_LIMIT: Final = 160
+"""Longest excerpt of a matched value quoted in evidence, in characters."""
+
+EVIDENCE_LIMIT: Final = 400
+"""Longest evidence string, in characters."""
+
+_STRING_OPERATORS: Final = frozenset({"contains", "starts_with", "ends_with", "regex"})
+
+
+# --- small helpers --------------------------------------------------------------------------------------
+
+
+_second_stamp: tuple[int, str] = (-1, "")
+
+
+def timestamp_now() -> str:
+    """The current UTC time as an ISO 8601 string with millisecond precision (`2026-01-31T12:00:00.000Z`),
+    the form verdict timestamps take. The date-time part is formatted once per second."""
+    global _second_stamp
+    now = time.time()
+    second = int(now)
+    cached_second, prefix = _second_stamp
+    if second != cached_second:
+        prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        _second_stamp = (second, prefix)
+    return f"{prefix}.{int((now - second) * 1000):03d}Z"
+
+
+def _bounded(text: str, limit: int = EVIDENCE_LIMIT) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+_NEEDS_ESCAPING: Final = re.compile(r'["\\\x00-\x1f\x7f\u2028\u2029]')
+
+
+def _quote(text: str) -> str:
+    """`text` as a one-line JSON string literal (newlines and control characters escaped)."""
+    if _NEEDS_ESCAPING.search(text) is None:
+        return f'"{text}"'
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _describe(value: Any) -> str:
+    """A short, safe rendering of any value for evidence (never raises, whatever the value)."""
+    if isinstance(value, str):
+        return _quote(_bounded(value, EXCERPT_LIMIT))
+    try:
+        return _bounded(compact_json(value), EXCERPT_LIMIT)
+    except (TypeError, ValueError, RecursionError):
+        return f"<{type(value).__name__}>"
+
+
+def _where(target: str, index: int, count: int) -> str:
+    path = target if target else "(message root)"
+    return path if count == 1 else f"{path} (value {index + 1} of {count})"
+
+
+def _error_evidence(error: EvaluationError) -> str:
+    return _bounded(f"{error.kind}: {error.message}")
+
+
+def _text_of(value: Any) -> str:
+    """A resolved value as text: strings as they are, anything else as compact JSON with sorted keys
+    (SDK spec §5.3 "Type coercion for string operators"). Raises for a value JSON cannot express."""
+    return value if isinstance(value, str) else compact_json(value, sort_keys=True)
+
+
+def _serialization_error(value: Any, where: str) -> EvaluationError | None:
+    """An error when `value` has no compact JSON form (too deep, or not JSON), else None."""
+    if isinstance(value, str | int | float | bool) or value is None:
+        return None
+    try:
+        compact_json(value, sort_keys=True)
+    except RecursionError:
+        reason = "is nested too deeply to serialize"
+    except (TypeError, ValueError) as exc:
+        reason = f"is not expressible as JSON ({exc})"
+    else:
+        return None
+    return EvaluationError(EvaluationErrorKind.TYPE_ERROR, f"the value at {where} {reason}")
+
+
+def _too_many(target: str, count: int) -> EvaluationError:
+    return EvaluationError(
+        EvaluationErrorKind.PATH_RESOLUTION,
+        f"target {target!r} resolved to {count} values, over the limit of {MAX_RESOLVED_VALUES}",
+    )
+
+
+# --- pattern (SDK spec §4.2) ----------------------------------------------------------------------------
+
+
+_OPERATOR_CACHE_SIZE: Final = 4096
+_operator_cache: dict[int, tuple[MatchCondition, dict[str, Any]]] = {}
+
+
+def _operators(condition: Condition) -> dict[str, Any] | None:
+    """The present operators of a MatchCondition (or operator mapping) as a plain dict, or None for a
+    bare value. Handed to `evaluate_condition` for each resolved value, it spares the per-value scan of
+    the dataclass fields; for a MatchCondition (immutable) it is cached by identity."""
+    if isinstance(condition, MatchCondition):
+        cached = _operator_cache.get(id(condition))
+        if cached is not None and cached[0] is condition:
+            return cached[1]
+        present = {
+            name: operand for name in CONDITION_OPERATORS if (operand := getattr(condition, name)) is not None
+        }
+        if len(_operator_cache) >= _OPERATOR_CACHE_SIZE:
+            _operator_cache.clear()
+        _operator_cache[id(condition)] = (condition, present)
+        return present
+    if isinstance(condition, Mapping) and any(name in condition for name in CONDITION_OPERATORS):
+        return {name: operand for name, operand in condition.items() if operand is not None}
+    return None
+
+
+def _summary(operators: dict[str, Any] | None, condition: Condition) -> str:
+    if operators is None:
+        return f"equals {_describe(condition)}"
+    return " and ".join(f"{name} {_describe(operand)}" for name, operand in operators.items())
+
+
+def _match_offset(operators: dict[str, Any], text: str) -> int:
+    """Where in `text` the condition matched (for the excerpt); 0 when it has no position."""
+    if isinstance(operators.get("contains"), str):
+        return max(text.find(operators["contains"]), 0)
+    if isinstance(operators.get("regex"), str):
+        encoded = text.encode("utf-8", "surrogatepass")
+        found = compile_regex(operators["regex"]).search(encoded)
+        if found is not None:
+            return len(encoded[: found.start()].decode("utf-8", "replace"))
+    if isinstance(operators.get("ends_with"), str):
+        return max(len(text) - len(operators["ends_with"]), 0)
+    return 0
+
+
+def _excerpt_around(text: str, offset: int) -> str:
+    start = max(offset - EXCERPT_LIMIT // 4, 0)
+    end = start + EXCERPT_LIMIT
+    return ("…" if start else "") + text[start:end] + ("…" if end < len(text) else "")
+
+
+def _pattern_evidence(
+    operators: dict[str, Any] | None, condition: Condition, value: Any, where: str
+) -> str:
+    summary = _summary(operators, condition)
+    if operators is not None and not _STRING_OPERATORS.isdisjoint(operators):
+        text = _text_of(value)
+        excerpt = _quote(_excerpt_around(text, _match_offset(operators, text)))
+    else:
+        excerpt = _describe(value)
+    return _bounded(f"{where}: {summary} matched {excerpt}")
+
+
+def _match_pattern(pattern: PatternMatch, target: str | None, message: Value) -> str | EvaluationError | None:
+    """Evidence when the pattern matches, None when it does not, or the error that stopped it."""
+    if not isinstance(target, str):
+        return EvaluationError(EvaluationErrorKind.PATH_RESOLUTION, "the pattern has no target path")
+    condition = pattern.condition if pattern.condition is not None else pattern.shorthand
+    if condition is None:
+        return EvaluationError(EvaluationErrorKind.TYPE_ERROR, "the pattern has no condition")
+    operators = _operators(condition)
+    values = resolve_wildcard_path(target, message)
+    count = len(values)
+    if count > MAX_RESOLVED_VALUES:
+        return _too_many(target, count)
+    if operators is not None and len(operators) == 1 and "exists" in operators:
+        # SDK spec §4.2 step 1: `exists` alone is decided by resolution, not by evaluate_condition.
+        if bool(operators["exists"]) != (count > 0):
+            return None
+        if count == 0:
+            return f"{target or '(message root)'}: resolved to nothing, as exists: false requires"
+        return _bounded(f"{_where(target, 0, count)}: exists, value {_describe(values[0])}")
+    check = condition if operators is None else operators
+    reads_text = operators is not None and not _STRING_OPERATORS.isdisjoint(operators)
+    try:
+        for index, value in enumerate(values):
+            if evaluate_condition(check, value):
+                return _pattern_evidence(operators, condition, value, _where(target, index, count))
+            if reads_text and not isinstance(value, str):
+                unreadable = _serialization_error(value, _where(target, index, count))
+                if unreadable is not None:
+                    return unreadable
+    except RegexSyntaxError as exc:
+        return EvaluationError(EvaluationErrorKind.UNSUPPORTED_METHOD, str(exc))
+    return None
+
+
+def evaluate_pattern(pattern: PatternMatch, message: Value) -> bool | EvaluationError:
+    """SDK spec §4.2 `evaluate_pattern`: whether any value `pattern.target` resolves to satisfies
+    `pattern.condition` (an `exists`-only condition is decided by whether the target resolves at all).
+
+    Returns an `EvaluationError` when matching cannot conclude: no target, too many resolved values
+    (`path_resolution`), a regex outside RE2 (`unsupported_method`), or a value a string operator must
+    read that has no JSON form (`type_error`)."""
+    outcome = _match_pattern(pattern, pattern.target, message)
+    if isinstance(outcome, EvaluationError):
+        return outcome
+    return outcome is not None
+
+
+# --- expression (SDK spec §4.3) -------------------------------------------------------------------------
+
+
+def evaluate_expression(
+    expression: ExpressionMatch, message: Value, cel_evaluator: CelEvaluator | None
+) -> bool | EvaluationError:
+    """SDK spec §4.3 `evaluate_expression`: evaluate `expression.cel` with `message` bound as `message`
+    and each of `expression.variables` bound to `resolve_simple_path(path, message)` (null when the path
+    does not resolve).
+
+    Returns the boolean, or an `EvaluationError`: the evaluator's own, `type_error` for a non-boolean
+    result (never coerced), `unsupported_method` when `cel_evaluator` is None."""
+    if cel_evaluator is None:
+        return EvaluationError(
+            EvaluationErrorKind.UNSUPPORTED_METHOD, "CEL evaluation is not available: no CelEvaluator configured"
+        )
+    if not isinstance(expression.cel, str):
+        return EvaluationError(EvaluationErrorKind.CEL_ERROR, "the expression has no CEL text")
+    context: dict[str, Value] = {"message": message}
+    for name, path in (expression.variables or {}).items():
+        resolved = resolve_simple_path(path, message)
+        context[name] = None if resolved is NOT_FOUND else resolved  # an unresolved variable is null
+    try:
+        result = cel_evaluator.evaluate(expression.cel, context)
+    except Exception as exc:  # SDK spec §6.1 wants errors returned; a raising evaluator still yields one
+        return EvaluationError(
+            EvaluationErrorKind.CEL_ERROR, f"the CEL evaluator raised {type(exc).__name__}: {_bounded(str(exc), 200)}"
+        )
+    if isinstance(result, EvaluationError) or result is True or result is False:
+        return result
+    return EvaluationError(
+        EvaluationErrorKind.TYPE_ERROR, f"the CEL expression evaluated to {_describe(result)}, not a boolean"
+    )
+
+
+# --- semantic (SDK spec §4.4 step 1, `semantic`) ---------------------------------------------------------
+
+
+def _match_semantic(
+    semantic: SemanticMatch, target: str | None, message: Value, evaluator: SemanticEvaluator
+) -> tuple[bool, str] | EvaluationError:
+    if not isinstance(target, str):
+        return EvaluationError(EvaluationErrorKind.PATH_RESOLUTION, "the semantic indicator has no target path")
+    if not isinstance(semantic.intent, str):
+        return EvaluationError(EvaluationErrorKind.SEMANTIC_ERROR, "the semantic indicator has no intent")
+    values = resolve_wildcard_path(target, message)
+    count = len(values)
+    if count == 0:
+        return False, f"{target or '(message root)'}: resolved to nothing"
+    if count > MAX_RESOLVED_VALUES:
+        return _too_many(target, count)
+    threshold = DEFAULT_SEMANTIC_THRESHOLD if semantic.threshold is None else semantic.threshold
+    best: tuple[float, int, str] | None = None
+    for index, value in enumerate(values):
+        if isinstance(value, str):
+            text = value
+        else:
+            unreadable = _serialization_error(value, _where(target, index, count))
+            if unreadable is not None:
+                return unreadable
+            text = compact_json(value)
+        try:
+            score = evaluator.evaluate(
+                text, semantic.intent, semantic.intent_class, semantic.threshold, semantic.examples
+            )
+        except Exception as exc:  # SDK spec §6.2 wants errors returned; a raising evaluator still yields one
+            return EvaluationError(
+                EvaluationErrorKind.SEMANTIC_ERROR,
+                f"the semantic evaluator raised {type(exc).__name__}: {_bounded(str(exc), 200)}",
+            )
+        if isinstance(score, EvaluationError):
+            return score
+        if isinstance(score, bool) or not isinstance(score, int | float) or not 0.0 <= score <= 1.0:
+            return EvaluationError(
+                EvaluationErrorKind.SEMANTIC_ERROR,
+                f"the semantic evaluator returned {_describe(score)}, not a score in [0.0, 1.0]",
+            )
+        if best is None or score > best[0]:
+            best = (float(score), index, text)
+    assert best is not None  # count > 0
+    score, index, text = best
+    matched = score >= threshold
+    relation = "≥" if matched else "<"
+    default = " (default)" if semantic.threshold is None else ""
+    evidence = (
+        f"{_where(target, index, count)}: highest score {score:g} {relation} threshold {threshold:g}{default} "
+        f"for {_quote(_excerpt_around(text, 0))}"
+    )
+    return matched, _bounded(evidence)
+
+
+# --- indicator (SDK spec §4.4) --------------------------------------------------------------------------
+
+_CEL_UNAVAILABLE: Final = (
+    "CEL evaluation unavailable: no CelEvaluator configured "
+    "(pass cel_evaluator=oatf.cel.DefaultCelEvaluator() to use the SDK's)"
+)
+_SEMANTIC_UNAVAILABLE: Final = (
+    "semantic evaluation unavailable: no SemanticEvaluator configured (the SDK ships none, SDK spec §6.2)"
+)
+
+
+def _verdict(indicator_id: str, result: IndicatorResult, evidence: str | None) -> IndicatorVerdict:
+    return IndicatorVerdict(indicator_id=indicator_id, result=result, timestamp=timestamp_now(), evidence=evidence)
+
+
+def _from_outcome(indicator_id: str, outcome: str | EvaluationError | None) -> IndicatorVerdict:
+    if isinstance(outcome, EvaluationError):
+        return _verdict(indicator_id, IndicatorResult.ERROR, _error_evidence(outcome))
+    if outcome is None:
+        return _verdict(indicator_id, IndicatorResult.NOT_MATCHED, None)
+    return _verdict(indicator_id, IndicatorResult.MATCHED, outcome)
+
+
+def _evaluate(
+    indicator: Indicator,
+    indicator_id: str,
+    message: Value,
+    cel_evaluator: CelEvaluator | None,
+    semantic_evaluator: SemanticEvaluator | None,
+) -> IndicatorVerdict:
+    present = [key for key in ("pattern", "expression", "semantic") if getattr(indicator, key) is not None]
+    if len(present) != 1:
+        what = "no detection key" if not present else f"several detection keys ({', '.join(present)})"
+        error = EvaluationError(
+            EvaluationErrorKind.UNSUPPORTED_METHOD, f"the indicator has {what}; exactly one is required"
+        )
+        return _verdict(indicator_id, IndicatorResult.ERROR, _error_evidence(error))
+    if indicator.pattern is not None:
+        # An un-normalized indicator falls back to the indicator-level target (N-004).
+        target = indicator.pattern.target if indicator.pattern.target is not None else indicator.target
+        return _from_outcome(indicator_id, _match_pattern(indicator.pattern, target, message))
+    if indicator.expression is not None:
+        if cel_evaluator is None:
+            return _verdict(indicator_id, IndicatorResult.SKIPPED, _CEL_UNAVAILABLE)
+        outcome = evaluate_expression(indicator.expression, message, cel_evaluator)
+        if isinstance(outcome, EvaluationError):
+            return _verdict(indicator_id, IndicatorResult.ERROR, _error_evidence(outcome))
+        if outcome:
+            return _verdict(
+                indicator_id, IndicatorResult.MATCHED,
+                _bounded(f"CEL expression is true: {' '.join(indicator.expression.cel.split())}"),
+            )
+        return _verdict(indicator_id, IndicatorResult.NOT_MATCHED, None)
+    semantic = indicator.semantic
+    assert semantic is not None
+    if semantic_evaluator is None:
+        return _verdict(indicator_id, IndicatorResult.SKIPPED, _SEMANTIC_UNAVAILABLE)
+    target = semantic.target if semantic.target is not None else indicator.target
+    judged = _match_semantic(semantic, target, message, semantic_evaluator)
+    if isinstance(judged, EvaluationError):
+        return _verdict(indicator_id, IndicatorResult.ERROR, _error_evidence(judged))
+    matched, evidence = judged
+    return _verdict(indicator_id, IndicatorResult.MATCHED if matched else IndicatorResult.NOT_MATCHED, evidence)
+
+
+def evaluate_indicator(
+    indicator: Indicator | Mapping[str, Any],
+    message: Value,
+    cel_evaluator: CelEvaluator | None = None,
+    semantic_evaluator: SemanticEvaluator | None = None,
+) -> IndicatorVerdict:
+    """SDK spec §4.4 `evaluate_indicator`: evaluate one indicator against one message.
+
+    Dispatches on the indicator's detection key: `pattern` → `evaluate_pattern`; `expression` →
+    `evaluate_expression`, `skipped` without `cel_evaluator`; `semantic` → the highest score of
+    `semantic_evaluator` over the values `semantic.target` resolves to, compared with `semantic.threshold`
+    (0.7 when absent), `not_matched` when nothing resolves, `skipped` without `semantic_evaluator`.
+    `indicator` should be normalized (`oatf.normalize`); a plain mapping in YAML form is accepted too.
+
+    Never raises: any failure is an `error` verdict whose evidence is the diagnostic. `timestamp` is the
+    current UTC time (ISO 8601); `source` is left for the consuming tool."""
+    indicator_id = ""
+    try:
+        if not isinstance(indicator, Indicator):
+            if isinstance(indicator, Mapping) and isinstance(indicator.get("id"), str):
+                indicator_id = indicator["id"]
+            indicator = Indicator.from_dict(indicator)
+        indicator_id = indicator.id if isinstance(indicator.id, str) else ""
+        return _evaluate(indicator, indicator_id, message, cel_evaluator, semantic_evaluator)
+    except Exception as exc:  # a hostile message or a malformed indicator: still a verdict
+        detail = "nested too deeply" if isinstance(exc, RecursionError) else _bounded(str(exc), 200)
+        evidence = _bounded(f"evaluation failed: {type(exc).__name__}: {detail}")
+        return _verdict(indicator_id, IndicatorResult.ERROR, evidence)

@@ -1,0 +1,74 @@
+"""The collector every validation rule reports into (SDK spec §3.2, §7.0, §7.2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import Diagnostic, DiagnosticSeverity, ValidationError
+from ..model import Document
+
+SPEC_REFS = {
+    "V-001": "§11.1.1", "V-002": "§11.1.2", "V-003": "§11.1.3", "V-004": "§11.1.4", "V-005": "§11.1.5",
+    "V-006": "§11.1.9", "V-007": "§11.1.7", "V-008": "§11.1.7", "V-009": "§11.1.7", "V-010": "§11.1.10",
+    "V-011": "§11.1.7", "V-012": "§11.1.11", "V-013": "§6.2", "V-014": "§6.3", "V-015": "§5.5",
+    "V-016": "§5.7", "V-017": "§4.3", "V-018": "§7", "V-019": "§5.3", "V-020": "§11.1.1", "V-021": "§6.1",
+    "V-022": "§6.4", "V-023": "§4.2", "V-024": "§6.1", "V-025": "§6.1", "V-026": "§6.3", "V-027": "§5.4",
+    "V-028": "§5.1", "V-029": "§7", "V-030": "§5.1", "V-031": "§5.1", "V-032": "§5.5", "V-033": "§11.1.14",
+    "V-034": "§5.1", "V-035": "§4.2", "V-036": "§5.2", "V-037": "§5.5", "V-038": "§11.1.7",
+    "V-039": "§11.1.15", "V-040": "§5.3", "V-041": "§11.1.16", "V-042": "§5.5", "V-043": "§5.2",
+    "V-044": "§5.2", "V-045": "§4.2", "V-046": "§4.2", "V-047": "§2.3a", "V-048": "§6.1", "V-049": "§6.1",
+}
+"""Rule id → the format specification section it enforces (SDK spec §3.2 table)."""
+
+
+@dataclass(frozen=True)
+class ValidationResult:
+    """SDK spec §3.2: conforming iff `errors` is empty; `warnings` never make a document invalid."""
+
+    errors: list[ValidationError]
+    warnings: list[Diagnostic]
+
+    @property
+    def valid(self) -> bool:
+        return not self.errors
+
+
+@dataclass
+class Report:
+    """Collects violations with their source position; sorts them by dot-path at the end (SDK spec §7.4)."""
+
+    document: Document
+    errors: list[ValidationError] = field(default_factory=list)
+    warnings: list[Diagnostic] = field(default_factory=list)
+
+    def error(self, rule: str, path: str, message: str) -> None:
+        line, column = self._locate(path)
+        self.errors.append(ValidationError(rule, SPEC_REFS[rule], message, path, line, column))
+
+    def warn(self, code: str, path: str, message: str) -> None:
+        self.warnings.append(Diagnostic(DiagnosticSeverity.WARNING, code, message, path))
+
+    def position(self, path: str) -> tuple[int | None, int | None]:
+        """The 1-based line and column of `path` (or of its nearest located ancestor)."""
+        return self._locate(path)
+
+    def _locate(self, path: str) -> tuple[int | None, int | None]:
+        source = self.document.source
+        found = source.locate(path) if source is not None else None
+        return found if found is not None else (None, None)
+
+    def result(self) -> ValidationResult:
+        key = _path_sort_key
+        return ValidationResult(sorted(self.errors, key=lambda e: (key(e.path), e.rule)),
+                                sorted(self.warnings, key=lambda w: (key(w.path or ""), w.code)))
+
+
+def _path_sort_key(path: str) -> tuple[object, ...]:
+    """Dot-paths in document order: `a[2]` before `a[10]`, parents before children."""
+    parts: list[object] = []
+    for segment in path.replace("[", ".[").split("."):
+        if segment.startswith("[") and segment[1:-1].isdigit():
+            parts.append((1, int(segment[1:-1]), ""))
+        elif segment:
+            parts.append((0, 0, segment))
+    return tuple(parts)
