@@ -80,13 +80,15 @@ def _type_name(value: Any) -> str:
 class ModelBuilder:
     """Builds model values, collecting every ParseError instead of stopping at the first."""
 
-    def __init__(self, positions: dict[str, tuple[int, int]] | None = None):
-        self.positions = positions or {}
+    def __init__(self, source: YamlSource | None = None):
+        self.positions = source.positions if source else {}
+        self.key_positions = source.key_positions if source else {}
         self.errors: list[ParseError] = []
 
     # --- reporting ---------------------------------------------------------------------------------
-    def fail(self, path: str, message: str, kind: ParseErrorKind = ParseErrorKind.TYPE_MISMATCH) -> None:
-        line, column = self.positions.get(path, (None, None))
+    def fail(self, path: str, message: str, kind: ParseErrorKind = ParseErrorKind.TYPE_MISMATCH,
+             key: bool = False) -> None:
+        line, column = (self.key_positions if key else self.positions).get(path, (None, None))
         self.errors.append(ParseError(kind, message, path, line, column))
 
     def raise_if_failed(self) -> None:
@@ -110,7 +112,7 @@ class ModelBuilder:
                 ext[key] = value
             else:
                 self.fail(child_path(path, key), f"unknown field {key!r} in {what} "
-                          f"(allowed: {', '.join(allowed)}{', x-*' if extensions else ''})")
+                          f"(allowed: {', '.join(allowed)}{', x-*' if extensions else ''})", key=True)
         return known, (ext or None)
 
     def string(self, raw: dict[str, Any], key: str, path: str) -> str | None:
@@ -211,6 +213,7 @@ class ModelBuilder:
             attack=attack,
             source=SourceInfo(
                 positions=source.positions,
+                key_positions=source.key_positions,
                 key_order=tuple(str(k) for k in raw),
                 yaml_features=tuple(source.yaml_features),
                 shape_errors=tuple(shape),

@@ -407,7 +407,9 @@ class SourceInfo:
     Not part of the document's value: two documents with equal content are `==` whatever their source."""
 
     positions: dict[str, tuple[int, int]]
-    """dot-path → (line, column), 1-based, of every node."""
+    """dot-path → (line, column), 1-based, of every node (a scalar's value, a collection's key)."""
+    key_positions: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """dot-path → (line, column) of the mapping key naming the node (for errors about the key itself)."""
     key_order: tuple[str, ...] = ()
     """The document's top-level keys in source order (W-001 / V-002)."""
     yaml_features: tuple[tuple[str, str], ...] = ()
@@ -415,8 +417,10 @@ class SourceInfo:
     shape_errors: tuple[tuple[str, str], ...] = ()
     """(dot-path, description) of structural problems parse tolerates for `validate` (V-003)."""
 
-    def locate(self, path: str) -> tuple[int, int] | None:
-        """The position of `path`, or of its nearest ancestor that has one."""
+    def locate(self, path: str, key: bool = False) -> tuple[int, int] | None:
+        """The position of `path` (of its key, with `key=True`), or of its nearest located ancestor."""
+        if key and path in self.key_positions:
+            return self.key_positions[path]
         while True:
             if path in self.positions:
                 return self.positions[path]

@@ -12,4 +12,4 @@ def parse(input: str | bytes) -> Document:
     dot-path, line, column): `syntax` for text that is not one YAML document within the size and nesting
     limits, `type_mismatch` for a value of the wrong type or an unknown field."""
     source = load_yaml(input)
-    return ModelBuilder(source.positions).document(source)
+    return ModelBuilder(source).document(source)

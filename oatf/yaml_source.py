@@ -60,6 +60,9 @@ class YamlSource:
 
     value: Any
     positions: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """dot-path → (line, column) of each node: where a scalar is written, where a collection's key is."""
+    key_positions: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """dot-path → (line, column) of the mapping key that names the node."""
     yaml_features: list[tuple[str, str]] = field(default_factory=list)
 
 
@@ -183,7 +186,10 @@ def _compose(text: str) -> YamlSource:
                 raise _error(f"duplicate key {key!r}", line, column)
             frame.key = key
             source.positions[child_path(frame.path, key)] = (line, column)
+            source.key_positions[child_path(frame.path, key)] = (line, column)
         else:
+            if size == 1:  # a scalar value is located where it is written; a collection, at its key
+                source.positions[child_path(frame.path, frame.key)] = (line, column)
             frame.container[frame.key] = value
             frame.key = _NO_KEY
         if anchor is not None:
@@ -243,8 +249,9 @@ def _compose(text: str) -> YamlSource:
             if len(stack) >= MAX_NESTING_DEPTH:
                 raise _error(f"nesting deeper than {MAX_NESTING_DEPTH} levels", line, column)
             container: Any = {} if isinstance(event, MappingStartEvent) else []
-            # A collection's position is recorded now; it is placed in its parent when it ends.
-            source.positions[path_here] = (line, column)
+            # A collection's position is recorded now (unless its key already located it); it is placed in
+            # its parent when it ends.
+            source.positions.setdefault(path_here, (line, column))
             if stack and isinstance(stack[-1].container, dict) and stack[-1].key is _NO_KEY:
                 raise _error("mapping keys must be scalars", line, column)
             stack.append(_Frame(container, path_here, anchor, expanded))

@@ -217,7 +217,7 @@ def check_predicate(predicate: Any, path: str, report: Report) -> None:
         key_path = f"{path}.{key}"
         if not isinstance(key, str) or not is_simple_path(key):
             report.error("V-027", key_path, f"predicate key {key!r} must be a simple dot-path "
-                         "(no wildcards or indices)")
+                         "(no wildcards or indices)", key=True)
         check_condition_regex(condition, key_path, report)
 
 

@@ -137,7 +137,8 @@ def check_expression(indicator: Indicator, path: str, report: Report) -> None:
     for name, variable_path in (expression.variables or {}).items():
         here = f"{path}.expression.variables.{name}"
         if not CEL_IDENTIFIER.match(name):
-            report.error("V-039", here, f"variable name {name!r} is not a CEL identifier ([_a-zA-Z][_a-zA-Z0-9]*)")
+            report.error("V-039", here, f"variable name {name!r} is not a CEL identifier ([_a-zA-Z][_a-zA-Z0-9]*)",
+                         key=True)
         if not isinstance(variable_path, str) or not is_simple_path(variable_path):
             report.error("V-026", here, f"variable path {variable_path!r} must be a simple dot-path "
                          "(no wildcards or indices)")

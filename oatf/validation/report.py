@@ -41,20 +41,17 @@ class Report:
     errors: list[ValidationError] = field(default_factory=list)
     warnings: list[Diagnostic] = field(default_factory=list)
 
-    def error(self, rule: str, path: str, message: str) -> None:
-        line, column = self._locate(path)
+    def error(self, rule: str, path: str, message: str, key: bool = False) -> None:
+        """Record a violation of `rule` at `path` (located at the mapping key naming it, with `key`)."""
+        line, column = self._locate(path, key)
         self.errors.append(ValidationError(rule, SPEC_REFS[rule], message, path, line, column))
 
     def warn(self, code: str, path: str, message: str) -> None:
         self.warnings.append(Diagnostic(DiagnosticSeverity.WARNING, code, message, path))
 
-    def position(self, path: str) -> tuple[int | None, int | None]:
-        """The 1-based line and column of `path` (or of its nearest located ancestor)."""
-        return self._locate(path)
-
-    def _locate(self, path: str) -> tuple[int | None, int | None]:
+    def _locate(self, path: str, key: bool = False) -> tuple[int | None, int | None]:
         source = self.document.source
-        found = source.locate(path) if source is not None else None
+        found = source.locate(path, key) if source is not None else None
         return found if found is not None else (None, None)
 
     def result(self) -> ValidationResult:

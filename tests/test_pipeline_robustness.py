@@ -1,0 +1,166 @@
+"""Bad input never escapes as anything but OATFParseError; normalize is idempotent; serialize round-trips.
+
+Issue "document pipeline", section Bad input, and SDK spec §3.1/§3.3/§3.4."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import oatf
+from oatf.yaml_source import MAX_DOCUMENT_BYTES
+
+# YAML streams may not carry raw control characters or surrogates; documents write them as escapes
+# (test_control_characters_round_trip_through_escapes).
+yaml_text = st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cs")), max_size=20)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | yaml_text,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(yaml_text, children, max_size=4),
+    max_leaves=20,
+)
+
+
+def parse_or_error(data: str | bytes) -> oatf.Document | None:
+    """parse, where OATFParseError (carrying at least one ParseError) is the only acceptable failure."""
+    try:
+        return oatf.parse(data)
+    except oatf.OATFParseError as exc:
+        assert exc.errors and all(isinstance(e, oatf.ParseError) for e in exc.errors)
+        return None
+
+
+@given(st.binary(max_size=300))
+def test_binary_junk_is_a_parse_error(data: bytes) -> None:
+    parse_or_error(data)
+
+
+@given(st.text(max_size=300))
+def test_arbitrary_text_is_a_parse_error(text: str) -> None:
+    parse_or_error(text)
+
+
+@given(st.dictionaries(st.sampled_from(["oatf", "attack", "x"]), json_values, max_size=3))
+def test_arbitrary_json_shaped_documents(document: dict) -> None:
+    parsed = parse_or_error(json.dumps(document, ensure_ascii=False))
+    if parsed is not None:
+        oatf.validate(parsed)  # validate never raises either
+
+
+attack_fields = st.fixed_dictionaries(
+    {"execution": st.fixed_dictionaries({"mode": st.just("mcp_server"), "state": st.dictionaries(
+        st.sampled_from(["tools", "resources", "prompts"]), json_values, max_size=2)})},
+    optional={
+        "id": st.sampled_from(["ACME-001", "BAD"]),
+        "name": yaml_text,
+        "severity": st.sampled_from(["high", "low", {"level": "critical"}, {"level": "low", "confidence": 7}]),
+        "classification": st.fixed_dictionaries({"tags": st.lists(st.text("Ab_ -", max_size=6), max_size=3)}),
+        "indicators": st.lists(st.fixed_dictionaries({
+            "target": st.sampled_from(["tools[*].description", "", "content[*].text"]),
+            "pattern": st.sampled_from([{"contains": "x"}, {"condition": {"regex": "a+"}}, {"condition": 5}]),
+        }, optional={"id": st.sampled_from(["ACME-001-01", "ACME-001-02"])}), min_size=1, max_size=3),
+    },
+)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow], max_examples=60)
+@given(attack_fields)
+def test_normalize_idempotent_and_serialize_round_trips(attack: dict) -> None:
+    document = oatf.parse(json.dumps({"oatf": "0.1", "attack": attack}, ensure_ascii=False))
+    normalized = oatf.normalize(document)
+    assert oatf.normalize(normalized) == normalized
+    assert oatf.normalize(oatf.parse(oatf.serialize(normalized))) == normalized
+    again = oatf.parse(json.dumps({"oatf": "0.1", "attack": attack}, ensure_ascii=False))
+    assert document == again, "normalize does not mutate its input"
+
+
+@pytest.mark.parametrize("text", [
+    "[" * 100_000,
+    "a:\n" + "".join("  " * i + "b:\n" for i in range(1, 2000)),
+    "- " * 50_000 + "x",
+])
+def test_deep_nesting_is_a_bounded_parse_error(text: str) -> None:
+    start = time.perf_counter()
+    with pytest.raises(oatf.OATFParseError) as failure:
+        oatf.parse(text)
+    assert "nesting" in failure.value.errors[0].message or "YAML" in failure.value.errors[0].message
+    assert time.perf_counter() - start < 30
+
+
+def test_alias_bomb_is_rejected_without_expanding() -> None:
+    lines = ['a: &a ["x","x","x","x","x","x","x","x","x"]']
+    for prev, name in zip("abcdefgh", "bcdefghi", strict=True):
+        lines.append(f"{name}: &{name} [{', '.join([f'*{prev}'] * 9)}]")
+    with pytest.raises(oatf.OATFParseError) as failure:
+        oatf.parse("\n".join(lines))
+    assert "aliases expand" in failure.value.errors[0].message
+
+
+def test_oversized_document_is_rejected_before_parsing() -> None:
+    big = "oatf: '0.1'\nattack:\n  description: '" + "x" * (MAX_DOCUMENT_BYTES + 1) + "'\n"
+    with pytest.raises(oatf.OATFParseError) as failure:
+        oatf.parse(big)
+    assert "maximum" in failure.value.errors[0].message
+
+
+def test_large_string_below_the_limit_parses() -> None:
+    execution = "  execution: {mode: mcp_server, state: {}}\n"
+    text = "oatf: '0.1'\nattack:\n  description: '" + "x" * (8 * 1024 * 1024) + "'\n" + execution
+    assert len(oatf.parse(text).attack.description) == 8 * 1024 * 1024
+
+
+@pytest.mark.parametrize(("text", "fragment"), [
+    (b"\xff\xfe\x00garbage", "UTF-8"),
+    ("oatf: '0.1'\n---\noatf: '0.1'\n", "exactly one YAML document"),
+    ("- a\n- b\n", "must be a mapping"),
+    ("", "empty"),
+    ("oatf: '0.1'\noatf: '0.2'\n", "duplicate key"),
+    ("oatf: '0.1'\nattack: {execution: {mode: mcp_server, state: !!python/object:os.system {}}}\n", None),
+])
+def test_malformed_inputs_name_the_problem(text: str | bytes, fragment: str | None) -> None:
+    document = parse_or_error(text)
+    if fragment is None:  # a custom tag parses (never constructed) and fails validation with V-020
+        assert document is not None
+        assert "V-020" in {e.rule for e in oatf.validate(document).errors}
+    else:
+        assert document is None
+        with pytest.raises(oatf.OATFParseError) as failure:
+            oatf.parse(text)
+        assert fragment in failure.value.errors[0].message
+
+
+def test_type_mismatch_carries_path_line_and_column() -> None:
+    text = "oatf: '0.1'\nattack:\n  severity:\n    level: high\n    confidence: fifty\n  execution: {}\n"
+    with pytest.raises(oatf.OATFParseError) as failure:
+        oatf.parse(text)
+    error = failure.value.errors[0]
+    assert (error.kind, error.path, error.line, error.column) == (
+        oatf.ParseErrorKind.TYPE_MISMATCH, "attack.severity.confidence", 5, 17)
+
+
+def test_validation_errors_carry_positions_and_are_ordered_by_path() -> None:
+    text = ("oatf: '0.1'\nattack:\n  id: bad\n  execution:\n    mode: mcp_server\n    state: {}\n"
+            "  indicators:\n    - target: 'tools[0]'\n      pattern: {contains: x}\n")
+    errors = oatf.validate(oatf.parse(text)).errors
+    assert [(e.rule, e.path, e.line) for e in errors] == [
+        ("V-023", "attack.id", 3), ("V-021", "attack.indicators[0].target", 8)]
+
+
+def test_load_raises_one_error_type_with_all_errors() -> None:
+    with pytest.raises(oatf.OATFLoadError) as failure:
+        oatf.load("oatf: '9'\nattack:\n  version: 0\n  execution: {mode: mcp_server, state: {}}\n")
+    assert {e.rule for e in failure.value.errors} == {"V-001", "V-035"}
+    with pytest.raises(oatf.OATFLoadError) as failure:
+        oatf.load(b"\x00")
+    assert isinstance(failure.value.errors[0], oatf.ParseError)
+
+
+def test_control_characters_round_trip_through_escapes() -> None:
+    text = ('oatf: "0.1"\nattack:\n  execution:\n    mode: mcp_server\n'
+            '    state: {tools: "\\x07\\x7f\\u2028\\t\\U0001F600"}\n')
+    document = oatf.normalize(oatf.parse(text))
+    assert document.attack.execution.actors[0].phases[0].state == {"tools": "\x07\x7f\u2028\t\U0001F600"}
+    assert oatf.normalize(oatf.parse(oatf.serialize(document))) == document
