@@ -73,8 +73,13 @@ def child_path(parent: str, key: str | int) -> str:
     return f"{parent}.{key}" if parent else key
 
 
+_NON_STRING_STARTS = frozenset("~nNtTfF0123456789+-.")
+
+
 def resolve_plain_scalar(text: str) -> Any:
     """YAML 1.2 core schema resolution of an untagged plain scalar."""
+    if text and text[0] not in _NON_STRING_STARTS:
+        return text
     if _NULL.match(text):
         return None
     if text in _BOOL:
@@ -172,7 +177,7 @@ def _compose(text: str) -> YamlSource:
             source.positions[""] = (line, column)
             return
         frame = stack[-1]
-        if isinstance(frame.container, list):
+        if type(frame.container) is list:
             path = child_path(frame.path, len(frame.container))
             frame.container.append(value)
             source.positions[path] = (line, column)
@@ -197,36 +202,47 @@ def _compose(text: str) -> YamlSource:
 
     parser = YAML(typ="safe")
     for event in parser.parse(text):
-        if isinstance(event, DocumentStartEvent):
-            documents += 1
-            if documents > 1:
-                mark = event.start_mark
-                raise _error("an OATF file holds exactly one YAML document; found a second one",
-                             mark.line + 1, mark.column + 1)
-            continue
-        if isinstance(event, StreamEndEvent):
-            break
-        if not isinstance(event, ScalarEvent | MappingStartEvent | SequenceStartEvent | AliasEvent |
-                          MappingEndEvent | SequenceEndEvent):
-            continue
-        mark = event.start_mark
-        line, column = mark.line + 1, mark.column + 1
-        if isinstance(event, MappingEndEvent | SequenceEndEvent):
+        kind = type(event)
+        if kind is ScalarEvent:
+            mark = event.start_mark
+            line, column = mark.line + 1, mark.column + 1
+            anchor, tag = event.anchor, event.tag
+            if anchor is not None or tag is not None:
+                _record_features(source, _current_path(stack), anchor, tag)
+            if tag is not None and tag in _CORE_TAGS:
+                try:
+                    value = _tagged_scalar(tag, event.value)
+                except ValueError as exc:
+                    raise _error(str(exc), line, column) from None
+            elif event.style or tag is not None:
+                value = event.value
+            else:
+                value = resolve_plain_scalar(event.value)
+            place(value, line, column, anchor, 1)
+        elif kind is MappingEndEvent or kind is SequenceEndEvent:
             frame = stack.pop()
-            place(frame.container, *source.positions.get(frame.path, (line, column))[:2],
-                  frame.anchor, expanded - frame.start_count + 1)
+            line, column = source.positions[frame.path]
+            place(frame.container, line, column, frame.anchor, expanded - frame.start_count + 1)
             continue
-        path_here = _current_path(stack)
-        anchor = None if isinstance(event, AliasEvent) else event.anchor
-        if anchor is not None:
-            source.yaml_features.append((path_here, f"anchor `&{anchor}`"))
-        tag = getattr(event, "tag", None)
-        if tag is not None and tag not in _CORE_TAGS:
-            source.yaml_features.append((path_here, f"custom tag `{tag}`"))
-        node_count += 1
-        expanded += 1
-        if isinstance(event, AliasEvent):
-            source.yaml_features.append((path_here, f"alias `*{event.anchor}`"))
+        elif kind is MappingStartEvent or kind is SequenceStartEvent:
+            mark = event.start_mark
+            line, column = mark.line + 1, mark.column + 1
+            if len(stack) >= MAX_NESTING_DEPTH:
+                raise _error(f"nesting deeper than {MAX_NESTING_DEPTH} levels", line, column)
+            if stack and stack[-1].key is _NO_KEY and type(stack[-1].container) is dict:
+                raise _error("mapping keys must be scalars", line, column)
+            path_here = _current_path(stack)
+            anchor, tag = event.anchor, event.tag
+            if anchor is not None or tag is not None:
+                _record_features(source, path_here, anchor, tag)
+            # A collection's position is recorded now (unless its key already located it); it is placed in
+            # its parent when it ends.
+            source.positions.setdefault(path_here, (line, column))
+            stack.append(_Frame({} if kind is MappingStartEvent else [], path_here, anchor, expanded + 1))
+        elif kind is AliasEvent:
+            mark = event.start_mark
+            line, column = mark.line + 1, mark.column + 1
+            source.yaml_features.append((_current_path(stack), f"alias `*{event.anchor}`"))
             if event.anchor not in anchors:
                 raise _error(f"alias *{event.anchor} refers to an unknown anchor", line, column)
             value, size = anchors[event.anchor]
@@ -234,33 +250,33 @@ def _compose(text: str) -> YamlSource:
             if expanded > MAX_EXPANDED_NODES:
                 raise _error(f"aliases expand the document beyond {MAX_EXPANDED_NODES} nodes", line, column)
             place(value, line, column, None, size)
-        elif isinstance(event, ScalarEvent):
-            if tag is not None and tag in _CORE_TAGS:
-                try:
-                    value = _tagged_scalar(tag, event.value)
-                except ValueError as exc:
-                    raise _error(str(exc), line, column) from None
-            elif event.style or (tag is not None):
-                value = event.value
-            else:
-                value = resolve_plain_scalar(event.value)
-            place(value, line, column, anchor, 1)
+        elif kind is DocumentStartEvent:
+            documents += 1
+            if documents > 1:
+                mark = event.start_mark
+                raise _error("an OATF file holds exactly one YAML document; found a second one",
+                             mark.line + 1, mark.column + 1)
+            continue
+        elif kind is StreamEndEvent:
+            break
         else:
-            if len(stack) >= MAX_NESTING_DEPTH:
-                raise _error(f"nesting deeper than {MAX_NESTING_DEPTH} levels", line, column)
-            container: Any = {} if isinstance(event, MappingStartEvent) else []
-            # A collection's position is recorded now (unless its key already located it); it is placed in
-            # its parent when it ends.
-            source.positions.setdefault(path_here, (line, column))
-            if stack and isinstance(stack[-1].container, dict) and stack[-1].key is _NO_KEY:
-                raise _error("mapping keys must be scalars", line, column)
-            stack.append(_Frame(container, path_here, anchor, expanded))
+            continue
+        node_count += 1
+        expanded += 1
         if node_count > MAX_EXPANDED_NODES:
             raise _error(f"document has more than {MAX_EXPANDED_NODES} nodes", line, column)
     if documents == 0 or not have_root:
         raise _error("document is empty")
     source.value = root
     return source
+
+
+def _record_features(source: YamlSource, path: str, anchor: str | None, tag: str | None) -> None:
+    """V-020: remember where anchors and custom tags are."""
+    if anchor is not None:
+        source.yaml_features.append((path, f"anchor `&{anchor}`"))
+    if tag is not None and tag not in _CORE_TAGS:
+        source.yaml_features.append((path, f"custom tag `{tag}`"))
 
 
 def _scalar_key(value: Any) -> str:
