@@ -8,7 +8,8 @@ failure (syntax, missing field, overflow, bad operand types, time or allocation 
 
 How it is built on cel-python
     Parsing is cel-python's: its Lark grammar and `CELParser` (syntax errors come from there, with their
-    line/column context) and its literal decoders `celstr`/`celbytes`. Evaluation is not cel-python's tree
+    line/column context). String and bytes literals are decoded here (`_decode_literal`): cel-python's
+    `celstr`/`celbytes` drop raw newlines inside cooked triple-quoted literals. Evaluation is not cel-python's tree
     interpreter: measured on a 30-tool `tools/list` result, `celpy`'s `InterpretedRunner` evaluates
     `message.tools.exists(t, ...)` about 100 times a second and its `CompiledRunner` about 600 times even
     with the message converted in advance (`celpy.json_to_cel` alone costs ~1.3 ms per such message),
@@ -22,8 +23,8 @@ Supported CEL (CEL language definition, cel-spec `langdef.md`)
     - Literals: `null`, `true`/`false`, int (decimal, hex), uint (`1u`), double, strings (quoted, triple
       quoted, raw, all escapes), bytes (`b"..."`), lists `[...]`, maps `{k: v}`.
     - Operators: `! - * / % + - < <= > >= == != in && || ?:`, field selection `a.b`, indexing `a[i]`,
-      root-scoped names `.a`. `&&`, `||`, `?:`, `exists` and `all` absorb errors as CEL specifies
-      (`false && error` is `false`, `true || error` is `true`).
+      root-scoped names `.a`. `&&`, `||`, `exists` and `all` absorb errors as CEL specifies
+      (`false && error` is `false`, `true || error` is `true`); `?:` evaluates only the chosen branch.
     - Equality is CEL's heterogeneous equality: values of different types are unequal (`1 == "1"` is false,
       `true == 1` is false) except numbers, which compare by value (`1 == 1.0`, `1u < 2.5`).
     - Macros: `has(a.b)`, `e.all(x, p)`, `e.exists(x, p)`, `e.exists_one(x, p)`, `e.map(x, f)`,
@@ -34,8 +35,9 @@ Supported CEL (CEL language definition, cel-spec `langdef.md`)
       and the type names `int uint double bool string bytes list map null_type type`.
     - Values: JSON values as Python gives them (dict, list/tuple, str, int, float, bool, None) plus bytes.
       Python ints are CEL ints (64-bit: arithmetic that leaves the range is an overflow error), floats are
-      doubles; NaN and infinities behave as IEEE doubles. Any other Python object is a `cel_error` when an
-      operation touches it.
+      doubles; NaN and infinities behave as IEEE doubles. Map keys follow Python's dict semantics (so the
+      keys `true` and `1` coincide, where CEL keeps them apart; JSON maps have string keys only). Any other
+      Python object is a `cel_error` when an operation touches it.
 
 Not supported (calls return `unsupported_method`)
     `timestamp`, `duration` and their accessor methods (`getFullYear`, `getHours`, ...), message
@@ -71,17 +73,15 @@ from typing import Any, Final
 
 import lark
 from celpy.celparser import CELParseError, CELParser
-from celpy.evaluation import celbytes, celstr
 
 from oatf.errors import EvaluationError, EvaluationErrorKind
 from oatf.regex import RegexSyntaxError, search
 
 __all__ = [
+    "DEFAULT_MAX_ALLOCATION",
     "DEFAULT_TIME_LIMIT",
     "MAX_EXPRESSION_LENGTH",
     "SUPPORTED_FUNCTIONS",
-    "CelType",
-    "CelUint",
     "DefaultCelEvaluator",
     "cel_syntax_error",
 ]
@@ -116,7 +116,7 @@ _ALLOCATION_LIMIT: Final = " allocation limit"
 _CHECK_EVERY: Final = 1024  # iterations of a cheap Python-level loop between two deadline checks
 
 
-class CelUint(int):
+class _CelUint(int):
     """A CEL `uint` value (only literals such as `1u` and `uint()` produce one; JSON numbers are ints)."""
 
     __slots__ = ()
@@ -126,14 +126,14 @@ class CelUint(int):
 
 
 @dataclass(frozen=True)
-class CelType:
+class _CelType:
     """A CEL type value: what `type(x)` returns and what the names `int`, `string`, ... denote."""
 
     name: str
 
 
 class _CelError(Exception):
-    """A CEL runtime error: a value that `&&`, `||`, `?:`, `exists` and `all` may absorb."""
+    """A CEL runtime error: `&&`, `||`, `exists` and `all` may absorb it."""
 
 
 class _LimitExceeded(Exception):
@@ -155,16 +155,17 @@ Frame = dict[str, Any]
 Eval = Callable[[Frame], Any]
 
 _TYPE_NAMES: Final = {
-    name: CelType(name)
+    name: _CelType(name)
     for name in ("int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type")
 }
 _EXACT_KINDS: Final[dict[type, str]] = {
-    type(None): "null_type", bool: "bool", int: "int", CelUint: "uint", float: "double", str: "string",
-    bytes: "bytes", dict: "map", list: "list", tuple: "list", CelType: "type",
+    type(None): "null_type", bool: "bool", int: "int", _CelUint: "uint", float: "double", str: "string",
+    bytes: "bytes", dict: "map", list: "list", tuple: "list", _CelType: "type",
 }
 _NUMERIC: Final = frozenset({"int", "uint", "double"})
 _ORDERED: Final = frozenset({"int", "uint", "double", "string", "bytes", "bool"})
 _KEY_KINDS: Final = frozenset({"int", "uint", "bool", "string"})
+_LOOKUP_KINDS: Final = _KEY_KINDS | {"double"}  # a double finds an int key of equal value (cel-spec)
 
 
 def _kind(value: Any) -> str:
@@ -174,7 +175,7 @@ def _kind(value: Any) -> str:
         return kind
     if isinstance(value, bool):
         return "bool"
-    if isinstance(value, CelUint):
+    if isinstance(value, _CelUint):
         return "uint"
     if isinstance(value, int):
         return "int"
@@ -273,7 +274,7 @@ def _contains_element(frame: Frame, item: Any, container: Any) -> bool:
             if _equal(frame, item, element):
                 return True
         return False
-    if kind == "map" and _kind(item) in _KEY_KINDS | {"double"}:
+    if kind == "map" and _kind(item) in _LOOKUP_KINDS:
         return item in container
     raise _no_overload("_in_", item, container)
 
@@ -287,9 +288,9 @@ def _checked_int(value: int, operator: str) -> int:
     raise _CelError(f"integer overflow in {operator}")
 
 
-def _checked_uint(value: int, operator: str) -> CelUint:
+def _checked_uint(value: int, operator: str) -> _CelUint:
     if 0 <= value <= _UINT_MAX:
-        return CelUint(value)
+        return _CelUint(value)
     raise _CelError(f"unsigned integer overflow in {operator}")
 
 
@@ -311,7 +312,7 @@ def _add(frame: Frame, left: Any, right: Any) -> Any:
     raise _no_overload("_+_", left, right)
 
 
-def _subtract(left: Any, right: Any) -> Any:
+def _subtract(frame: Frame, left: Any, right: Any) -> Any:
     kind = _kind(left)
     if kind != _kind(right) or kind not in _NUMERIC:
         raise _no_overload("_-_", left, right)
@@ -322,7 +323,7 @@ def _subtract(left: Any, right: Any) -> Any:
     return left - right
 
 
-def _multiply(left: Any, right: Any) -> Any:
+def _multiply(frame: Frame, left: Any, right: Any) -> Any:
     kind = _kind(left)
     if kind != _kind(right) or kind not in _NUMERIC:
         raise _no_overload("_*_", left, right)
@@ -333,7 +334,7 @@ def _multiply(left: Any, right: Any) -> Any:
     return left * right
 
 
-def _divide(left: Any, right: Any) -> Any:
+def _divide(frame: Frame, left: Any, right: Any) -> Any:
     kind = _kind(left)
     if kind != _kind(right) or kind not in _NUMERIC:
         raise _no_overload("_/_", left, right)
@@ -347,18 +348,18 @@ def _divide(left: Any, right: Any) -> Any:
         raise _CelError("division by zero")
     quotient = abs(left) // abs(right)  # CEL truncates toward zero
     if kind == "uint":
-        return CelUint(quotient)
+        return _CelUint(quotient)
     return _checked_int(quotient if (left < 0) == (right < 0) else -quotient, "/")
 
 
-def _modulo(left: Any, right: Any) -> Any:
+def _modulo(frame: Frame, left: Any, right: Any) -> Any:
     kind = _kind(left)
     if kind != _kind(right) or kind not in ("int", "uint"):
         raise _no_overload("_%_", left, right)
     if right == 0:
         raise _CelError("modulus by zero")
     if kind == "uint":
-        return CelUint(left % right)
+        return _CelUint(left % right)
     if left == _INT_MIN and right == -1:
         raise _CelError("integer overflow in %")
     remainder = abs(left) % abs(right)  # the sign follows the dividend, as in C and Go
@@ -407,7 +408,7 @@ def _index(value: Any, key: Any, where: str) -> Any:
             raise _CelError(f"index out of range: {int(key)} (size {len(value)}, in `{where}`)")
         return value[key]
     if kind == "map":
-        if key_kind not in _KEY_KINDS and key_kind != "double":
+        if key_kind not in _LOOKUP_KINDS:
             raise _no_overload("_[_]", value, key)
         if key in value:
             return value[key]
@@ -483,14 +484,14 @@ def _to_int(value: Any) -> int:
     raise _CelError(f"int() cannot convert {kind} {_excerpt(value)}")
 
 
-def _to_uint(value: Any) -> CelUint:
+def _to_uint(value: Any) -> _CelUint:
     kind = _kind(value)
     if kind in ("int", "uint"):
         return _checked_uint(int(value), "uint()")
     if kind == "double":
         if not (math.isfinite(value) and 0 <= value < 1.8446744073709551616e19):
             raise _CelError(f"uint() out of range: {value!r}")
-        return CelUint(int(value))
+        return _CelUint(int(value))
     if kind == "string" and len(value) <= 32 and _UINT_TEXT.match(value):
         return _checked_uint(int(value), "uint()")
     raise _CelError(f"uint() cannot convert {kind} {_excerpt(value)}")
@@ -576,7 +577,7 @@ def _to_bool(value: Any) -> bool:
     raise _CelError(f"bool() cannot convert {kind} {_excerpt(value)}")
 
 
-def _type_of(value: Any) -> CelType:
+def _type_of(value: Any) -> _CelType:
     return _TYPE_NAMES[_kind(value)]
 
 
@@ -593,6 +594,10 @@ _METHODS: Final[dict[str, Callable[[Any, Any], bool]]] = {
     "endsWith": _string_function("endsWith"),
     "matches": _matches,
 }
+_ARITHMETIC: Final[dict[str, Callable[[Frame, Any, Any], Any]]] = {
+    "addition_add": _add, "addition_sub": _subtract,
+    "multiplication_mul": _multiply, "multiplication_div": _divide, "multiplication_mod": _modulo,
+}
 _MACROS: Final = frozenset({"all", "exists", "exists_one", "map", "filter"})
 _RELATIONS: Final = {
     "relation_lt": "<", "relation_le": "<=", "relation_gt": ">", "relation_ge": ">=",
@@ -602,6 +607,58 @@ _PASS_THROUGH: Final = frozenset({
     "expr", "conditionalor", "conditionaland", "relation", "addition", "multiplication", "unary", "member",
     "primary",
 })
+
+
+# --- literals ------------------------------------------------------------------------------------------
+
+_LITERAL_PART: Final = re.compile(
+    r"\\(?:([abfnrtv\\'\"`?])|([0-3][0-7]{2})|x([0-9a-fA-F]{2})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8}))"
+    r"|(\\.?)|([^\\]+)",
+    re.DOTALL,
+)
+_SIMPLE_ESCAPES: Final = {
+    "a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
+    "\\": "\\", "'": "'", '"': '"', "`": "`", "?": "?",
+}
+
+
+def _decode_literal(text: str) -> str | bytes:
+    """The value of a CEL string or bytes literal token (cel-spec "String and Bytes Literals"): optional
+    `b`/`r` prefixes, single or triple quotes, the escapes `\\a \\b \\f \\n \\r \\t \\v \\\\ \\' \\" \\` \\?`,
+    octal `\\ooo` and `\\xHH` (a code point in strings, a byte in bytes), and `\\uHHHH`, `\\UHHHHHHHH` (strings
+    only). Raises ValueError for any other escape."""
+    prefix = ""
+    while text[0] in "bBrR":
+        prefix += text[0].lower()
+        text = text[1:]
+    quote = 3 if text[:3] in ('"""', "'''") else 1
+    body = text[quote:-quote]
+    is_bytes = "b" in prefix
+    if "r" in prefix:
+        return body.encode("utf-8") if is_bytes else body
+    chunks: list[Any] = []
+    for part in _LITERAL_PART.finditer(body):
+        simple, octal, hex_value, short, long, invalid, plain = part.groups()
+        if plain is not None:
+            piece = plain
+        elif simple is not None:
+            piece = _SIMPLE_ESCAPES[simple]
+        elif octal is not None or hex_value is not None:
+            number = int(octal, 8) if octal is not None else int(hex_value, 16)
+            if is_bytes:
+                chunks.append(bytes([number]))
+                continue
+            piece = chr(number)
+        elif invalid is None and not is_bytes:
+            point = int(short or long, 16)
+            if 0xD800 <= point <= 0xDFFF or point > 0x10FFFF:
+                raise ValueError(f"invalid Unicode code point in escape {part.group(0)!r}")
+            piece = chr(point)
+        else:
+            kind = "bytes" if is_bytes else "string"
+            raise ValueError(f"invalid escape sequence {part.group(0)!r} in a {kind} literal")
+        chunks.append(piece.encode("utf-8") if is_bytes else piece)
+    return b"".join(chunks) if is_bytes else "".join(chunks)
 
 
 # --- compiler: parse tree → closures -----------------------------------------------------------------
@@ -660,33 +717,41 @@ class _Compiler:
     def c_conditionaland(self, node: lark.Tree) -> Eval:
         return self._logical(node, absorbing=False)
 
+    @staticmethod
+    def chain(node: lark.Tree) -> list[lark.Tree]:
+        """The operands of a left-recursive chain (`a || b || c`: `[a, b, c]`), gathered without
+        recursion so that a chain of thousands of terms compiles."""
+        rule = node.data
+        operands = []
+        while node.data == rule and len(node.children) == 2:
+            node, right = node.children
+            operands.append(right)
+        operands.append(node)
+        operands.reverse()
+        return operands
+
     def _logical(self, node: lark.Tree, *, absorbing: bool) -> Eval:
-        """`||` (absorbing value true) or `&&` (absorbing value false), commutative over errors."""
-        left, right = (self.compile(child) for child in node.children)
+        """`||` (absorbing value true) or `&&` (absorbing value false) over a whole chain, commutative
+        over errors: an absorbing operand decides, wherever errors or non-booleans occur."""
+        operands = [self.compile(operand) for operand in self.chain(node)]
+        other = not absorbing
         operator = "_||_" if absorbing else "_&&_"
 
         def logical(frame: Frame) -> Any:
             error: _CelError | None = None
-            try:
-                value = left(frame)
-            except _CelError as exc:
-                error = exc
-            else:
+            for operand in operands:
+                try:
+                    value = operand(frame)
+                except _CelError as exc:
+                    error = error or exc
+                    continue
                 if value is absorbing:
                     return absorbing
-                if value is not (not absorbing):
+                if value is not other and error is None:
                     error = _no_overload(operator, value)
-            try:
-                value = right(frame)
-            except _CelError as exc:
-                raise (error or exc) from None
-            if value is absorbing:
-                return absorbing
             if error is not None:
                 raise error
-            if value is not (not absorbing):
-                raise _no_overload(operator, value)
-            return not absorbing
+            return other
 
         return logical
 
@@ -704,20 +769,32 @@ class _Compiler:
         return lambda frame: _compare(operator, left(frame), right(frame))
 
     def c_addition(self, node: lark.Tree) -> Eval:
-        operator_node, right_tree = node.children
-        left = self.compile(operator_node.children[0])
-        right = self.compile(right_tree)
-        if operator_node.data == "addition_add":
-            return lambda frame: _add(frame, left(frame), right(frame))
-        return lambda frame: _subtract(left(frame), right(frame))
+        return self._arithmetic(node)
 
     def c_multiplication(self, node: lark.Tree) -> Eval:
-        operator_node, right_tree = node.children
-        left = self.compile(operator_node.children[0])
-        right = self.compile(right_tree)
-        operation = {"multiplication_mul": _multiply, "multiplication_div": _divide,
-                     "multiplication_mod": _modulo}[operator_node.data]
-        return lambda frame: operation(left(frame), right(frame))
+        return self._arithmetic(node)
+
+    def _arithmetic(self, node: lark.Tree) -> Eval:
+        """A left-associative chain of `+ -` or `* / %`, folded left to right without recursion."""
+        rule = node.data
+        steps: list[tuple[Callable[[Frame, Any, Any], Any], lark.Tree]] = []
+        while node.data == rule and len(node.children) == 2:
+            operator_node, right_tree = node.children
+            steps.append((_ARITHMETIC[operator_node.data], right_tree))
+            node = operator_node.children[0]
+        first = self.compile(node)
+        folded = [(operation, self.compile(operand)) for operation, operand in reversed(steps)]
+        if len(folded) == 1:
+            ((operation, second),) = folded
+            return lambda frame: operation(frame, first(frame), second(frame))
+
+        def arithmetic(frame: Frame) -> Any:
+            value = first(frame)
+            for operation, operand in folded:
+                value = operation(frame, value, operand(frame))
+            return value
+
+        return arithmetic
 
     def c_unary(self, node: lark.Tree) -> Eval:
         operator_node, operand_tree = node.children
@@ -867,13 +944,14 @@ class _Compiler:
             value = int(digits, 0) if "x" in digits.lower() else int(digits)
             if not 0 <= value <= _UINT_MAX:
                 raise _CompileError(EvaluationErrorKind.CEL_ERROR, f"uint literal out of range: {text}", syntax=True)
-            return CelUint(value)
+            return _CelUint(value)
         if kind == "FLOAT_LIT":
             return float(text)
-        if kind in ("STRING_LIT", "MLSTRING_LIT"):
-            return str(celstr(token))
-        if kind == "BYTES_LIT":
-            return bytes(celbytes(token))
+        if kind in ("STRING_LIT", "MLSTRING_LIT", "BYTES_LIT"):
+            try:
+                return _decode_literal(text)
+            except ValueError as exc:
+                raise _CompileError(EvaluationErrorKind.CEL_ERROR, str(exc), syntax=True) from None
         if kind == "BOOL_LIT":
             return text == "true"
         return None  # NULL_LIT
@@ -1050,6 +1128,9 @@ class _Program:
 @lru_cache(maxsize=_CACHE_SIZE)
 def _compile(expression: str) -> _Program:
     """Parse (cel-python's grammar) and compile `expression`; failures are cached too."""
+    if not expression.strip():
+        message = "the CEL expression is empty"
+        return _Program(None, EvaluationError(EvaluationErrorKind.CEL_ERROR, message), message)
     if len(expression) > MAX_EXPRESSION_LENGTH:
         message = f"expression is {len(expression)} characters long; the limit is {MAX_EXPRESSION_LENGTH}"
         return _Program(None, EvaluationError(EvaluationErrorKind.CEL_ERROR, message), message)
@@ -1057,7 +1138,8 @@ def _compile(expression: str) -> _Program:
         tree = CELParser().parse(expression)
         run = _Compiler(expression).compile(tree)
     except CELParseError as exc:
-        message = f"CEL syntax error at line {exc.line}, column {exc.column}:\n{exc.args[0]}"
+        where = f" at line {exc.line}, column {exc.column}" if exc.line is not None else ""
+        message = f"CEL syntax error{where}:\n{exc.args[0]}"
         return _Program(None, EvaluationError(EvaluationErrorKind.CEL_ERROR, message), message)
     except lark.exceptions.LarkError as exc:
         message = f"CEL syntax error: {exc}"

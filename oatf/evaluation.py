@@ -27,6 +27,7 @@ import json
 import re
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from oatf.conditions import evaluate_condition
@@ -113,7 +114,7 @@ def _describe(value: Any) -> str:
         return _quote(_bounded(value, EXCERPT_LIMIT))
     try:
         return _bounded(compact_json(value), EXCERPT_LIMIT)
-    except (TypeError, ValueError, RecursionError):
+    except Exception:  # no JSON form (too deep, not JSON), or a value whose methods raise
         return f"<{type(value).__name__}>"
 
 
@@ -123,7 +124,7 @@ def _where(target: str, index: int, count: int) -> str:
 
 
 def _error_evidence(error: EvaluationError) -> str:
-    return _bounded(f"{error.kind}: {error.message}")
+    return _bounded(f"{error.kind}: {' '.join(str(error.message).split())}")
 
 
 def _text_of(value: Any) -> str:
@@ -147,6 +148,18 @@ def _serialization_error(value: Any, where: str) -> EvaluationError | None:
     return EvaluationError(EvaluationErrorKind.TYPE_ERROR, f"the value at {where} {reason}")
 
 
+def _failure(kind: EvaluationErrorKind, what: str, exc: Exception) -> EvaluationError:
+    """An exception raised by `what` (a plugged-in evaluator, a hostile message) as an error value."""
+    if isinstance(exc, RecursionError):
+        detail = "nested too deeply"
+    else:
+        try:
+            detail = _bounded(str(exc), 200)
+        except Exception:  # an exception whose __str__ raises
+            detail = "(no description)"
+    return EvaluationError(kind, f"{what} raised {type(exc).__name__}: {detail}")
+
+
 def _too_many(target: str, count: int) -> EvaluationError:
     return EvaluationError(
         EvaluationErrorKind.PATH_RESOLUTION,
@@ -157,34 +170,43 @@ def _too_many(target: str, count: int) -> EvaluationError:
 # --- pattern (SDK spec §4.2) ----------------------------------------------------------------------------
 
 
-_OPERATOR_CACHE_SIZE: Final = 4096
-_operator_cache: dict[int, tuple[MatchCondition, dict[str, Any]]] = {}
+@dataclass(frozen=True, slots=True)
+class _Condition:
+    """A pattern condition prepared once: what `evaluate_condition` gets for each resolved value (the
+    present operators as a plain dict, sparing it the per-value scan of the dataclass fields, or the bare
+    value), and the facts `_match_pattern` branches on."""
+
+    check: Any
+    operators: dict[str, Any] | None
+    reads_text: bool
+    exists_only: bool
 
 
-def _operators(condition: Condition) -> dict[str, Any] | None:
-    """The present operators of a MatchCondition (or operator mapping) as a plain dict, or None for a
-    bare value. Handed to `evaluate_condition` for each resolved value, it spares the per-value scan of
-    the dataclass fields; for a MatchCondition (immutable) it is cached by identity."""
+_PREPARED_CACHE_SIZE: Final = 4096
+_prepared_cache: dict[int, tuple[MatchCondition, _Condition]] = {}
+
+
+def _prepare(condition: Condition) -> _Condition:
+    """`condition` prepared; a MatchCondition (immutable) is prepared once and cached by identity."""
     if isinstance(condition, MatchCondition):
-        cached = _operator_cache.get(id(condition))
+        cached = _prepared_cache.get(id(condition))
         if cached is not None and cached[0] is condition:
             return cached[1]
-        present = {
+        operators = {
             name: operand for name in CONDITION_OPERATORS if (operand := getattr(condition, name)) is not None
         }
-        if len(_operator_cache) >= _OPERATOR_CACHE_SIZE:
-            _operator_cache.clear()
-        _operator_cache[id(condition)] = (condition, present)
-        return present
-    if isinstance(condition, Mapping) and any(name in condition for name in CONDITION_OPERATORS):
-        return {name: operand for name, operand in condition.items() if operand is not None}
-    return None
-
-
-def _summary(operators: dict[str, Any] | None, condition: Condition) -> str:
-    if operators is None:
-        return f"equals {_describe(condition)}"
-    return " and ".join(f"{name} {_describe(operand)}" for name, operand in operators.items())
+    elif isinstance(condition, Mapping) and any(name in condition for name in CONDITION_OPERATORS):
+        operators = {name: operand for name, operand in condition.items() if operand is not None}
+    else:
+        return _Condition(condition, None, False, False)
+    prepared = _Condition(
+        operators, operators, not _STRING_OPERATORS.isdisjoint(operators), operators.keys() == {"exists"}
+    )
+    if isinstance(condition, MatchCondition):
+        if len(_prepared_cache) >= _PREPARED_CACHE_SIZE:
+            _prepared_cache.clear()
+        _prepared_cache[id(condition)] = (condition, prepared)
+    return prepared
 
 
 def _match_offset(operators: dict[str, Any], text: str) -> int:
@@ -207,11 +229,12 @@ def _excerpt_around(text: str, offset: int) -> str:
     return ("…" if start else "") + text[start:end] + ("…" if end < len(text) else "")
 
 
-def _pattern_evidence(
-    operators: dict[str, Any] | None, condition: Condition, value: Any, where: str
-) -> str:
-    summary = _summary(operators, condition)
-    if operators is not None and not _STRING_OPERATORS.isdisjoint(operators):
+def _pattern_evidence(prepared: _Condition, value: Any, where: str) -> str:
+    operators = prepared.operators
+    summary = f"equals {_describe(prepared.check)}" if operators is None else " and ".join(
+        f"{name} {_describe(operand)}" for name, operand in operators.items()
+    )
+    if operators is not None and prepared.reads_text:
         text = _text_of(value)
         excerpt = _quote(_excerpt_around(text, _match_offset(operators, text)))
     else:
@@ -226,30 +249,36 @@ def _match_pattern(pattern: PatternMatch, target: str | None, message: Value) ->
     condition = pattern.condition if pattern.condition is not None else pattern.shorthand
     if condition is None:
         return EvaluationError(EvaluationErrorKind.TYPE_ERROR, "the pattern has no condition")
-    operators = _operators(condition)
-    values = resolve_wildcard_path(target, message)
+    prepared = _prepare(condition)
+    try:
+        values = resolve_wildcard_path(target, message)
+    except Exception as exc:  # a message whose mappings raise
+        return _failure(EvaluationErrorKind.PATH_RESOLUTION, f"resolving {target!r}", exc)
     count = len(values)
     if count > MAX_RESOLVED_VALUES:
         return _too_many(target, count)
-    if operators is not None and len(operators) == 1 and "exists" in operators:
+    if prepared.exists_only:
         # SDK spec §4.2 step 1: `exists` alone is decided by resolution, not by evaluate_condition.
-        if bool(operators["exists"]) != (count > 0):
+        assert prepared.operators is not None
+        if bool(prepared.operators["exists"]) != (count > 0):
             return None
         if count == 0:
             return f"{target or '(message root)'}: resolved to nothing, as exists: false requires"
         return _bounded(f"{_where(target, 0, count)}: exists, value {_describe(values[0])}")
-    check = condition if operators is None else operators
-    reads_text = operators is not None and not _STRING_OPERATORS.isdisjoint(operators)
+    check = prepared.check
+    reads_text = prepared.reads_text
     try:
         for index, value in enumerate(values):
             if evaluate_condition(check, value):
-                return _pattern_evidence(operators, condition, value, _where(target, index, count))
+                return _pattern_evidence(prepared, value, _where(target, index, count))
             if reads_text and not isinstance(value, str):
                 unreadable = _serialization_error(value, _where(target, index, count))
                 if unreadable is not None:
                     return unreadable
     except RegexSyntaxError as exc:
         return EvaluationError(EvaluationErrorKind.UNSUPPORTED_METHOD, str(exc))
+    except Exception as exc:  # a resolved value whose methods raise
+        return _failure(EvaluationErrorKind.TYPE_ERROR, f"matching the value at {target!r}", exc)
     return None
 
 
@@ -257,9 +286,9 @@ def evaluate_pattern(pattern: PatternMatch, message: Value) -> bool | Evaluation
     """SDK spec §4.2 `evaluate_pattern`: whether any value `pattern.target` resolves to satisfies
     `pattern.condition` (an `exists`-only condition is decided by whether the target resolves at all).
 
-    Returns an `EvaluationError` when matching cannot conclude: no target, too many resolved values
-    (`path_resolution`), a regex outside RE2 (`unsupported_method`), or a value a string operator must
-    read that has no JSON form (`type_error`)."""
+    Returns an `EvaluationError` when matching cannot conclude: no target, too many resolved values, a
+    message whose mappings raise (`path_resolution`), a regex outside RE2 (`unsupported_method`), a value a
+    string operator must read that has no JSON form (`type_error`). Never raises."""
     outcome = _match_pattern(pattern, pattern.target, message)
     if isinstance(outcome, EvaluationError):
         return outcome
@@ -276,8 +305,9 @@ def evaluate_expression(
     and each of `expression.variables` bound to `resolve_simple_path(path, message)` (null when the path
     does not resolve).
 
-    Returns the boolean, or an `EvaluationError`: the evaluator's own, `type_error` for a non-boolean
-    result (never coerced), `unsupported_method` when `cel_evaluator` is None."""
+    Returns the boolean, or an `EvaluationError`: the evaluator's own (or `cel_error` if it raises),
+    `type_error` for a non-boolean result (never coerced), `unsupported_method` when `cel_evaluator` is
+    None. Never raises."""
     if cel_evaluator is None:
         return EvaluationError(
             EvaluationErrorKind.UNSUPPORTED_METHOD, "CEL evaluation is not available: no CelEvaluator configured"
@@ -286,14 +316,15 @@ def evaluate_expression(
         return EvaluationError(EvaluationErrorKind.CEL_ERROR, "the expression has no CEL text")
     context: dict[str, Value] = {"message": message}
     for name, path in (expression.variables or {}).items():
-        resolved = resolve_simple_path(path, message)
+        try:
+            resolved = resolve_simple_path(path, message)
+        except Exception as exc:  # a non-string path, or a message whose mappings raise
+            return _failure(EvaluationErrorKind.PATH_RESOLUTION, f"resolving variable {name!r} ({path!r})", exc)
         context[name] = None if resolved is NOT_FOUND else resolved  # an unresolved variable is null
     try:
         result = cel_evaluator.evaluate(expression.cel, context)
     except Exception as exc:  # SDK spec §6.1 wants errors returned; a raising evaluator still yields one
-        return EvaluationError(
-            EvaluationErrorKind.CEL_ERROR, f"the CEL evaluator raised {type(exc).__name__}: {_bounded(str(exc), 200)}"
-        )
+        return _failure(EvaluationErrorKind.CEL_ERROR, "the CEL evaluator", exc)
     if isinstance(result, EvaluationError) or result is True or result is False:
         return result
     return EvaluationError(
@@ -311,7 +342,10 @@ def _match_semantic(
         return EvaluationError(EvaluationErrorKind.PATH_RESOLUTION, "the semantic indicator has no target path")
     if not isinstance(semantic.intent, str):
         return EvaluationError(EvaluationErrorKind.SEMANTIC_ERROR, "the semantic indicator has no intent")
-    values = resolve_wildcard_path(target, message)
+    try:
+        values = resolve_wildcard_path(target, message)
+    except Exception as exc:  # a message whose mappings raise
+        return _failure(EvaluationErrorKind.PATH_RESOLUTION, f"resolving {target!r}", exc)
     count = len(values)
     if count == 0:
         return False, f"{target or '(message root)'}: resolved to nothing"
@@ -332,10 +366,7 @@ def _match_semantic(
                 text, semantic.intent, semantic.intent_class, semantic.threshold, semantic.examples
             )
         except Exception as exc:  # SDK spec §6.2 wants errors returned; a raising evaluator still yields one
-            return EvaluationError(
-                EvaluationErrorKind.SEMANTIC_ERROR,
-                f"the semantic evaluator raised {type(exc).__name__}: {_bounded(str(exc), 200)}",
-            )
+            return _failure(EvaluationErrorKind.SEMANTIC_ERROR, "the semantic evaluator", exc)
         if isinstance(score, EvaluationError):
             return score
         if isinstance(score, bool) or not isinstance(score, int | float) or not 0.0 <= score <= 1.0:
@@ -387,30 +418,30 @@ def _evaluate(
     cel_evaluator: CelEvaluator | None,
     semantic_evaluator: SemanticEvaluator | None,
 ) -> IndicatorVerdict:
-    present = [key for key in ("pattern", "expression", "semantic") if getattr(indicator, key) is not None]
-    if len(present) != 1:
+    pattern, expression, semantic = indicator.pattern, indicator.expression, indicator.semantic
+    if (pattern is not None) + (expression is not None) + (semantic is not None) != 1:
+        present = [key for key in ("pattern", "expression", "semantic") if getattr(indicator, key) is not None]
         what = "no detection key" if not present else f"several detection keys ({', '.join(present)})"
         error = EvaluationError(
             EvaluationErrorKind.UNSUPPORTED_METHOD, f"the indicator has {what}; exactly one is required"
         )
         return _verdict(indicator_id, IndicatorResult.ERROR, _error_evidence(error))
-    if indicator.pattern is not None:
+    if pattern is not None:
         # An un-normalized indicator falls back to the indicator-level target (N-004).
-        target = indicator.pattern.target if indicator.pattern.target is not None else indicator.target
-        return _from_outcome(indicator_id, _match_pattern(indicator.pattern, target, message))
-    if indicator.expression is not None:
+        target = pattern.target if pattern.target is not None else indicator.target
+        return _from_outcome(indicator_id, _match_pattern(pattern, target, message))
+    if expression is not None:
         if cel_evaluator is None:
             return _verdict(indicator_id, IndicatorResult.SKIPPED, _CEL_UNAVAILABLE)
-        outcome = evaluate_expression(indicator.expression, message, cel_evaluator)
+        outcome = evaluate_expression(expression, message, cel_evaluator)
         if isinstance(outcome, EvaluationError):
             return _verdict(indicator_id, IndicatorResult.ERROR, _error_evidence(outcome))
         if outcome:
             return _verdict(
                 indicator_id, IndicatorResult.MATCHED,
-                _bounded(f"CEL expression is true: {' '.join(indicator.expression.cel.split())}"),
+                _bounded(f"CEL expression is true: {' '.join(str(expression.cel).split())}"),
             )
         return _verdict(indicator_id, IndicatorResult.NOT_MATCHED, None)
-    semantic = indicator.semantic
     assert semantic is not None
     if semantic_evaluator is None:
         return _verdict(indicator_id, IndicatorResult.SKIPPED, _SEMANTIC_UNAVAILABLE)
@@ -446,7 +477,7 @@ def evaluate_indicator(
             indicator = Indicator.from_dict(indicator)
         indicator_id = indicator.id if isinstance(indicator.id, str) else ""
         return _evaluate(indicator, indicator_id, message, cel_evaluator, semantic_evaluator)
-    except Exception as exc:  # a hostile message or a malformed indicator: still a verdict
-        detail = "nested too deeply" if isinstance(exc, RecursionError) else _bounded(str(exc), 200)
-        evidence = _bounded(f"evaluation failed: {type(exc).__name__}: {detail}")
-        return _verdict(indicator_id, IndicatorResult.ERROR, evidence)
+    except Exception as exc:  # a malformed indicator, or anything else unforeseen: still a verdict
+        return _verdict(indicator_id, IndicatorResult.ERROR, _error_evidence(_failure(
+            EvaluationErrorKind.TYPE_ERROR, "evaluation", exc
+        )))
