@@ -4,6 +4,7 @@ The spec is the index of this package: each name below is the spec's name for th
 """
 
 from .bindings import known_modes, known_protocols
+from .cel import DefaultCelEvaluator, cel_syntax_error
 from .conditions import evaluate_condition, evaluate_predicate
 from .durations import parse_duration
 from .effective_state import compute_effective_state
@@ -21,6 +22,8 @@ from .errors import (
     ParseErrorKind,
     ValidationError,
 )
+from .evaluation import evaluate_expression, evaluate_indicator, evaluate_pattern
+from .extension_points import CelEvaluator, GenerationProvider, SemanticEvaluator
 from .extractors import evaluate_extractor
 from .load import LoadResult, load
 from .model import (
@@ -76,6 +79,7 @@ from .serialize import serialize
 from .templates import interpolate_template, interpolate_value
 from .triggers import AdvanceReason, TriggerResult, TriggerState, evaluate_trigger
 from .validation import ValidationResult, validate
+from .verdict import compute_verdict
 
 __all__ = [
     "NOT_FOUND",
@@ -86,10 +90,12 @@ __all__ = [
     "AttackResult",
     "AttackVerdict",
     "Category",
+    "CelEvaluator",
     "Classification",
     "Condition",
     "Correlation",
     "CorrelationLogic",
+    "DefaultCelEvaluator",
     "Diagnostic",
     "DiagnosticSeverity",
     "Direction",
@@ -106,6 +112,7 @@ __all__ = [
     "FrameworkMapping",
     "GenerationError",
     "GenerationErrorKind",
+    "GenerationProvider",
     "Impact",
     "Indicator",
     "IndicatorMethod",
@@ -125,6 +132,7 @@ __all__ = [
     "ProtocolEvent",
     "Reference",
     "Relationship",
+    "SemanticEvaluator",
     "SemanticExamples",
     "SemanticIntentClass",
     "SemanticMatch",
@@ -138,9 +146,14 @@ __all__ = [
     "ValidationError",
     "ValidationResult",
     "Value",
+    "cel_syntax_error",
     "compute_effective_state",
+    "compute_verdict",
     "evaluate_condition",
+    "evaluate_expression",
     "evaluate_extractor",
+    "evaluate_indicator",
+    "evaluate_pattern",
     "evaluate_predicate",
     "evaluate_trigger",
     "extract_protocol",

@@ -21,12 +21,15 @@ from .model import (
     Action,
     Actor,
     Attack,
+    AttackResult,
+    AttackVerdict,
     Category,
     Classification,
     Correlation,
     CorrelationLogic,
     Direction,
     Document,
+    EvaluationSummary,
     Execution,
     ExpressionMatch,
     Extractor,
@@ -36,9 +39,12 @@ from .model import (
     Impact,
     Indicator,
     IndicatorMethod,
+    IndicatorResult,
+    IndicatorVerdict,
     MatchCondition,
     PatternMatch,
     Phase,
+    ProtocolEvent,
     Reference,
     Relationship,
     SemanticExamples,
@@ -522,7 +528,62 @@ class ModelBuilder:
         )
 
 
+    # --- output types (SDK spec §2.8a, §2.19): built by tools and test runners from their plain form ----
+    def protocol_event(self, raw: Any, path: str) -> ProtocolEvent | None:
+        fields = self.mapping(raw, path, ("event_type", "content"), False, "protocol event")
+        if fields is None:
+            return None
+        f, _ = fields
+        if "event_type" not in f:
+            self.fail(path, "protocol event requires event_type")
+        return ProtocolEvent(event_type=self.string(f, "event_type", path) or "", content=f.get("content"))
+
+    def evaluation_summary(self, raw: Any, path: str) -> EvaluationSummary | None:
+        keys = ("matched", "not_matched", "error", "skipped")
+        fields = self.mapping(raw, path, keys, False, "evaluation summary")
+        if fields is None:
+            return None
+        return EvaluationSummary(**{k: self.integer(fields[0], k, path) or 0 for k in keys})
+
+    def indicator_verdict(self, raw: Any, path: str) -> IndicatorVerdict | None:
+        fields = self.mapping(raw, path, ("indicator_id", "result", "timestamp", "evidence", "source"), False,
+                              "indicator verdict")
+        if fields is None:
+            return None
+        f, _ = fields
+        result = self.enum(IndicatorResult, f, "result", path)
+        if not isinstance(result, IndicatorResult):
+            self.fail(child_path(path, "result"), f"result must be one of: {', '.join(IndicatorResult)}",
+                      ParseErrorKind.UNKNOWN_VARIANT)
+            return None
+        return IndicatorVerdict(indicator_id=self.string(f, "indicator_id", path) or "", result=result,
+                                timestamp=self.string(f, "timestamp", path), evidence=self.string(f, "evidence", path),
+                                source=self.string(f, "source", path))
+
+    def attack_verdict(self, raw: Any, path: str) -> AttackVerdict | None:
+        fields = self.mapping(raw, path, ("attack_id", "result", "indicator_verdicts", "evaluation_summary",
+                                          "timestamp", "source", "max_tier"), False, "attack verdict")
+        if fields is None:
+            return None
+        f, _ = fields
+        result = self.enum(AttackResult, f, "result", path)
+        tier = self.enum(Tier, f, "max_tier", path)
+        if not isinstance(result, AttackResult) or (tier is not None and not isinstance(tier, Tier)):
+            self.fail(path, "result or max_tier is not a known value", ParseErrorKind.UNKNOWN_VARIANT)
+            return None
+        summary = self.evaluation_summary(f.get("evaluation_summary", {}), child_path(path, "evaluation_summary"))
+        return AttackVerdict(
+            attack_id=self.string(f, "attack_id", path), result=result,
+            indicator_verdicts=self.sequence(f, "indicator_verdicts", path, self.indicator_verdict) or (),
+            evaluation_summary=summary or EvaluationSummary(), timestamp=self.string(f, "timestamp", path),
+            source=self.string(f, "source", path), max_tier=tier)
+
+
 BUILDERS: dict[type, Callable[[ModelBuilder, Any, str], Any]] = {
+    ProtocolEvent: ModelBuilder.protocol_event,
+    EvaluationSummary: ModelBuilder.evaluation_summary,
+    IndicatorVerdict: ModelBuilder.indicator_verdict,
+    AttackVerdict: ModelBuilder.attack_verdict,
     Attack: ModelBuilder.attack,
     Severity: ModelBuilder.severity,
     Classification: ModelBuilder.classification,
@@ -550,6 +611,10 @@ def build[M](cls: type[M], raw: Any, path: str = "") -> M:
         value: Any = builder.match_condition(fields[0] if fields else {}, path)
     elif cls is Document:
         value = builder.document(YamlSource(value=raw))
+    elif cls is SemanticExamples:
+        fields = builder.mapping(raw, path, ("positive", "negative"), False, "examples")
+        value = SemanticExamples(positive=builder.strings(fields[0], "positive", path),
+                                 negative=builder.strings(fields[0], "negative", path)) if fields else None
     else:
         value = BUILDERS[cls](builder, raw, path)
     builder.raise_if_failed()

@@ -1,0 +1,71 @@
+"""The document model (SDK spec §2): immutable values, structural `==`, built from and turned back into the
+plain mapping of their YAML form."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import oatf
+from oatf.model import AttackVerdict, IndicatorVerdict, SemanticExamples
+
+
+def test_indicator_from_plain_mapping_and_back() -> None:
+    plain = {
+        "id": "ACME-001-01", "protocol": "mcp", "surface": "tools/call", "target": "arguments",
+        "direction": "request", "pattern": {"contains": "rm -rf"}, "tier": "local_action",
+        "false_positives": ["admins cleaning up"], "x-team": {"owner": "red"},
+    }
+    indicator = oatf.Indicator.from_dict(plain)
+    assert indicator.direction is oatf.Direction.REQUEST
+    assert indicator.tier is oatf.Tier.LOCAL_ACTION
+    assert indicator.pattern.shorthand == oatf.MatchCondition(contains="rm -rf")
+    assert indicator.extensions == {"x-team": {"owner": "red"}}
+    assert indicator.to_dict() == plain
+    assert oatf.Indicator.from_dict(indicator.to_dict()) == indicator
+
+
+def test_values_are_immutable_and_compare_structurally() -> None:
+    a = oatf.Trigger.from_dict({"event": "tools/call", "match": {"name": {"regex": "^exec"}}})
+    b = oatf.Trigger.from_dict({"event": "tools/call", "match": {"name": {"regex": "^exec"}}})
+    assert a == b and a is not b
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.event = "tools/list"  # type: ignore[misc]
+
+
+def test_source_positions_do_not_affect_equality() -> None:
+    one = oatf.parse("oatf: '0.1'\nattack:\n  execution: {mode: mcp_server, state: {}}\n")
+    two = oatf.parse("\n\noatf: '0.1'\nattack:\n    execution:\n      mode: mcp_server\n      state: {}\n")
+    assert one == two
+    assert one.source.positions != two.source.positions
+
+
+@pytest.mark.parametrize(("cls", "plain"), [
+    (oatf.Trigger, {"event": 5}),
+    (oatf.Extractor, {"name": "x", "source": "request", "type": "regex"}),
+    (oatf.Indicator, {"target": "a", "pattern": {"contains": "x", "bogus": 1}}),
+    (IndicatorVerdict, {"indicator_id": "a", "result": "maybe"}),
+])
+def test_from_dict_rejects_mismatched_types_with_a_path(cls: type, plain: dict) -> None:
+    with pytest.raises(oatf.OATFParseError) as failure:
+        cls.from_dict(plain)
+    assert failure.value.errors[0].path is not None
+
+
+def test_verdict_types_round_trip() -> None:
+    plain = {
+        "attack_id": "ACME-001", "result": "partial",
+        "indicator_verdicts": [{"indicator_id": "ACME-001-01", "result": "matched", "evidence": "x"},
+                               {"indicator_id": "ACME-001-02", "result": "skipped"}],
+        "evaluation_summary": {"matched": 1, "not_matched": 0, "error": 0, "skipped": 1},
+        "max_tier": "boundary_breach",
+    }
+    verdict = AttackVerdict.from_dict(plain)
+    assert verdict.max_tier is oatf.Tier.BOUNDARY_BREACH
+    assert verdict.to_dict() == plain
+    assert SemanticExamples.from_dict({"negative": ["fine"]}).negative == ("fine",)
+
+
+def test_tier_order() -> None:
+    assert oatf.Tier.INGESTED.rank < oatf.Tier.LOCAL_ACTION.rank < oatf.Tier.BOUNDARY_BREACH.rank
