@@ -1,0 +1,105 @@
+"""One actor's phase machine as a passive observer sees it (format spec §5.2–§5.5, SDK spec §5.8).
+
+An actor advances through its phases on the events its trigger names, counted per phase, or when `after`
+elapses; extractors of the current phase capture values from the actor's messages. The observer learns
+nothing else about the attacker's state: it follows the document's phases as the traffic advances them.
+
+Which events an actor's triggers see (format spec §5.3 "An actor's mode determines event direction"): the
+messages the agent sends. A server-mode actor (`mcp_server`, `a2a_server`) plays the server, so the agent is
+the HTTP client and its messages arrive in HTTP requests; a client-mode actor's agent is the HTTP server.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import oatf
+
+from ..events import ObservedEvent
+
+
+@dataclass
+class PhaseChange:
+    """An actor entered a new phase."""
+
+    actor: str
+    from_phase: str
+    to_phase: str
+    reason: str  # "event_matched" | "timeout"
+    flow_id: str | None
+    timestamp: float
+
+
+@dataclass
+class ActorMachine:
+    actor: oatf.Actor
+    entered_at: float
+    index: int = 0
+    trigger_state: oatf.TriggerState = field(default_factory=oatf.TriggerState)
+    extracted: dict[str, str] = field(default_factory=dict)
+    phases_reached: list[str] = field(default_factory=list)
+    messages: int = 0
+
+    def __post_init__(self) -> None:
+        self.phases_reached.append(self.phase.name or "phase-1")
+
+    @property
+    def name(self) -> str:
+        return self.actor.name or "default"
+
+    @property
+    def protocol(self) -> str:
+        return oatf.extract_protocol(self.actor.mode or "")
+
+    @property
+    def agent_side(self) -> str:
+        """The HTTP side the agent is on, seen from this actor's mode."""
+        return "client" if (self.actor.mode or "").endswith("_server") else "server"
+
+    @property
+    def phase(self) -> oatf.Phase:
+        return self.actor.phases[self.index]
+
+    @property
+    def terminal(self) -> bool:
+        """In its terminal phase (the one without a trigger), or past the last phase."""
+        return self.phase.trigger is None
+
+    def observe(self, event: ObservedEvent) -> PhaseChange | None:
+        """Extract, then evaluate the current phase's trigger on an event of this actor's traffic."""
+        self.messages += 1
+        self._extract(event)
+        trigger = self.phase.trigger
+        if trigger is None or event.sender != self.agent_side:
+            return None
+        result = oatf.evaluate_trigger(trigger, oatf.ProtocolEvent(event.event_type, event.content),
+                                       timedelta(seconds=max(0.0, event.timestamp - self.entered_at)),
+                                       self.trigger_state)
+        return self._advance(result, event.flow_id, event.timestamp)
+
+    def tick(self, now: float) -> PhaseChange | None:
+        """Fire an `after` timer that has elapsed."""
+        trigger = self.phase.trigger
+        if trigger is None or trigger.after is None:
+            return None
+        result = oatf.evaluate_trigger(trigger, None, timedelta(seconds=max(0.0, now - self.entered_at)),
+                                       self.trigger_state)
+        return self._advance(result, None, now)
+
+    def _advance(self, result: oatf.TriggerResult, flow_id: str | None, now: float) -> PhaseChange | None:
+        if not result.advanced or self.index + 1 >= len(self.actor.phases):
+            return None
+        previous = self.phase.name or f"phase-{self.index + 1}"
+        self.index += 1
+        self.entered_at = now
+        self.trigger_state = oatf.TriggerState()
+        current = self.phase.name or f"phase-{self.index + 1}"
+        self.phases_reached.append(current)
+        return PhaseChange(self.name, previous, current, str(result.reason), flow_id, now)
+
+    def _extract(self, event: ObservedEvent) -> None:
+        for extractor in self.phase.extractors or ():
+            value = oatf.evaluate_extractor(extractor, event.content, event.direction)
+            if value is not None and extractor.name:
+                self.extracted[extractor.name] = value[:1000]

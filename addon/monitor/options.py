@@ -1,0 +1,80 @@
+"""How the monitor groups traffic into runs and binds actors to endpoints (documented in the README)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from ..events import ObservedEvent
+
+
+class SessionKey(StrEnum):
+    """Which key groups observed events into one AttackRun per attack.
+
+    - `auto` (default): the protocol's own session — MCP `Mcp-Session-Id`, A2A `contextId`, AG-UI
+      `threadId` — falling back to the client connection when the message carries none.
+    - `mcp_session`, `a2a_context`, `ag_ui_thread`: that key only (connection when absent).
+    - `connection`: the HTTP client's address.
+    - `global`: one run per attack for all traffic.
+    """
+
+    AUTO = "auto"
+    MCP_SESSION = "mcp_session"
+    A2A_CONTEXT = "a2a_context"
+    AG_UI_THREAD = "ag_ui_thread"
+    CONNECTION = "connection"
+    GLOBAL = "global"
+
+
+_AUTO_KEYS = {"mcp": "mcp_session", "a2a": "a2a_context", "ag_ui": "ag_ui_thread"}
+
+
+def session_of(event: ObservedEvent, policy: SessionKey) -> str:
+    """The run key of `event` under `policy`."""
+    if policy is SessionKey.GLOBAL:
+        return "global"
+    if policy is SessionKey.CONNECTION:
+        return f"connection:{event.client}"
+    name = _AUTO_KEYS[event.protocol] if policy is SessionKey.AUTO else policy.value
+    value = event.session_keys.get(name)
+    return f"{name}:{value}" if value else f"connection:{event.client}"
+
+
+@dataclass(frozen=True)
+class ActorBinding:
+    """Restricts an actor to traffic for one host (and optionally a path prefix): `name=host[:port][/path]`."""
+
+    actor: str
+    host: str
+    port: int | None = None
+    path_prefix: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> ActorBinding:
+        actor, sep, target = text.partition("=")
+        if not sep or not actor.strip() or not target.strip():
+            raise ValueError(f"actor binding {text!r} must look like name=host[:port][/path]")
+        hostport, slash, path = target.strip().partition("/")
+        host, colon, port = hostport.partition(":")
+        if colon and not port.isdigit():
+            raise ValueError(f"actor binding {text!r}: port {port!r} is not a number")
+        return cls(actor.strip(), host, int(port) if colon else None, f"/{path}" if slash else "")
+
+    def accepts(self, event: ObservedEvent) -> bool:
+        endpoint = event.endpoint
+        return (endpoint.host == self.host and (self.port is None or endpoint.port == self.port)
+                and endpoint.path.startswith(self.path_prefix))
+
+
+@dataclass(frozen=True)
+class MonitorOptions:
+    """The monitor's knobs; the addon maps its `oatf_*` options onto these."""
+
+    session_key: SessionKey = SessionKey.AUTO
+    grace_period: float = 10.0
+    """Seconds of quiet after every actor is terminal before the verdict (`attack.grace_period` wins)."""
+    max_run_lifetime: float = 3600.0
+    """A run still open this long after it started is concluded with status `timed_out`."""
+    max_runs: int = 10_000
+    """Live runs kept at once; beyond it the least recently active run is concluded (status `evicted`)."""
+    bindings: tuple[ActorBinding, ...] = field(default_factory=tuple)

@@ -1,0 +1,143 @@
+"""An AttackRun: one attack followed over one session's traffic (format spec §5, §6, §9; SDK spec §4.5).
+
+When the grace period runs (format spec §4.2 `attack.grace_period`: "after all terminal phases complete"):
+a passive observer cannot see an attacker's phase *complete*, and a single-phase document is terminal from
+its first message — starting the timer at terminal-phase entry would conclude before the agent acted and
+report a false `not_exploited`. So, for an observer, a run is complete when every actor is in its terminal
+phase **and the run has gone quiet**: while every actor is terminal, each event of the run restarts the
+grace timer, and the verdict is computed one grace period after the run's last event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import oatf
+
+from ..events import ObservedEvent
+from .actors import ActorMachine, PhaseChange
+from .indicators import IndicatorTracker
+from .library import LoadedAttack
+from .options import MonitorOptions
+
+MAX_CITED_FLOWS = 50
+
+
+@dataclass
+class AttackRun:
+    loaded: LoadedAttack
+    session: str
+    started_at: float
+    options: MonitorOptions
+    semantic_available: bool = False
+    actors: list[ActorMachine] = field(default_factory=list)
+    indicators: list[IndicatorTracker] = field(default_factory=list)
+    last_event_at: float = 0.0
+    all_terminal_at: float | None = None
+    messages: int = 0
+    cited_flows: list[str] = field(default_factory=list)
+    phase_changes: list[PhaseChange] = field(default_factory=list)
+    grace_period: float = field(init=False)
+    """Seconds: `attack.grace_period`, else the monitor's default."""
+
+    def __post_init__(self) -> None:
+        attack = self.loaded.attack
+        text = attack.grace_period
+        self.grace_period = oatf.parse_duration(text).total_seconds() if text else self.options.grace_period
+        self._bindings = {b.actor: b for b in self.options.bindings}
+        assert attack.execution is not None and attack.execution.actors is not None
+        self.actors = [ActorMachine(actor, self.started_at) for actor in attack.execution.actors]
+        unavailable = None if self.semantic_available else (
+            "semantic indicators need a SemanticEvaluator; none is configured (option oatf_semantic_evaluator)")
+        self.indicators = [IndicatorTracker(i, unavailable if i.semantic is not None else None)
+                           for i in attack.indicators or ()]
+        self.last_event_at = self.started_at
+        self._check_terminal(self.started_at)
+
+    @property
+    def id(self) -> str:
+        return f"{self.loaded.key}@{self.session}"
+
+    def actors_for(self, event: ObservedEvent) -> list[ActorMachine]:
+        """The actors whose traffic this event is: same protocol, and the actor's binding if it has one."""
+        bound = self._bindings
+        return [a for a in self.actors if a.protocol == event.protocol
+                and (a.name not in bound or bound[a.name].accepts(event))]
+
+    def relevant(self, event: ObservedEvent) -> bool:
+        return bool(self.actors_for(event))
+
+    def observe(self, event: ObservedEvent, cel: oatf.CelEvaluator | None,
+                semantic: oatf.SemanticEvaluator | None) -> tuple[list[PhaseChange], list[IndicatorTracker]]:
+        """Feed one event of this run's traffic: phase changes, and indicators that matched for the first time."""
+        now = max(event.timestamp, self.last_event_at)
+        self.last_event_at = now
+        self.messages += 1
+        actors = self.actors_for(event)
+        changes = [c for c in (a.observe(event) for a in actors) if c is not None]
+        names = {a.name for a in actors}
+        newly: list[IndicatorTracker] = []
+        for tracker in self.indicators:
+            if tracker.accepts(event, names) and tracker.observe(event, cel, semantic):
+                newly.append(tracker)
+                self._cite(event.flow_id)
+        self.phase_changes.extend(changes)
+        if changes:
+            self._cite(event.flow_id)
+        self._check_terminal(now)
+        return changes, newly
+
+    def tick(self, now: float) -> list[PhaseChange]:
+        changes = [c for c in (a.tick(now) for a in self.actors) if c is not None]
+        self.phase_changes.extend(changes)
+        self._check_terminal(now)
+        return changes
+
+    def due(self, now: float) -> str | None:
+        """The execution status if the run should conclude now, else None."""
+        if self.all_terminal_at is not None:
+            quiet_since = max(self.last_event_at, self.all_terminal_at)
+            if now - quiet_since >= self.grace_period:
+                return "completed"
+        if now - self.started_at >= self.options.max_run_lifetime:
+            return "timed_out"
+        return None
+
+    def _check_terminal(self, now: float) -> None:
+        if all(a.terminal for a in self.actors):
+            if self.all_terminal_at is None:
+                self.all_terminal_at = now
+        else:
+            self.all_terminal_at = None
+
+    def _cite(self, flow_id: str) -> None:
+        if flow_id not in self.cited_flows and len(self.cited_flows) < MAX_CITED_FLOWS:
+            self.cited_flows.append(flow_id)
+
+    def verdict(self) -> oatf.AttackVerdict:
+        """SDK spec §4.5 over this run's indicator verdicts."""
+        timestamp = oatf.evaluation.timestamp_now()
+        verdicts = {t.id: t.verdict(timestamp) for t in self.indicators}
+        verdict = oatf.compute_verdict(self.loaded.attack, verdicts)
+        return oatf.AttackVerdict(verdict.attack_id, verdict.result, verdict.indicator_verdicts,
+                                  verdict.evaluation_summary, verdict.timestamp, "oatf-watch", verdict.max_tier)
+
+    def execution_summary(self, status: str, now: float) -> dict[str, Any]:
+        return {
+            "status": status,
+            "session": self.session,
+            "started_at": self.started_at,
+            "ended_at": now,
+            "grace_period_seconds": self.grace_period,
+            "grace_applied": status == "completed",
+            "messages_seen": self.messages,
+            "flows_cited": list(self.cited_flows),
+            "actors": [{
+                "name": a.name, "mode": a.actor.mode, "phases_reached": list(a.phases_reached),
+                "current_phase": a.phase.name, "terminal_reached": a.terminal, "messages_seen": a.messages,
+                "extractors": dict(a.extracted),
+            } for a in self.actors],
+            "phase_changes": [{"actor": c.actor, "from": c.from_phase, "to": c.to_phase, "reason": c.reason,
+                               "flow": c.flow_id, "at": c.timestamp} for c in self.phase_changes[:100]],
+        }
