@@ -1,0 +1,42 @@
+"""Report files: atomic JSON per run, JSONL stream, console table, CI exit status."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from addon.reports import JSONL_NAME, ReportWriter, exit_status, summary_table
+
+
+def report(result: str, session: str = "mcp_session:abc/1", attack_id: str | None = "ACME-001") -> dict:
+    return {
+        "attack": {"id": attack_id, "name": "x", "version": 1, "file": "attacks/x.yaml", "severity": None,
+                   "classification": None},
+        "verdict": {"attack_id": attack_id, "result": result, "indicator_verdicts": [],
+                    "evaluation_summary": {"matched": 1, "not_matched": 1, "error": 0, "skipped": 0},
+                    "max_tier": "ingested"},
+        "execution_summary": {"status": "completed", "session": session, "ended_at": 1234.5},
+    }
+
+
+def test_writer_writes_one_file_per_run_and_appends_jsonl(tmp_path: Path) -> None:
+    writer = ReportWriter(tmp_path / "reports")
+    first = writer.write(report("exploited"))
+    second = writer.write(report("not_exploited", session="connection:127.0.0.1:5"))
+    assert first.name == "ACME-001__mcp_session_abc_1__1234.500.json"
+    assert json.loads(first.read_text())["verdict"]["result"] == "exploited"
+    assert second.exists() and first != second
+    lines = (tmp_path / "reports" / JSONL_NAME).read_text().splitlines()
+    assert [json.loads(line)["verdict"]["result"] for line in lines] == ["exploited", "not_exploited"]
+    assert not list((tmp_path / "reports").glob(".tmp-*")), "no temporary file is left behind"
+
+
+def test_summary_table_and_exit_status() -> None:
+    table = summary_table([report("exploited"), report("not_exploited", attack_id=None)])
+    lines = table.splitlines()
+    assert lines[0].split() == ["ATTACK", "SESSION", "RESULT", "MATCHED", "MAX", "TIER", "STATUS"]
+    assert "exploited" in lines[1] and "1/2" in lines[1] and "attacks/x.yaml" in lines[2]
+    assert exit_status([report("not_exploited")]) == 0
+    assert exit_status([report("not_exploited"), report("partial")]) == 1
+    assert exit_status([report("error"), report("not_exploited")]) == 2
+    assert exit_status([]) == 0
