@@ -1,6 +1,9 @@
-"""`oatf` console script: `oatf validate FILE|DIR…` and `oatf normalize FILE`.
+"""`oatf` console script.
 
-Exit status: 0 every document valid, 1 some document invalid, 2 some file unreadable (or no file found).
+- `oatf validate FILE|DIR…`: exit 0 every document valid, 1 some document invalid, 2 some file unreadable.
+- `oatf normalize FILE`: the canonical YAML form of a valid document.
+- `oatf evaluate --attacks PATH --flows FILE…`: replay recorded traffic against an attack library; exit 0
+  nothing exploited, 1 something exploited or partial, 2 errors (unreadable input, error verdicts).
 """
 
 from __future__ import annotations
@@ -84,6 +87,43 @@ def cmd_normalize(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """Replay recordings through the decoders and monitor; print the verdict table; write reports."""
+    from addon.monitor import MonitorOptions, SessionKey
+    from addon.replay import ReplayError, replay
+    from addon.reports import ReportWriter, exit_status, summary_table
+
+    try:
+        grace = oatf.parse_duration(args.grace_period).total_seconds()
+    except oatf.OATFParseError as exc:
+        print(f"oatf evaluate: --grace-period: {exc.errors[0].message}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    options = MonitorOptions(session_key=SessionKey(args.session_key), grace_period=grace)
+    attack_paths = [p for arg in args.attacks for p in arg.split(",") if p]
+    try:
+        result = replay(attack_paths, args.flows, options)
+    except ReplayError as exc:
+        print(f"oatf evaluate: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    for problem in result.problems:
+        print(f"not loaded: {problem}", file=sys.stderr)
+    if args.report_dir:
+        writer = ReportWriter(args.report_dir)
+        for report in result.reports:
+            writer.write(report)
+    if args.format == "json":
+        json.dump(result.reports, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        print(summary_table(result.reports) if result.reports
+              else "no run: no recorded traffic matched a loaded attack")
+        print(f"{result.flows} flow(s), {result.events} event(s), {len(result.reports)} run(s)"
+              + (f"; reports in {args.report_dir}" if args.report_dir else ""), file=sys.stderr)
+    if result.problems and not result.reports:
+        return EXIT_UNREADABLE
+    return exit_status(result.reports)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="oatf", description="Open Agent Threat Format tools")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -95,6 +135,16 @@ def build_parser() -> argparse.ArgumentParser:
     normalize = sub.add_parser("normalize", help="print a valid document's canonical YAML form")
     normalize.add_argument("file")
     normalize.set_defaults(func=cmd_normalize)
+    evaluate = sub.add_parser("evaluate", help="replay recorded traffic (.mitm flows or HAR) against attacks")
+    evaluate.add_argument("--attacks", action="append", required=True, metavar="PATH",
+                          help="attack documents: files or directories (repeat or comma-separate)")
+    evaluate.add_argument("--flows", nargs="+", required=True, metavar="FILE", help="mitmproxy flow files or HAR")
+    evaluate.add_argument("--report-dir", help="write one JSON report per run and verdicts.jsonl here")
+    evaluate.add_argument("--grace-period", default="10s", help="default grace period (attacks may set their own)")
+    evaluate.add_argument("--session-key", default="auto",
+                          choices=("auto", "mcp_session", "a2a_context", "ag_ui_thread", "connection", "global"))
+    evaluate.add_argument("--format", choices=("text", "json"), default="text")
+    evaluate.set_defaults(func=cmd_evaluate)
     return parser
 
 

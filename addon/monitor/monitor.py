@@ -61,10 +61,11 @@ class Monitor:
 
     def replace_attacks(self, attacks: list[LoadedAttack]) -> list[Output]:
         """Swap the library (reload): runs of attacks that are gone or changed are concluded first."""
-        kept = {(a.key, a.path, a.document) for a in attacks}
+        kept = {a.key: a for a in attacks}
         outputs: list[Output] = []
         for key, run in list(self.runs.items()):
-            if (run.loaded.key, run.loaded.path, run.loaded.document) not in kept:
+            new = kept.get(run.loaded.key)
+            if new is None or new.path != run.loaded.path or new.document != run.loaded.document:
                 outputs.append(self._conclude(key, "reloaded"))
         self.attacks = list(attacks)
         return outputs

@@ -261,3 +261,16 @@ def test_bad_actor_binding_is_a_clear_error(binding: str) -> None:
 
     with pytest.raises(ValueError, match="binding"):
         ActorBinding.parse(binding)
+
+
+def test_reload_concludes_runs_of_changed_or_removed_attacks_only() -> None:
+    first, second = attack(POISONED_TOOL, "a.yaml"), attack(RUG_PULL, "b.yaml")
+    monitor = Monitor([first, second], MonitorOptions())
+    monitor.observe(call("PRIVATE KEY", 0.0))
+    assert len(monitor.runs) == 2
+    assert concluded(monitor.replace_attacks([attack(POISONED_TOOL, "a.yaml"), second])) == []
+    changed = attack(POISONED_TOOL.replace("Poisoned calculator", "Renamed"), "a.yaml")
+    reports = concluded(monitor.replace_attacks([changed]))  # TEST-001 changed, TEST-002 removed
+    assert sorted((r["attack"]["name"], r["execution_summary"]["status"]) for r in reports) == [
+        ("Poisoned calculator", "reloaded"), ("Untitled", "reloaded")]
+    assert monitor.runs == {}

@@ -1,0 +1,215 @@
+"""mitmproxy glue for the wire decoders: hooks in, `ObservedEvent`s out through `on_event`. Decoding only.
+
+`MitmTap` is owned by an addon, which forwards its hooks (`load`, `configure`, `requestheaders`, `request`,
+`responseheaders`, `response`, `error`). Guarantees:
+- traffic is never altered: every body chunk is returned to mitmproxy as it came;
+- streaming responses (`text/event-stream`, NDJSON, or any response mitmproxy already decided to stream)
+  are streamed: `flow.response.stream` is set in `responseheaders` to a function that hands each chunk on
+  at once and decodes it as it passes, so events are reported when they happen, not when the stream ends.
+  Bare mitmdump holds a whole response until it ends, which stalls MCP's GET stream and the legacy HTTP+SSE
+  transport. Request bodies the client streams (no Content-Length) are streamed the same way;
+- no exception escapes a hook or a stream function: it is caught at the boundary, logged once per place
+  and kind, and the flow goes on (its decoding stops).
+`decode_flow` feeds a recorded flow through a decoder with its recorded timestamps (offline replay).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from mitmproxy import ctx, exceptions, http
+from mitmproxy.utils import human
+
+from addon.events import ObservedEvent
+from addon.wire import DecoderConfig, Diagnostic, WireDecoder, parse_overrides
+
+log = logging.getLogger("oatf.wire")
+
+STREAMED_MEDIA_TYPES = frozenset({
+    "text/event-stream", "application/x-ndjson", "application/jsonl", "application/stream+json",
+})
+"""Responses of these types are streamed through mitmproxy (and SSE ones decoded) chunk by chunk."""
+
+_NO_BODY_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "CONNECT"})
+
+StreamFunction = Callable[[bytes], bytes | Iterable[bytes]]
+
+
+class MitmTap:
+    """Feeds mitmproxy flows to a `WireDecoder` and each decoded event to `on_event`."""
+
+    def __init__(self, on_event: Callable[[ObservedEvent], None], config: DecoderConfig | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.on_event = on_event
+        self.clock = clock
+        self.decoder = WireDecoder(config, on_diagnostic=self._diagnostic)
+        self.diagnostics: Counter[str] = Counter()
+        """How many diagnostics of each code the decoder reported."""
+        self._streamed: set[tuple[str, str]] = set()  # (flow id, "request" | "response") we stream
+        self._failed: set[str] = set()  # flows whose decoding raised: not decoded any further
+        self._logged: set[tuple[str, str]] = set()  # (place, exception type) already logged
+
+    # --- options ----------------------------------------------------------------------------------------
+
+    def load(self, loader: Any) -> None:
+        """Declare the `oatf_wire_*` options."""
+        loader.add_option("oatf_wire_max_body", str, "16m",
+                          "Largest body (after content decoding) and SSE event the wire decoders inspect; "
+                          "larger ones pass through uninspected, with one diagnostic.")
+        loader.add_option("oatf_wire_protocols", str, "",
+                          "Pin traffic to a protocol: HOST[:PORT][/PATH]=mcp|a2a|ag_ui|ignore, comma-separated "
+                          "(HOST may use * wildcards). Unpinned traffic is recognized from its content.")
+
+    def configure(self, updated: set[str]) -> None:
+        """Apply changed `oatf_wire_*` options; a bad value is an OptionsError, which mitmproxy rejects."""
+        if not updated & {"oatf_wire_max_body", "oatf_wire_protocols"}:
+            return
+        try:
+            size = human.parse_size(ctx.options.oatf_wire_max_body)
+            overrides = parse_overrides(ctx.options.oatf_wire_protocols)
+        except ValueError as exc:
+            raise exceptions.OptionsError(str(exc)) from None
+        if not size:
+            raise exceptions.OptionsError("oatf_wire_max_body must be a positive size, e.g. 16m")
+        self.decoder.config = dataclasses.replace(self.decoder.config, max_body_size=size, max_event_size=size,
+                                                  overrides=overrides)
+
+    # --- hooks ------------------------------------------------------------------------------------------
+
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        """Start the exchange; stream the request body if the client streams it."""
+        try:
+            request = flow.request
+            self._emit(self.decoder.request_headers(flow.id, request.method, request.url, request.headers,
+                                                    _client(flow), self.clock()))
+            if request.method.upper() not in _NO_BODY_METHODS and "content-length" not in request.headers:
+                request.stream = self._stream_function(flow.id, "request", request.stream)
+        except Exception as exc:
+            self._fail("requestheaders", flow.id, exc)
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        """The request is complete: decode a buffered body."""
+        try:
+            if flow.id in self._failed:
+                return
+            if (flow.id, "request") not in self._streamed and flow.request.raw_content:
+                self._emit(self.decoder.request_data(flow.id, flow.request.raw_content, self.clock()))
+            self._streamed.discard((flow.id, "request"))
+            self._emit(self.decoder.request_end(flow.id, self.clock()))
+        except Exception as exc:
+            self._fail("request", flow.id, exc)
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        """Start the response; stream it if it is a streaming type (or mitmproxy already streams it)."""
+        try:
+            response = flow.response
+            if flow.id in self._failed or response is None:
+                return
+            self._emit(self.decoder.response_headers(flow.id, response.status_code, response.headers, self.clock()))
+            media_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+            if response.stream or media_type in STREAMED_MEDIA_TYPES:
+                response.stream = self._stream_function(flow.id, "response", response.stream)
+        except Exception as exc:
+            self._fail("responseheaders", flow.id, exc)
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        """The response is complete: decode a buffered body and close the exchange."""
+        try:
+            if flow.id in self._failed:
+                self._failed.discard(flow.id)
+                self.decoder.abort(flow.id, self.clock())
+                return
+            streamed = (flow.id, "response") in self._streamed
+            self._streamed.discard((flow.id, "response"))
+            if not streamed and flow.response is not None and flow.response.raw_content:
+                self._emit(self.decoder.response_data(flow.id, flow.response.raw_content, self.clock()))
+            self._emit(self.decoder.response_end(flow.id, self.clock()))
+        except Exception as exc:
+            self._fail("response", flow.id, exc)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        """The flow failed (connection lost, killed, refused): forget it."""
+        try:
+            self._failed.discard(flow.id)
+            self._streamed.discard((flow.id, "request"))
+            self._streamed.discard((flow.id, "response"))
+            self._emit(self.decoder.abort(flow.id, self.clock()))
+        except Exception as exc:
+            self._fail("error", flow.id, exc)
+
+    # --- internals --------------------------------------------------------------------------------------
+
+    def _stream_function(self, flow_id: str, side: str, inner: Any) -> StreamFunction:
+        """A `stream` callable for mitmproxy: returns each chunk unchanged (after `inner`, a stream function
+        another addon set, if any) and feeds it to the decoder."""
+        self._streamed.add((flow_id, side))
+        feed = self.decoder.request_data if side == "request" else self.decoder.response_data
+        previous = inner if callable(inner) else None
+
+        def stream(data: bytes) -> bytes | Iterable[bytes]:
+            out = previous(data) if previous is not None else data
+            if flow_id not in self._failed:
+                try:
+                    chunk = out if isinstance(out, bytes) else b"".join(out := list(out))
+                    if chunk:
+                        self._emit(feed(flow_id, chunk, self.clock()))
+                except Exception as exc:
+                    self._fail(f"{side} stream", flow_id, exc)
+            return out
+
+        return stream
+
+    def _emit(self, events: list[ObservedEvent]) -> None:
+        for event in events:
+            try:
+                self.on_event(event)
+            except Exception as exc:
+                self._log_once("on_event", event.flow_id, exc)
+
+    def _diagnostic(self, diagnostic: Diagnostic) -> None:
+        self.diagnostics[diagnostic.code] += 1
+        log.info("oatf wire: flow %s: %s: %s", diagnostic.flow_id, diagnostic.code, diagnostic.message)
+
+    def _fail(self, place: str, flow_id: str, exc: Exception) -> None:
+        """Decoding raised: stop decoding this flow, let it go on untouched."""
+        self._failed.add(flow_id)
+        self._log_once(place, flow_id, exc)
+
+    def _log_once(self, place: str, flow_id: str, exc: Exception) -> None:
+        key = (place, type(exc).__name__)
+        if key in self._logged:
+            log.debug("oatf wire: %s failed again on flow %s: %r", place, flow_id, exc)
+            return
+        self._logged.add(key)
+        log.error("oatf wire: %s failed on flow %s (logged once; the flow passes unaltered)", place, flow_id,
+                  exc_info=exc)
+
+
+def decode_flow(decoder: WireDecoder, flow: http.HTTPFlow) -> list[ObservedEvent]:
+    """All events of one recorded flow, fed to `decoder` in wire order with the flow's recorded timestamps
+    (request start and end, response start and end). Streamed bodies are present only in flows recorded
+    with mitmproxy's `store_streamed_bodies` option."""
+    request, response = flow.request, flow.response
+    events = decoder.request_headers(flow.id, request.method, request.url, request.headers, _client(flow),
+                                     request.timestamp_start)
+    end = request.timestamp_end or request.timestamp_start
+    if request.raw_content:
+        events += decoder.request_data(flow.id, request.raw_content, end)
+    events += decoder.request_end(flow.id, end)
+    if response is None:
+        return events + decoder.abort(flow.id, end)
+    events += decoder.response_headers(flow.id, response.status_code, response.headers, response.timestamp_start)
+    end = response.timestamp_end or response.timestamp_start
+    if response.raw_content:
+        events += decoder.response_data(flow.id, response.raw_content, end)
+    return events + decoder.response_end(flow.id, end)
+
+
+def _client(flow: http.HTTPFlow) -> str:
+    peer = flow.client_conn.peername
+    return f"{peer[0]}:{peer[1]}" if peer else ""

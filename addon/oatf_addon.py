@@ -1,0 +1,297 @@
+"""mitmproxy addon: live OATF evaluation of agent traffic. Load with `mitmdump -s addon/oatf_addon.py`.
+
+Thin glue only (mitmproxy's addon conventions: options declared in `load`, reacting in `configure`, hooks
+that do one thing, commands for users):
+- the wire tap (`addon.mitm_tap`) decodes MCP/A2A/AG-UI traffic into `ObservedEvent`s as flows pass,
+  streaming SSE responses chunk by chunk, never altering a byte;
+- events go through a queue to one worker thread that owns the sans-I/O `Monitor` (so CEL and every other
+  evaluation stays off the proxy's event loop), ticks its clock, and writes reports;
+- flows that matched an indicator are marked and commented (on the event loop);
+- on shutdown every open run is concluded and reported: nothing observed is lost.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import queue
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # loaded by path (`-s addon/oatf_addon.py`): make the project importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mitmproxy import command, ctx, http
+
+import oatf
+from addon.events import ObservedEvent
+from addon.mitm_tap import MitmTap
+from addon.monitor import (
+    ActorBinding,
+    IndicatorMatched,
+    Library,
+    Monitor,
+    MonitorOptions,
+    Output,
+    PhaseChanged,
+    RunConcluded,
+    SessionKey,
+    load_library,
+)
+from addon.reports import ReportWriter, summary_table
+
+log = logging.getLogger("oatf")
+
+TICK_SECONDS = 0.25
+RELOAD_POLL_SECONDS = 2.0
+MARK = ":warning:"
+
+
+def _seconds(text: str, option: str) -> float:
+    try:
+        return oatf.parse_duration(text).total_seconds()
+    except oatf.OATFParseError as exc:
+        raise ValueError(f"{option}: {exc.errors[0].message}") from None
+
+
+def load_semantic_evaluator(spec: str) -> oatf.SemanticEvaluator | None:
+    """`module:attribute` naming a SemanticEvaluator (or a zero-argument factory of one)."""
+    if not spec:
+        return None
+    module_name, _, attribute = spec.partition(":")
+    target: Any = getattr(importlib.import_module(module_name), attribute or "evaluator")
+    return target() if isinstance(target, type) else target
+
+
+class OatfAddon:
+    """The `oatf_*` options, hooks and `oatf.*` commands."""
+
+    def __init__(self) -> None:
+        self.tap = MitmTap(on_event=self._enqueue)
+        self.events: queue.SimpleQueue[ObservedEvent | None] = queue.SimpleQueue()
+        self.lock = threading.Lock()
+        self.monitor: Monitor | None = None
+        self.writer: ReportWriter | None = None
+        self.library = Library((), ())
+        self.concluded: list[dict[str, Any]] = []
+        self.flows: weakref.WeakValueDictionary[str, http.HTTPFlow] = weakref.WeakValueDictionary()
+        self.worker: threading.Thread | None = None
+        self.stopping = threading.Event()
+        self.watched: dict[str, float] = {}
+        self.loop: Any = None
+
+    # --- options ---------------------------------------------------------------------------------------
+    def load(self, loader: Any) -> None:
+        loader.add_option("oatf_attacks", str, "", "OATF documents to evaluate: files or directories, comma-separated.")
+        loader.add_option("oatf_report_dir", str, "oatf-reports", "Directory for verdict reports (JSON per run, "
+                          "verdicts.jsonl).")
+        loader.add_option("oatf_grace_period", str, "10s", "Quiet time after every actor is terminal before the "
+                          "verdict, when the attack sets no grace_period.")
+        loader.add_option("oatf_session_key", str, SessionKey.AUTO.value, "What groups traffic into runs: "
+                          + ", ".join(k.value for k in SessionKey) + ".")
+        loader.add_option("oatf_actor_bindings", str, "", "Bind actors to endpoints: name=host[:port][/path],...")
+        loader.add_option("oatf_max_run_lifetime", str, "1h", "Conclude a run still open after this long.")
+        loader.add_option("oatf_max_runs", int, 10_000, "Live runs kept at once (least recently active evicted).")
+        loader.add_option("oatf_semantic_evaluator", str, "", "module:attribute of a SemanticEvaluator; "
+                          "without one, semantic indicators are skipped.")
+        loader.add_option("oatf_watch", bool, True, "Reload attack documents when they change on disk.")
+        self.tap.load(loader)
+
+    def configure(self, updated: set[str]) -> None:
+        self.tap.configure(updated)
+        if not updated & {"oatf_attacks", "oatf_report_dir", "oatf_grace_period", "oatf_session_key",
+                          "oatf_actor_bindings", "oatf_max_run_lifetime", "oatf_max_runs",
+                          "oatf_semantic_evaluator"}:
+            return
+        options = self._monitor_options()
+        semantic = load_semantic_evaluator(ctx.options.oatf_semantic_evaluator)
+        self.writer = ReportWriter(ctx.options.oatf_report_dir)
+        with self.lock:
+            if self.monitor is None or "oatf_semantic_evaluator" in updated:
+                previous = self.monitor
+                self.monitor = Monitor([], options, semantic=semantic)
+                if previous is not None:
+                    self._handle(previous.shutdown())
+            self.monitor.options = options
+        self.reload()
+
+    def _monitor_options(self) -> MonitorOptions:
+        opts = ctx.options
+        try:
+            session_key = SessionKey(opts.oatf_session_key)
+        except ValueError:
+            raise ValueError(f"oatf_session_key must be one of {', '.join(k.value for k in SessionKey)}") from None
+        bindings = tuple(ActorBinding.parse(b) for b in opts.oatf_actor_bindings.split(",") if b.strip())
+        return MonitorOptions(session_key=session_key,
+                              grace_period=_seconds(opts.oatf_grace_period, "oatf_grace_period"),
+                              max_run_lifetime=_seconds(opts.oatf_max_run_lifetime, "oatf_max_run_lifetime"),
+                              max_runs=opts.oatf_max_runs, bindings=bindings)
+
+    # --- lifecycle -------------------------------------------------------------------------------------
+    def running(self) -> None:
+        import asyncio
+
+        self.loop = asyncio.get_running_loop()
+        if self.worker is None:
+            self.worker = threading.Thread(target=self._work, name="oatf-monitor", daemon=True)
+            self.worker.start()
+
+    def done(self) -> None:
+        """Shutdown (SIGINT/SIGTERM or end of a replay): conclude and report every open run."""
+        self.stopping.set()
+        self.events.put(None)
+        if self.worker is not None:
+            self.worker.join(timeout=30)
+        with self.lock:
+            if self.monitor is not None:
+                while True:  # events the worker did not reach
+                    try:
+                        event = self.events.get_nowait()
+                    except queue.Empty:
+                        break
+                    if event is not None:
+                        self._handle(self.monitor.observe(event))
+                self._handle(self.monitor.shutdown())
+        if self.concluded:
+            log.info("oatf verdicts:\n%s", summary_table(self.concluded))
+            if self.writer is not None:
+                log.info("oatf reports in %s", self.writer.directory.resolve())
+
+    # --- hooks: decoding only, on the event loop ------------------------------------------------------
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        self.tap.requestheaders(flow)
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        self.flows[flow.id] = flow
+        self.tap.request(flow)
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        self.tap.responseheaders(flow)
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        self.tap.response(flow)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        self.tap.error(flow)
+
+    def _enqueue(self, event: ObservedEvent) -> None:
+        self.events.put(event)
+
+    # --- the worker thread ---------------------------------------------------------------------------
+    def _work(self) -> None:
+        next_poll = time.monotonic() + RELOAD_POLL_SECONDS
+        while not self.stopping.is_set():
+            try:
+                event = self.events.get(timeout=TICK_SECONDS)
+            except queue.Empty:
+                event = None
+            try:
+                with self.lock:
+                    if self.monitor is None:
+                        continue
+                    outputs = self.monitor.observe(event) if event is not None else self.monitor.tick(time.time())
+                    self._handle(outputs)
+                if time.monotonic() >= next_poll:
+                    next_poll = time.monotonic() + RELOAD_POLL_SECONDS
+                    if ctx.options.oatf_watch and self._changed_on_disk():
+                        self.reload()
+            except Exception:  # one bad event must not stop evaluation of the others
+                log.exception("oatf: evaluation failed; continuing")
+
+    def _handle(self, outputs: Sequence[Output]) -> None:
+        for output in outputs:
+            if isinstance(output, PhaseChanged):
+                c = output.change
+                log.info("oatf %s: actor %s %s -> %s (%s, flow %s)", output.run, c.actor, c.from_phase,
+                         c.to_phase, c.reason, c.flow_id or "-")
+            elif isinstance(output, IndicatorMatched):
+                log.warning("oatf %s: indicator %s matched (flow %s): %s", output.run, output.indicator_id,
+                            output.flow_id, output.evidence[:200])
+                self._mark(output)
+            elif isinstance(output, RunConcluded):
+                self.concluded.append(output.report)
+                path = self.writer.write(output.report) if self.writer is not None else None
+                verdict = output.report["verdict"]
+                log.warning("oatf %s: %s (%s) -> %s", output.run, verdict["result"],
+                            output.report["execution_summary"]["status"], path or "-")
+
+    def _mark(self, output: IndicatorMatched) -> None:
+        flow = self.flows.get(output.flow_id)
+        if flow is None or self.loop is None:
+            return
+
+        def apply() -> None:
+            flow.marked = MARK
+            note = f"OATF {output.indicator_id} matched: {output.evidence[:300]}"
+            flow.comment = f"{flow.comment}\n{note}" if flow.comment else note
+            ctx.master.addons.trigger(_update_hook(flow))
+
+        self.loop.call_soon_threadsafe(apply)
+
+    # --- library ---------------------------------------------------------------------------------------
+    def _paths(self) -> list[str]:
+        return [p.strip() for p in ctx.options.oatf_attacks.split(",") if p.strip()]
+
+    def _changed_on_disk(self) -> bool:
+        return self._snapshot() != self.watched
+
+    def _snapshot(self) -> dict[str, float]:
+        stamps: dict[str, float] = {}
+        for name in self._paths():
+            root = Path(name)
+            files = [root] if not root.is_dir() else [p for p in root.rglob("*") if p.suffix in (".yaml", ".yml")]
+            for path in files:
+                try:
+                    stamps[str(path)] = path.stat().st_mtime
+                except OSError:
+                    continue
+        return stamps
+
+    def reload(self) -> None:
+        """Load (again) every document named by `oatf_attacks`; report each problem once."""
+        self.watched = self._snapshot()
+        library = load_library(self._paths())
+        seen = {str(p) for p in self.library.problems}
+        for problem in library.problems:
+            if str(problem) not in seen:
+                log.error("oatf: %s", problem)
+        self.library = library
+        with self.lock:
+            if self.monitor is not None:
+                self._handle(self.monitor.replace_attacks(list(library.attacks)))
+        log.info("oatf: %d attack(s) loaded, %d problem(s)", len(library.attacks), len(library.problems))
+
+    # --- commands --------------------------------------------------------------------------------------
+    @command.command("oatf.reload")
+    def reload_command(self) -> None:
+        """Reload the attack documents named by oatf_attacks."""
+        self.reload()
+
+    @command.command("oatf.status")
+    def status(self) -> str:
+        """Live runs: phases per actor and indicators matched so far."""
+        with self.lock:
+            runs = self.monitor.status() if self.monitor is not None else []
+        lines = [f"{len(self.library.attacks)} attack(s) loaded, {len(runs)} live run(s)"]
+        lines += [f"{r['run']}: {r['messages']} msgs, phases {r['phases']}, matched {r['matched'] or '-'}"
+                  for r in runs]
+        return "\n".join(lines)
+
+    @command.command("oatf.verdicts")
+    def verdicts(self) -> str:
+        """The verdicts of the runs concluded so far."""
+        return summary_table(self.concluded) if self.concluded else "no run has concluded yet"
+
+
+def _update_hook(flow: http.HTTPFlow) -> Any:
+    from mitmproxy.hooks import UpdateHook
+
+    return UpdateHook([flow])
+
+
+addons = [OatfAddon()]

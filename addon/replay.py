@@ -1,0 +1,82 @@
+"""Offline replay: recorded traffic (mitmproxy flow files or HAR) through the same decoders and monitor as
+the live addon, with the recorded timestamps as the clock. This is how CI runs an attack library.
+
+The recording ends the observation: once every event is fed, runs whose actors are all terminal conclude as
+`completed` (nothing more can happen in their grace period), and the others as `interrupted`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mitmproxy import http
+from mitmproxy.exceptions import FlowReadException
+from mitmproxy.io import FlowReader
+
+from addon.events import ObservedEvent
+from addon.mitm_tap import decode_flow
+from addon.monitor import LoadProblem, Monitor, MonitorOptions, RunConcluded, load_library
+from addon.wire import WireDecoder
+
+
+class ReplayError(Exception):
+    """A flow file that cannot be read."""
+
+
+@dataclass
+class ReplayResult:
+    reports: list[dict[str, Any]]
+    problems: list[LoadProblem]
+    events: int
+    flows: int
+
+
+def read_flows(path: str) -> list[http.HTTPFlow]:
+    """The HTTP flows of a mitmproxy flow file or a HAR file, in recorded order."""
+    try:
+        with open(path, "rb") as handle:
+            flows = [f for f in FlowReader(handle).stream() if isinstance(f, http.HTTPFlow)]
+    except OSError as exc:
+        raise ReplayError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except (FlowReadException, ValueError, KeyError) as exc:
+        raise ReplayError(f"{path}: not a mitmproxy flow file or HAR: {exc}") from None
+    return sorted(flows, key=lambda f: f.request.timestamp_start)
+
+
+def decode_recordings(flow_paths: list[str]) -> tuple[list[ObservedEvent], int]:
+    """Every event of every recorded flow, in time order, and the number of flows."""
+    decoder = WireDecoder()
+    events: list[ObservedEvent] = []
+    count = 0
+    for path in flow_paths:
+        for flow in read_flows(path):
+            count += 1
+            events.extend(decode_flow(decoder, flow))
+    events.sort(key=lambda e: (e.timestamp, e.seq))
+    return events, count
+
+
+def replay(attack_paths: list[str], flow_paths: list[str], options: MonitorOptions | None = None) -> ReplayResult:
+    """Evaluate the attacks under `attack_paths` over the recordings in `flow_paths`."""
+    library = load_library(attack_paths)
+    monitor = Monitor(list(library.attacks), options)
+    events, flow_count = decode_recordings(flow_paths)
+    outputs = []
+    for event in events:
+        outputs.extend(monitor.observe(event))
+    end = events[-1].timestamp if events else 0.0
+    grace = max((run.grace_period for run in monitor.runs.values()), default=0.0)
+    outputs.extend(monitor.tick(end + grace))
+    outputs.extend(monitor.shutdown())
+    reports = [o.report for o in outputs if isinstance(o, RunConcluded)]
+    return ReplayResult(reports, list(library.problems), len(events), flow_count)
+
+
+def replay_flows(attack_paths: list[str], flow_paths: list[str], *, grace_period: float | None = None) -> list[dict]:
+    """The per-run reports of `replay` (the attack library's tests use this)."""
+    options = MonitorOptions() if grace_period is None else MonitorOptions(grace_period=grace_period)
+    return replay(attack_paths, flow_paths, options).reports
+
+
+__all__ = ["ReplayError", "ReplayResult", "decode_recordings", "read_flows", "replay", "replay_flows"]

@@ -1,0 +1,521 @@
+"""`WireDecoder`: HTTP exchanges in, `ObservedEvent`s out (format spec §7.1–§7.3, SDK spec §4.1). Sans-I/O.
+
+The owner drives one exchange (one HTTP request and its response) through these calls, in this order, each
+returning the events the call completed:
+
+    request_headers(exchange_id, method, url, headers, client, timestamp)
+    request_data(exchange_id, data, timestamp)*        # raw body bytes as sent, in any chunking
+    request_end(exchange_id, timestamp)
+    response_headers(exchange_id, status, headers, timestamp)
+    response_data(exchange_id, data, timestamp)*
+    response_end(exchange_id, timestamp)               # or abort(exchange_id, timestamp) at any point
+
+What it decodes: JSON-RPC 2.0 bodies (MCP, A2A; single or batch; JSON or SSE answers), AG-UI RunAgentInput
+POSTs and their SSE answers, Agent Card fetches, and the legacy MCP HTTP+SSE transport (`endpoint` event,
+POSTs to it, answers on the stream). Bodies are content-decoded (gzip, deflate, br, zstd) for inspection.
+SSE bodies are decoded as they arrive, so an event is reported when its blank line arrives.
+
+Which protocol: user overrides (host/path), then the traffic itself — the Agent Card path, a legacy endpoint
+announced earlier, an unambiguous JSON-RPC method name, MCP/A2A version headers, the protocol already seen at
+the same endpoint, the content of an SSE stream (an `endpoint` event, JSON-RPC, AG-UI event types), and
+finally MCP for JSON-RPC nobody claimed. JSON that is neither JSON-RPC nor a RunAgentInput is ignored.
+
+Bounded memory: at most `max_exchanges` open exchanges, `max_pending` outstanding requests, `max_sessions`
+remembered endpoints / legacy sessions / open AG-UI tool calls (oldest forgotten first); bodies beyond
+`max_body_size` and SSE events beyond `max_event_size` are skipped with one diagnostic each. Bad input never
+raises: it produces a `Diagnostic` through `on_diagnostic`.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+from urllib.parse import urlsplit
+
+from addon.events import Endpoint, ObservedEvent, Protocol, Role, Side
+
+from . import a2a, ag_ui, mcp
+from .encoding import ContentDecoder, TooLarge, UndecodableBody
+from .jsonrpc import Correlator, Invalid, JsonRpcId, Kind, Message, Pending, classify_body, loads, looks_like_jsonrpc
+from .recognition import IGNORE, Override, find_override, protocol_of_method
+from .sse import SSEEvent, SSEParser
+
+Headers = Mapping[str, str] | Iterable[tuple[str, str]]
+
+_KEPT_HEADERS = frozenset({
+    "content-type", "content-encoding", mcp.SESSION_HEADER, mcp.VERSION_HEADER, "a2a-version", "x-a2a-version",
+})
+
+
+@dataclass(frozen=True, slots=True)
+class DecoderConfig:
+    """Limits and overrides of a `WireDecoder`."""
+
+    max_body_size: int = 16 << 20
+    """Largest (content-decoded) non-streamed body inspected, in bytes; larger ones are skipped."""
+    max_event_size: int = 4 << 20
+    """Largest SSE event inspected, in characters; larger ones are skipped."""
+    max_exchanges: int = 10_000
+    max_pending: int = 10_000
+    max_sessions: int = 10_000
+    overrides: tuple[Override, ...] = ()
+    """Host/path → protocol pins (`recognition.parse_overrides`), first match wins."""
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    """Something in the traffic that could not be decoded (never an error of the proxy)."""
+
+    code: str
+    """`oversize_body`, `oversize_event`, `undecodable_body`, `invalid_json`, `invalid_jsonrpc`,
+    `uncorrelated_response`, `truncated_stream`, `evicted`."""
+    flow_id: str
+    message: str
+
+
+class _Binding(NamedTuple):
+    """How a JSON-RPC protocol names events and builds content Values."""
+
+    protocol: Protocol
+    event_name: Callable[[str], str]
+    request_content: Callable[[Any], Any]
+    response_content: Callable[[str, Any, Any], Any]  # (event name, result or error, request params)
+    session_keys: Callable[[Any], dict[str, str]]
+
+
+_BINDINGS: dict[str, _Binding] = {
+    "mcp": _Binding("mcp", str, lambda params: params,
+                    lambda _event, payload, params: mcp.response_content(payload, params), lambda _content: {}),
+    "a2a": _Binding("a2a", a2a.event_name, a2a.request_content,
+                    lambda event, payload, _params: a2a.result_content(event, payload), a2a.session_keys),
+}
+
+_JSON_SUFFIXES = ("/json", "+json", "/json-rpc")
+_SSE = "text/event-stream"
+
+
+def _media_type(headers: dict[str, str]) -> str:
+    return headers.get("content-type", "").partition(";")[0].strip().lower()
+
+
+def _is_json(media_type: str) -> bool:
+    return media_type.endswith(_JSON_SUFFIXES) or media_type == "text/json"
+
+
+class _Body:
+    """A body being read: content-decoded, buffered up to the limit unless it feeds an SSE parser."""
+
+    __slots__ = ("buffer", "decoder", "sse")
+
+    def __init__(self, content_encoding: str | None, sse: SSEParser | None) -> None:
+        self.decoder = ContentDecoder(content_encoding)
+        self.sse = sse
+        self.buffer = bytearray()
+
+
+class _Exchange:
+    """Everything known about one HTTP exchange while it is open."""
+
+    __slots__ = (
+        "card", "client", "endpoint", "id", "ignored", "keys", "method", "proto", "request", "request_headers",
+        "requests", "response", "scope", "tool_names", "url",
+    )
+
+    def __init__(self, exchange_id: str, method: str, url: str, endpoint: Endpoint, client: str) -> None:
+        self.id = exchange_id
+        self.method = method
+        self.url = url
+        self.endpoint = endpoint
+        self.client = client
+        self.proto: Protocol | None = None
+        self.ignored = False
+        self.card = False
+        self.scope = f"x|{exchange_id}"
+        self.keys: dict[str, str] = {}
+        self.request_headers: dict[str, str] = {}
+        self.request: _Body | None = None
+        self.response: _Body | None = None
+        self.requests: dict[JsonRpcId, Pending] = {}  # requests this exchange's body carried
+        self.tool_names: dict[str, str] = {}  # AG-UI toolCallId → toolCallName on this stream
+
+
+class WireDecoder:
+    """Decodes HTTP exchanges into `ObservedEvent`s; see the module docstring for the call sequence."""
+
+    def __init__(self, config: DecoderConfig | None = None,
+                 on_diagnostic: Callable[[Diagnostic], None] | None = None) -> None:
+        self.config = config or DecoderConfig()
+        self._on_diagnostic = on_diagnostic
+        self._seq = 0
+        self._exchanges: OrderedDict[str, _Exchange] = OrderedDict()
+        self._pending = Correlator(self.config.max_pending)
+        self._evicted_reported = 0
+        self._endpoints: OrderedDict[tuple[str, int, str], Protocol] = OrderedDict()
+        self._legacy: OrderedDict[tuple[str, int, str], tuple[str, str]] = OrderedDict()  # → (scope, session)
+        self._tool_calls: OrderedDict[tuple[str, str], str] = OrderedDict()  # (threadId, toolCallId) → name
+
+    @property
+    def open_exchanges(self) -> int:
+        """How many exchanges are open (started and neither ended nor aborted)."""
+        return len(self._exchanges)
+
+    # --- the exchange API -----------------------------------------------------------------------------------
+
+    def request_headers(self, exchange_id: str, method: str, url: str, headers: Headers, client: str,
+                        timestamp: float) -> list[ObservedEvent]:
+        """A request started: `url` absolute (`http://host:port/path?query`), `client` as `host:port`."""
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            port = 0
+        path = parts.path or "/"
+        target = f"{path}?{parts.query}" if parts.query else path
+        ex = _Exchange(exchange_id, method.upper(), url, Endpoint(host, port, path), client)
+        ex.request_headers = _kept(headers)
+        self._open(ex)
+        override = find_override(self.config.overrides, host, port, path)
+        if override == IGNORE:
+            ex.ignored = True
+            return []
+        legacy = self._legacy.get((host, port, target))
+        session = ex.request_headers.get(mcp.SESSION_HEADER)
+        if legacy is not None:
+            ex.proto = "mcp"
+            ex.scope, ex.keys["mcp_session"] = legacy
+        elif session:
+            ex.scope = f"mcp|{host}:{port}|{session}"
+            ex.keys["mcp_session"] = session
+        if override is not None:
+            ex.proto = override  # type: ignore[assignment]
+        if ex.method == "GET" and path in a2a.CARD_PATHS and ex.proto in (None, "a2a"):
+            ex.proto, ex.card = "a2a", True
+            return [self._event(ex, "a2a", "agent_card/get", "request", "client", {}, timestamp)]
+        media_type = _media_type(ex.request_headers)
+        if not media_type or _is_json(media_type):  # requests without a type are read too (curl, scripts)
+            ex.request = self._body(ex, ex.request_headers, sse=False)
+        return []
+
+    def request_data(self, exchange_id: str, data: bytes, timestamp: float) -> list[ObservedEvent]:
+        """The next bytes of the request body (as sent, content-encoded or not)."""
+        ex = self._exchanges.get(exchange_id)
+        if ex is not None and ex.request is not None:
+            ex.request = self._read(ex, ex.request, data, "request")
+        return []
+
+    def request_end(self, exchange_id: str, timestamp: float) -> list[ObservedEvent]:
+        """The request body is complete: its messages are decoded."""
+        ex = self._exchanges.get(exchange_id)
+        if ex is None or ex.request is None:
+            return []
+        body, ex.request = ex.request, None
+        if not body.buffer:
+            return []
+        value = self._parse(ex, body.buffer, "request body", quiet=ex.proto is None)
+        if value is None:
+            return []
+        if looks_like_jsonrpc(value) and ex.proto != "ag_ui":
+            return self._jsonrpc(ex, value, "client", False, timestamp)
+        if ag_ui.is_run_agent_input(value) and ex.proto in (None, "ag_ui"):
+            return self._run_agent_input(ex, value, timestamp)
+        return []
+
+    def response_headers(self, exchange_id: str, status: int, headers: Headers,
+                         timestamp: float) -> list[ObservedEvent]:
+        """The response started."""
+        ex = self._exchanges.get(exchange_id)
+        if ex is None or ex.ignored or status == 101 or (ex.card and not 200 <= status < 300):
+            return []
+        kept = _kept(headers)
+        session = kept.get(mcp.SESSION_HEADER)
+        if session and "mcp_session" not in ex.keys:
+            ex.keys["mcp_session"] = session
+        if ex.proto is None:
+            ex.proto = self._hint(ex)
+        media_type = _media_type(kept)
+        if media_type == _SSE:
+            ex.response = self._body(ex, kept, sse=True)
+        elif ex.proto is not None and _is_json(media_type):
+            ex.response = self._body(ex, kept, sse=False)
+        return []
+
+    def response_data(self, exchange_id: str, data: bytes, timestamp: float) -> list[ObservedEvent]:
+        """The next bytes of the response body; SSE events completed by them are decoded now."""
+        ex = self._exchanges.get(exchange_id)
+        if ex is None or ex.response is None:
+            return []
+        body = self._read(ex, ex.response, data, "response")
+        ex.response = body
+        if body is None or body.sse is None or not body.buffer:
+            return []
+        chunk = bytes(body.buffer)
+        body.buffer.clear()
+        sse = body.sse
+        dropped = sse.dropped
+        events = []
+        for sse_event in sse.feed(chunk):
+            events.extend(self._sse_event(ex, sse_event, timestamp))
+        if sse.dropped != dropped:
+            self._diagnose("oversize_event", ex, f"SSE event over {self.config.max_event_size} characters skipped")
+        return events
+
+    def response_end(self, exchange_id: str, timestamp: float) -> list[ObservedEvent]:
+        """The response is complete: a buffered body is decoded, the exchange closed."""
+        ex = self._exchanges.pop(exchange_id, None)
+        if ex is None:
+            return []
+        body = ex.response
+        self._close(ex)
+        if body is None or body.sse is not None or not body.buffer:
+            return []
+        value = self._parse(ex, body.buffer, "response body", quiet=False)
+        if value is None:
+            return []
+        if ex.card:
+            if isinstance(value, dict):
+                return [self._event(ex, "a2a", "agent_card/get", "response", "server", value, timestamp,
+                                    envelope=value)]
+            return []
+        if looks_like_jsonrpc(value):
+            return self._jsonrpc(ex, value, "server", False, timestamp)
+        return []
+
+    def abort(self, exchange_id: str, timestamp: float) -> list[ObservedEvent]:
+        """The exchange failed (connection lost, killed): forget it; nothing half-received is reported."""
+        ex = self._exchanges.pop(exchange_id, None)
+        if ex is not None:
+            self._close(ex)
+        return []
+
+    # --- exchanges and bodies --------------------------------------------------------------------------------
+
+    def _open(self, ex: _Exchange) -> None:
+        old = self._exchanges.pop(ex.id, None)
+        if old is not None:
+            self._close(old)
+        self._exchanges[ex.id] = ex
+        if len(self._exchanges) > self.config.max_exchanges:
+            _, oldest = self._exchanges.popitem(last=False)
+            self._close(oldest)
+            self._diagnose("evicted", oldest, f"more than {self.config.max_exchanges} open exchanges: forgotten")
+
+    def _close(self, ex: _Exchange) -> None:
+        body = ex.response
+        if body is not None and body.sse is not None and body.sse.close():
+            self._diagnose("truncated_stream", ex, "SSE stream ended inside an event; the event was discarded")
+        if ex.method == "GET" and ex.scope.startswith("mcp-legacy|"):
+            self._forget_legacy(ex.scope)
+        ex.request = ex.response = None
+
+    def _body(self, ex: _Exchange, headers: dict[str, str], sse: bool) -> _Body | None:
+        try:
+            return _Body(headers.get("content-encoding"), SSEParser(self.config.max_event_size) if sse else None)
+        except UndecodableBody as exc:
+            self._diagnose("undecodable_body", ex, f"{exc}; body not inspected")
+            return None
+
+    def _read(self, ex: _Exchange, body: _Body, data: bytes, what: str) -> _Body | None:
+        """Content-decode `data` into the body's buffer; None (stop reading) when oversize or corrupt."""
+        limit = self.config.max_body_size - (0 if body.sse is not None else len(body.buffer))
+        try:
+            body.buffer += body.decoder.decode(data, limit)
+        except TooLarge:
+            self._diagnose("oversize_body", ex, f"{what} body over {self.config.max_body_size} bytes: not inspected")
+            return None
+        except UndecodableBody as exc:
+            self._diagnose("undecodable_body", ex, f"{what} body: {exc}; not inspected")
+            return None
+        return body
+
+    def _parse(self, ex: _Exchange, data: bytes | bytearray | str, what: str, quiet: bool) -> Any:
+        try:
+            return loads(bytes(data) if isinstance(data, bytearray) else data)
+        except ValueError as exc:
+            if not quiet:
+                self._diagnose("invalid_json", ex, f"{what} is not JSON: {exc}")
+            return None
+
+    # --- protocol decisions ---------------------------------------------------------------------------------
+
+    def _hint(self, ex: _Exchange) -> Protocol | None:
+        """The protocol suggested by version/session headers, else the one seen before at this endpoint."""
+        headers = ex.request_headers
+        if mcp.SESSION_HEADER in headers or mcp.VERSION_HEADER in headers:
+            return "mcp"
+        if "a2a-version" in headers or "x-a2a-version" in headers:
+            return "a2a"
+        endpoint = ex.endpoint
+        return self._endpoints.get((endpoint.host, endpoint.port, endpoint.path))
+
+    def _decide(self, ex: _Exchange, protocol: Protocol) -> None:
+        ex.proto = protocol
+        key = (ex.endpoint.host, ex.endpoint.port, ex.endpoint.path)
+        self._endpoints[key] = protocol
+        self._endpoints.move_to_end(key)
+        if len(self._endpoints) > self.config.max_sessions:
+            self._endpoints.popitem(last=False)
+
+    # --- JSON-RPC (MCP, A2A) ---------------------------------------------------------------------------------
+
+    def _jsonrpc(self, ex: _Exchange, value: Any, sender: Side, in_stream: bool,
+                 timestamp: float) -> list[ObservedEvent]:
+        items = classify_body(value)
+        if ex.proto not in _BINDINGS:
+            methods = (item.method for item in items if isinstance(item, Message) and item.method is not None)
+            decided = next((p for p in map(protocol_of_method, methods) if p is not None), None)
+            self._decide(ex, decided or self._hint(ex) or "mcp")
+        binding = _BINDINGS[ex.proto]  # type: ignore[index]
+        events: list[ObservedEvent] = []
+        for item in items:
+            if isinstance(item, Invalid):
+                self._diagnose("invalid_jsonrpc", ex, item.reason)
+            elif item.method is not None:
+                events.append(self._jsonrpc_request(ex, binding, item, sender, timestamp))
+            else:
+                events.extend(self._jsonrpc_response(ex, binding, item, sender, in_stream, timestamp))
+        return events
+
+    def _jsonrpc_request(self, ex: _Exchange, binding: _Binding, item: Message, sender: Side,
+                         timestamp: float) -> ObservedEvent:
+        assert item.method is not None
+        name = binding.event_name(item.method)
+        params = {} if item.payload is None else item.payload
+        if item.kind is Kind.REQUEST and item.id is not None:
+            pending = Pending(name, params)
+            if sender == "client" and len(ex.requests) < self.config.max_pending:
+                ex.requests[item.id] = pending
+            self._pending.register(ex.scope, item.id, pending)
+            self._report_evictions(ex)
+        content = binding.request_content(params)
+        return self._event(ex, binding.protocol, name, "request", sender, content, timestamp,
+                           keys=binding.session_keys(content), jsonrpc_id=item.id, envelope=item.envelope)
+
+    def _jsonrpc_response(self, ex: _Exchange, binding: _Binding, item: Message, sender: Side, in_stream: bool,
+                          timestamp: float) -> list[ObservedEvent]:
+        pending = None
+        if item.id is not None:
+            # An answer in this exchange's response to a request in its own body (an A2A stream answers
+            # one request many times), else an answer to a request seen elsewhere in the session.
+            local = ex.requests.get(item.id) if sender == "server" else None
+            pending = self._pending.pop(ex.scope, item.id) or local
+        if pending is None:
+            self._diagnose("uncorrelated_response", ex, f"response id {item.id!r} answers no request seen")
+            return []
+        is_error = item.kind is Kind.ERROR
+        content = binding.response_content(pending.method, item.payload, pending.params)
+        keys = binding.session_keys(content)
+        events = [self._event(ex, binding.protocol, pending.method, "response", sender, content, timestamp,
+                              keys=keys, jsonrpc_id=item.id, is_error=is_error, envelope=item.envelope)]
+        synthetic = a2a.STREAM_EVENTS.get(content.get("kind")) if (
+            in_stream and binding.protocol == "a2a" and not is_error and isinstance(content, dict)) else None
+        if synthetic is not None:
+            events.append(self._event(ex, "a2a", synthetic, "response", sender, content, timestamp, keys=keys,
+                                      jsonrpc_id=item.id, envelope=item.envelope))
+        return events
+
+    def _report_evictions(self, ex: _Exchange) -> None:
+        if self._pending.evicted != self._evicted_reported:
+            self._evicted_reported = self._pending.evicted
+            self._diagnose("evicted", ex, f"more than {self.config.max_pending} outstanding requests: "
+                                          "the oldest will not be correlated")
+
+    # --- SSE streams -------------------------------------------------------------------------------------------
+
+    def _sse_event(self, ex: _Exchange, sse_event: SSEEvent, timestamp: float) -> list[ObservedEvent]:
+        if sse_event.event == mcp.ENDPOINT_EVENT and ex.proto in (None, "mcp"):
+            self._legacy_stream(ex, sse_event.data)
+            return []
+        value = self._parse(ex, sse_event.data, "SSE event data", quiet=ex.proto is None)
+        if value is None:
+            return []
+        if ex.proto == "ag_ui" or (ex.proto is None and ag_ui.event_name(value, known_only=True)):
+            ex.proto = "ag_ui"
+            return self._ag_ui_event(ex, value, timestamp)
+        if looks_like_jsonrpc(value):
+            return self._jsonrpc(ex, value, "server", True, timestamp)
+        return []
+
+    def _legacy_stream(self, ex: _Exchange, data: str) -> None:
+        endpoint = mcp.legacy_endpoint(ex.url, data)
+        if endpoint is None:
+            self._diagnose("invalid_jsonrpc", ex, f"MCP endpoint event with an unusable URI {data[:200]!r}")
+            return
+        self._decide(ex, "mcp")
+        ex.scope = f"mcp-legacy|{endpoint.host}:{endpoint.port}|{endpoint.target}"
+        ex.keys["mcp_session"] = endpoint.session_id
+        key = (endpoint.host, endpoint.port, endpoint.target)
+        self._legacy[key] = (ex.scope, endpoint.session_id)
+        if len(self._legacy) > self.config.max_sessions:
+            self._legacy.popitem(last=False)
+
+    def _forget_legacy(self, scope: str) -> None:
+        for key, (known_scope, _session) in list(self._legacy.items()):
+            if known_scope == scope:
+                del self._legacy[key]
+
+    # --- AG-UI -----------------------------------------------------------------------------------------------
+
+    def _run_agent_input(self, ex: _Exchange, value: dict[str, Any], timestamp: float) -> list[ObservedEvent]:
+        self._decide(ex, "ag_ui")
+        thread, run = ag_ui.thread_id(value), ag_ui.run_id(value)
+        ex.keys["ag_ui_thread"], ex.keys["ag_ui_run"] = thread, run
+        events = [self._event(ex, "ag_ui", "run_agent_input", "request", "client", value, timestamp,
+                              envelope=value)]
+        for call_id, content in ag_ui.tool_results(value):
+            name = self._tool_calls.pop((thread, call_id), None)
+            if name is not None:
+                events.append(self._event(ex, "ag_ui", "tool_call_result", "request", "client",
+                                          {**content, "toolCallName": name}, timestamp, envelope=value))
+        return events
+
+    def _ag_ui_event(self, ex: _Exchange, value: Any, timestamp: float) -> list[ObservedEvent]:
+        name = ag_ui.event_name(value)
+        if name is None:
+            self._diagnose("invalid_json", ex, "AG-UI SSE event without a string `type`")
+            return []
+        content = value
+        call_id = value.get("toolCallId")
+        if name in ("run_started", "run_finished"):
+            for key, field in (("ag_ui_thread", ag_ui.thread_id(value)), ("ag_ui_run", ag_ui.run_id(value))):
+                if isinstance(field, str):
+                    ex.keys[key] = field
+        if isinstance(call_id, str):
+            thread = ex.keys.get("ag_ui_thread", "")
+            tool_name = value.get("toolCallName")
+            if name == "tool_call_start" and isinstance(tool_name, str):
+                if len(ex.tool_names) < self.config.max_pending:
+                    ex.tool_names[call_id] = tool_name
+                self._tool_calls[(thread, call_id)] = tool_name
+                if len(self._tool_calls) > self.config.max_sessions:
+                    self._tool_calls.popitem(last=False)
+            elif tool_name is None and call_id in ex.tool_names:
+                content = {**value, "toolCallName": ex.tool_names[call_id]}
+            if name == "tool_call_result":
+                self._tool_calls.pop((thread, call_id), None)
+        return [self._event(ex, "ag_ui", name, "response", "server", content, timestamp, envelope=value)]
+
+    # --- events and diagnostics ------------------------------------------------------------------------------
+
+    def _event(self, ex: _Exchange, protocol: Protocol, name: str, direction: Role, sender: Side, content: Any,
+               timestamp: float, *, keys: dict[str, str] | None = None, jsonrpc_id: JsonRpcId | None = None,
+               is_error: bool = False, envelope: Any = None) -> ObservedEvent:
+        self._seq += 1
+        return ObservedEvent(
+            protocol=protocol, event_type=name, direction=direction, sender=sender, content=content,
+            flow_id=ex.id, seq=self._seq, timestamp=timestamp, endpoint=ex.endpoint, client=ex.client,
+            session_keys={**ex.keys, **keys} if keys else dict(ex.keys), jsonrpc_id=jsonrpc_id,
+            is_error=is_error, envelope=envelope,
+        )
+
+    def _diagnose(self, code: str, ex: _Exchange, message: str) -> None:
+        if self._on_diagnostic is not None:
+            self._on_diagnostic(Diagnostic(code, ex.id, message))
+
+
+def _kept(headers: Headers) -> dict[str, str]:
+    """The request/response headers the decoder reads, by lower-case name."""
+    pairs = headers.items() if isinstance(headers, Mapping) else headers
+    return {name.lower(): value for name, value in pairs if name.lower() in _KEPT_HEADERS}

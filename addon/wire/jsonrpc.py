@@ -1,0 +1,138 @@
+"""JSON-RPC 2.0 message classification and request/response correlation (JSON-RPC 2.0 specification §4–§6).
+
+Classification is lenient where leniency helps observation and strict where it would mislead:
+- a request (§4) has a string `method` and an `id` that is a string, an integer or null; a notification
+  (§4.1) has a string `method` and no `id`. A request whose `id` has another type (a bool, a float, an
+  object) is still observed, as a request that no response can be correlated to;
+- a response (§5) has an `id` and exactly one of `result` / `error`; an error response's `error` is
+  reported as it is, whatever its type;
+- the `jsonrpc: "2.0"` member is not required (some peers omit it), but a message with a different
+  `jsonrpc` value, a non-string `method`, or neither `method` nor `result`/`error` is invalid;
+- a batch (§6) is a non-empty array of such messages; its invalid members are reported, the others kept.
+
+`Correlator` remembers outstanding requests per scope (a session, or one HTTP exchange) so that a response
+can be named after its request's method (format spec §7.1.2 "the runtime correlates each response to the
+original request by `id`"); it holds at most `capacity` requests, forgetting the oldest first.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from enum import Enum
+from typing import Any, NamedTuple
+
+JsonRpcId = str | int
+
+
+class Kind(Enum):
+    """What a JSON-RPC message is."""
+
+    REQUEST = "request"
+    NOTIFICATION = "notification"
+    RESULT = "result"
+    ERROR = "error"
+
+
+class Message(NamedTuple):
+    """One classified JSON-RPC message."""
+
+    kind: Kind
+    method: str | None
+    """The method of a request or notification; None for responses."""
+    id: JsonRpcId | None
+    """The id, when it is a string or an integer (the only ids that correlate); else None."""
+    payload: Any
+    """`params` (None when absent) for requests and notifications, `result` or `error` for responses."""
+    envelope: dict[str, Any]
+    """The whole message object."""
+
+
+class Invalid(NamedTuple):
+    """A member of a body that is not a JSON-RPC message, with the reason."""
+
+    reason: str
+
+
+class Pending(NamedTuple):
+    """An outstanding request: what a response to it is named after and enriched with."""
+
+    method: str
+    params: Any
+
+
+def looks_like_jsonrpc(value: Any) -> bool:
+    """Whether a decoded JSON body is meant as JSON-RPC: an object with `jsonrpc`, `method`, or `id` plus
+    `result`/`error`, or an array whose first member is such an object. Cheap; no validation."""
+    if isinstance(value, list):
+        value = value[0] if value else None
+    if not isinstance(value, dict):
+        return False
+    return "jsonrpc" in value or "method" in value or ("id" in value and ("result" in value or "error" in value))
+
+
+def classify(value: Any) -> Message | Invalid:
+    """Classify one decoded JSON value as a JSON-RPC 2.0 request, notification, result or error (§4, §5)."""
+    if not isinstance(value, dict):
+        return Invalid(f"not a JSON object ({type(value).__name__})")
+    version = value.get("jsonrpc", "2.0")
+    if version != "2.0":
+        return Invalid(f"unsupported jsonrpc version {version!r}")
+    raw_id = value.get("id")
+    msg_id = raw_id if isinstance(raw_id, str) or (isinstance(raw_id, int) and not isinstance(raw_id, bool)) else None
+    if "method" in value:
+        method = value["method"]
+        if not isinstance(method, str):
+            return Invalid(f"method is not a string ({type(method).__name__})")
+        kind = Kind.REQUEST if "id" in value else Kind.NOTIFICATION
+        return Message(kind, method, msg_id, value.get("params"), value)
+    has_result, has_error = "result" in value, "error" in value
+    if "id" not in value or has_result == has_error:
+        return Invalid("neither a request, a notification nor a response")
+    if has_error:
+        return Message(Kind.ERROR, None, msg_id, value["error"], value)
+    return Message(Kind.RESULT, None, msg_id, value["result"], value)
+
+
+def classify_body(value: Any) -> list[Message | Invalid]:
+    """Classify a decoded body: one message, or a batch (§6). An empty batch is one Invalid."""
+    if isinstance(value, list):
+        return [classify(member) for member in value] if value else [Invalid("empty batch")]
+    return [classify(value)]
+
+
+def loads(data: bytes | str) -> Any:
+    """`json.loads`, raising ValueError (never anything else) for bytes that are not JSON text
+    (invalid UTF-8 included) and for JSON nested too deeply for the interpreter."""
+    try:
+        return json.loads(data)
+    except RecursionError as exc:
+        raise ValueError("JSON nested too deeply") from exc
+
+
+class Correlator:
+    """Outstanding requests by (scope, id), at most `capacity` of them (the oldest are forgotten first)."""
+
+    __slots__ = ("_table", "capacity", "evicted")
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.evicted = 0
+        """How many requests were forgotten unanswered to stay within `capacity`."""
+        self._table: OrderedDict[tuple[str, JsonRpcId], Pending] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def register(self, scope: str, msg_id: JsonRpcId, pending: Pending) -> None:
+        """Remember a request; a later request with the same id in the same scope replaces it."""
+        key = (scope, msg_id)
+        self._table.pop(key, None)
+        self._table[key] = pending
+        while len(self._table) > self.capacity:
+            self._table.popitem(last=False)
+            self.evicted += 1
+
+    def pop(self, scope: str, msg_id: JsonRpcId) -> Pending | None:
+        """The request a response with `msg_id` answers, forgotten; None when unknown."""
+        return self._table.pop((scope, msg_id), None)

@@ -1,0 +1,61 @@
+"""MCP onto the OATF MCP binding (format spec §7.1.2 events, §7.1.3 content; SDK spec §4.1), over the
+Streamable HTTP transport and the legacy HTTP+SSE transport (MCP 2025-11-25 "Transports", 2024-11-05 "HTTP
+with SSE").
+
+Event names are the JSON-RPC method names; a response is named after the request it answers. Content:
+`params` for requests and notifications, `result` (or the `error` object) for responses. A correlated
+response's content is enriched with the originating request's `params` under the key `params` (SDK spec §4.1:
+"the Value MUST be an enriched object that includes the originating request's params"; SDK draft §2.25
+resolves the `tools/call` / `prompts/get` qualifier at `params.name`), for every method, so that
+`params.name` of a `tools/call` response is the tool that was called and `params.uri` of a `resources/read`
+response the resource read. The request's `params` win over a `params` member of the result itself.
+
+Sessions: Streamable HTTP names them with the `Mcp-Session-Id` header (set on the `initialize` response, sent
+on every later request, GET stream and DELETE). The legacy transport opens a GET `text/event-stream` whose
+first event, `endpoint`, gives the URI the client POSTs its messages to; the answers come back on that stream.
+`legacy_endpoint` reads that event; the session id is the URI's `session_id` / `sessionId` query parameter.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+from urllib.parse import parse_qs, urljoin, urlsplit
+
+SESSION_HEADER = "mcp-session-id"
+VERSION_HEADER = "mcp-protocol-version"
+ENDPOINT_EVENT = "endpoint"
+
+
+def response_content(payload: Any, request_params: Any) -> Any:
+    """A correlated response's content Value: the result (or error) object plus the request's `params`."""
+    if isinstance(payload, dict) and isinstance(request_params, dict):
+        return {**payload, "params": request_params}
+    return payload
+
+
+class LegacyEndpoint(NamedTuple):
+    """Where a legacy HTTP+SSE client POSTs its messages, and the session id that URI carries."""
+
+    host: str
+    port: int
+    target: str
+    """Path and query, as the client requests it."""
+    session_id: str
+
+
+def legacy_endpoint(stream_url: str, data: str) -> LegacyEndpoint | None:
+    """The endpoint announced by an `endpoint` event's data (a URI relative to the stream's URL), or None
+    when it is not a usable http(s) URI."""
+    try:
+        parts = urlsplit(urljoin(stream_url, data.strip()))
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    target = parts.path or "/"
+    if parts.query:
+        target += "?" + parts.query
+    query = parse_qs(parts.query)
+    session = (query.get("session_id") or query.get("sessionId") or [target])[0]
+    return LegacyEndpoint(parts.hostname, port, target, session)

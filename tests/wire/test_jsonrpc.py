@@ -1,0 +1,92 @@
+"""JSON-RPC 2.0 classification (§4–§6) and correlation, including wrong types and fuzzed values."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from addon.wire.jsonrpc import Correlator, Invalid, Kind, Message, Pending, classify, classify_body, loads
+
+
+@pytest.mark.parametrize(("value", "kind", "method", "msg_id"), [
+    ({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "x"}}, Kind.REQUEST, "tools/call", 1),
+    ({"jsonrpc": "2.0", "id": "a", "method": "ping"}, Kind.REQUEST, "ping", "a"),
+    ({"jsonrpc": "2.0", "id": None, "method": "ping"}, Kind.REQUEST, "ping", None),
+    ({"jsonrpc": "2.0", "method": "notifications/initialized"}, Kind.NOTIFICATION, "notifications/initialized", None),
+    ({"jsonrpc": "2.0", "id": 1, "result": {}}, Kind.RESULT, None, 1),
+    ({"jsonrpc": "2.0", "id": 1, "result": None}, Kind.RESULT, None, 1),
+    ({"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "no"}}, Kind.ERROR, None, 1),
+    ({"id": 3, "method": "tools/list"}, Kind.REQUEST, "tools/list", 3),  # no "jsonrpc" member: tolerated
+    ({"jsonrpc": "2.0", "id": True, "method": "x"}, Kind.REQUEST, "x", None),  # bool id: uncorrelatable
+    ({"jsonrpc": "2.0", "id": 1.5, "method": "x"}, Kind.REQUEST, "x", None),
+    ({"jsonrpc": "2.0", "id": {"a": 1}, "result": 1}, Kind.RESULT, None, None),
+])
+def test_classify(value: dict, kind: Kind, method: str | None, msg_id: object) -> None:
+    message = classify(value)
+    assert isinstance(message, Message)
+    assert (message.kind, message.method, message.id, message.envelope) == (kind, method, msg_id, value)
+
+
+@pytest.mark.parametrize("value", [
+    [], "text", 3, None,
+    {"jsonrpc": "1.0", "id": 1, "method": "x"},
+    {"jsonrpc": "2.0", "id": 1, "method": 7},
+    {"jsonrpc": "2.0", "id": 1},
+    {"jsonrpc": "2.0", "id": 1, "result": 1, "error": {}},
+    {"jsonrpc": "2.0", "result": 1},
+])
+def test_invalid(value: object) -> None:
+    assert isinstance(classify(value), Invalid)
+
+
+def test_batch_keeps_valid_members() -> None:
+    items = classify_body([{"jsonrpc": "2.0", "id": 1, "method": "a"}, 5, {"jsonrpc": "2.0", "method": "b"}])
+    assert [type(item).__name__ for item in items] == ["Message", "Invalid", "Message"]
+    assert isinstance(classify_body([])[0], Invalid)
+
+
+@pytest.mark.parametrize("data", [b'{"jsonrpc": "2.0", "id": 1, "meth', b"\xff\xfe{}", b"<html>", b"[" * 100_000])
+def test_loads_raises_value_error_only(data: bytes) -> None:
+    with pytest.raises(ValueError):
+        loads(data)
+
+
+def test_correlator_is_bounded_and_scoped() -> None:
+    correlator = Correlator(capacity=3)
+    for i in range(5):
+        correlator.register("s", i, Pending(f"m{i}", {}))
+    assert len(correlator) == 3 and correlator.evicted == 2
+    assert correlator.pop("s", 0) is None
+    assert correlator.pop("other", 4) is None
+    assert correlator.pop("s", 4) == Pending("m4", {})
+    assert correlator.pop("s", 4) is None
+    correlator.register("s", "1", Pending("str", {}))
+    assert correlator.pop("s", 1) is None  # "1" and 1 are different ids
+    assert correlator.pop("s", "1") == Pending("str", {})
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(
+        st.sampled_from(["jsonrpc", "id", "method", "params", "result", "error", "x"]), children, max_size=5),
+    max_leaves=10)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=json_values)
+def test_any_json_value_classifies_without_raising(value: object) -> None:
+    for item in classify_body(value):
+        assert isinstance(item, Message | Invalid)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=200) | json_values.map(lambda v: json.dumps(v).encode()))
+def test_any_bytes_load_or_value_error(data: bytes) -> None:
+    try:
+        value = loads(data)
+    except ValueError:
+        return
+    classify_body(value)
