@@ -29,6 +29,7 @@ if __package__ in (None, ""):  # loaded by path (`-s addon/oatf_addon.py`): make
 from mitmproxy import command, ctx, http
 
 import oatf
+from addon.attest_traces import TraceCollector, write_traces
 from addon.events import ObservedEvent
 from addon.mitm_tap import MitmTap
 from addon.monitor import (
@@ -84,6 +85,7 @@ class OatfAddon:
         self.stopping = threading.Event()
         self.watched: dict[str, float] = {}
         self.loop: Any = None
+        self.traces = TraceCollector()
 
     # --- options ---------------------------------------------------------------------------------------
     def load(self, loader: Any) -> None:
@@ -100,6 +102,8 @@ class OatfAddon:
         loader.add_option("oatf_semantic_evaluator", str, "", "module:attribute of a SemanticEvaluator; "
                           "without one, semantic indicators are skipped.")
         loader.add_option("oatf_watch", bool, True, "Reload attack documents when they change on disk.")
+        loader.add_option("oatf_trace_dir", str, "", "Write each observed agent session as an Attest v1 trace "
+                          "into this directory when the proxy stops.")
         self.tap.load(loader)
 
     def configure(self, updated: set[str]) -> None:
@@ -155,8 +159,13 @@ class OatfAddon:
                     except queue.Empty:
                         break
                     if event is not None:
+                        if ctx.options.oatf_trace_dir:
+                            self.traces.observe(event)
                         self._handle(self.monitor.observe(event))
                 self._handle(self.monitor.shutdown())
+        if ctx.options.oatf_trace_dir and self.traces.sessions:
+            paths = write_traces(self.traces.traces(), ctx.options.oatf_trace_dir)
+            log.info("oatf: %d Attest trace(s) in %s", len(paths), ctx.options.oatf_trace_dir)
         if self.concluded:
             log.info("oatf verdicts:\n%s", summary_table(self.concluded))
             if self.writer is not None:
@@ -194,6 +203,8 @@ class OatfAddon:
                 with self.lock:
                     if self.monitor is None:
                         continue
+                    if event is not None and ctx.options.oatf_trace_dir:
+                        self.traces.observe(event)
                     outputs = self.monitor.observe(event) if event is not None else self.monitor.tick(time.time())
                     self._handle(outputs)
                 if time.monotonic() >= next_poll:

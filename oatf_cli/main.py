@@ -4,6 +4,7 @@
 - `oatf normalize FILE`: the canonical YAML form of a valid document.
 - `oatf evaluate --attacks PATH --flows FILE…`: replay recorded traffic against an attack library; exit 0
   nothing exploited, 1 something exploited or partial, 2 errors (unreadable input, error verdicts).
+- `oatf export-trace --flows FILE… --out DIR`: each recorded agent session as an Attest v1 trace.
 """
 
 from __future__ import annotations
@@ -119,9 +120,29 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
               else "no run: no recorded traffic matched a loaded attack")
         print(f"{result.flows} flow(s), {result.events} event(s), {len(result.reports)} run(s)"
               + (f"; reports in {args.report_dir}" if args.report_dir else ""), file=sys.stderr)
-    if result.problems and not result.reports:
-        return EXIT_UNREADABLE
+    if not result.reports:
+        return EXIT_UNREADABLE  # a CI gate must not pass on nothing: no loaded attack saw any traffic
     return exit_status(result.reports)
+
+
+def cmd_export_trace(args: argparse.Namespace) -> int:
+    """Write each agent session of the recordings as an Attest v1 trace."""
+    from addon.attest_traces import TraceCollector, write_traces
+    from addon.monitor import SessionKey
+    from addon.replay import ReplayError, decode_recordings
+
+    try:
+        events, flows = decode_recordings(args.flows)
+    except ReplayError as exc:
+        print(f"oatf export-trace: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    collector = TraceCollector(SessionKey(args.session_key))
+    for event in events:
+        collector.observe(event)
+    for path in write_traces(collector.traces(), args.out):
+        print(path)
+    print(f"{flows} flow(s), {len(events)} event(s), {len(collector.sessions)} trace(s)", file=sys.stderr)
+    return EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -145,6 +166,12 @@ def build_parser() -> argparse.ArgumentParser:
                           choices=("auto", "mcp_session", "a2a_context", "ag_ui_thread", "connection", "global"))
     evaluate.add_argument("--format", choices=("text", "json"), default="text")
     evaluate.set_defaults(func=cmd_evaluate)
+    export = sub.add_parser("export-trace", help="write recorded agent sessions as Attest v1 traces")
+    export.add_argument("--flows", nargs="+", required=True, metavar="FILE", help="mitmproxy flow files or HAR")
+    export.add_argument("--out", required=True, metavar="DIR", help="one <trace_id>.json per session")
+    export.add_argument("--session-key", default="auto",
+                        choices=("auto", "mcp_session", "a2a_context", "ag_ui_thread", "connection", "global"))
+    export.set_defaults(func=cmd_export_trace)
     return parser
 
 
