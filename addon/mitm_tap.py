@@ -6,16 +6,19 @@
 - streaming responses (`text/event-stream`, NDJSON, or any response mitmproxy already decided to stream)
   are streamed: `flow.response.stream` is set in `responseheaders` to a function that hands each chunk on
   at once and decodes it as it passes, so events are reported when they happen, not when the stream ends.
-  Bare mitmdump holds a whole response until it ends, which stalls MCP's GET stream and the legacy HTTP+SSE
-  transport. Request bodies the client streams (no Content-Length) are streamed the same way;
+  Bare mitmdump holds a whole response until it ends: MCP's GET stream never delivers, a server request
+  (sampling) inside a tools/call deadlocks, the legacy HTTP+SSE transport never connects. Request bodies the
+  client streams (no Content-Length), or that mitmproxy decided to stream, are streamed the same way;
 - no exception escapes a hook or a stream function: it is caught at the boundary, logged once per place
   and kind, and the flow goes on (its decoding stops).
-`decode_flow` feeds a recorded flow through a decoder with its recorded timestamps (offline replay).
+`decode_flows` feeds recorded flows through a decoder in wire order with their recorded timestamps (offline
+replay); `MitmTap` records each streamed response chunk's arrival in `flow.metadata["wire_chunks"]` for it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import time
 from collections import Counter
@@ -34,6 +37,9 @@ STREAMED_MEDIA_TYPES = frozenset({
     "text/event-stream", "application/x-ndjson", "application/jsonl", "application/stream+json",
 })
 """Responses of these types are streamed through mitmproxy (and SSE ones decoded) chunk by chunk."""
+
+MAX_CHUNK_TIMES = 10_000
+"""Streamed response chunks whose arrival is noted per flow (later ones replay at the response end)."""
 
 _NO_BODY_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "CONNECT"})
 
@@ -87,8 +93,9 @@ class MitmTap:
             request = flow.request
             self._emit(self.decoder.request_headers(flow.id, request.method, request.url, request.headers,
                                                     _client(flow), self.clock()))
-            if request.method.upper() not in _NO_BODY_METHODS and "content-length" not in request.headers:
-                request.stream = self._stream_function(flow.id, "request", request.stream)
+            client_streams = request.method.upper() not in _NO_BODY_METHODS and "content-length" not in request.headers
+            if request.stream or client_streams:  # mitmproxy's own choice (stream_large_bodies) included
+                request.stream = self._stream_function(flow, "request", request.stream)
         except Exception as exc:
             self._fail("requestheaders", flow.id, exc)
 
@@ -113,7 +120,7 @@ class MitmTap:
             self._emit(self.decoder.response_headers(flow.id, response.status_code, response.headers, self.clock()))
             media_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
             if response.stream or media_type in STREAMED_MEDIA_TYPES:
-                response.stream = self._stream_function(flow.id, "response", response.stream)
+                response.stream = self._stream_function(flow, "response", response.stream)
         except Exception as exc:
             self._fail("responseheaders", flow.id, exc)
 
@@ -144,12 +151,15 @@ class MitmTap:
 
     # --- internals --------------------------------------------------------------------------------------
 
-    def _stream_function(self, flow_id: str, side: str, inner: Any) -> StreamFunction:
+    def _stream_function(self, flow: http.HTTPFlow, side: str, inner: Any) -> StreamFunction:
         """A `stream` callable for mitmproxy: returns each chunk unchanged (after `inner`, a stream function
-        another addon set, if any) and feeds it to the decoder."""
+        another addon set, if any) and feeds it to the decoder; for a response, notes each chunk's arrival
+        time and size in `flow.metadata["wire_chunks"]` (at most `MAX_CHUNK_TIMES`) for offline replay."""
+        flow_id = flow.id
         self._streamed.add((flow_id, side))
         feed = self.decoder.request_data if side == "request" else self.decoder.response_data
         previous = inner if callable(inner) else None
+        times: list[list[float]] | None = flow.metadata.setdefault("wire_chunks", []) if side == "response" else None
 
         def stream(data: bytes) -> bytes | Iterable[bytes]:
             out = previous(data) if previous is not None else data
@@ -157,7 +167,10 @@ class MitmTap:
                 try:
                     chunk = out if isinstance(out, bytes) else b"".join(out := list(out))
                     if chunk:
-                        self._emit(feed(flow_id, chunk, self.clock()))
+                        now = self.clock()
+                        if times is not None and len(times) < MAX_CHUNK_TIMES:
+                            times.append([now, len(chunk)])
+                        self._emit(feed(flow_id, chunk, now))
                 except Exception as exc:
                     self._fail(f"{side} stream", flow_id, exc)
             return out
@@ -190,24 +203,51 @@ class MitmTap:
                   exc_info=exc)
 
 
+def decode_flows(decoder: WireDecoder, flows: Iterable[http.HTTPFlow]) -> list[ObservedEvent]:
+    """All events of recorded flows (offline replay), each timestamped as recorded, fed to `decoder` in the
+    order things happened on the wire across flows: request start, request end, response start, each
+    streamed chunk at its recorded arrival (`flow.metadata["wire_chunks"]`, written by `MitmTap`; else the
+    whole body at the response end), then the end, or an abort for a flow that failed. The interleaving
+    matters when one exchange answers another: the legacy MCP transport answers POSTs on its SSE stream.
+    Streamed bodies are in a flow file only when recorded with mitmproxy's `store_streamed_bodies`."""
+    steps: list[tuple[float, int, Callable[[], list[ObservedEvent]]]] = []
+    for flow in flows:
+        steps += [(at, len(steps) + i, action) for i, (at, action) in enumerate(_flow_steps(decoder, flow))]
+    steps.sort(key=lambda step: (step[0], step[1]))
+    return [event for _, _, action in steps for event in action()]
+
+
 def decode_flow(decoder: WireDecoder, flow: http.HTTPFlow) -> list[ObservedEvent]:
-    """All events of one recorded flow, fed to `decoder` in wire order with the flow's recorded timestamps
-    (request start and end, response start and end). Streamed bodies are present only in flows recorded
-    with mitmproxy's `store_streamed_bodies` option."""
-    request, response = flow.request, flow.response
-    events = decoder.request_headers(flow.id, request.method, request.url, request.headers, _client(flow),
-                                     request.timestamp_start)
-    end = request.timestamp_end or request.timestamp_start
-    if request.raw_content:
-        events += decoder.request_data(flow.id, request.raw_content, end)
-    events += decoder.request_end(flow.id, end)
-    if response is None:
-        return events + decoder.abort(flow.id, end)
-    events += decoder.response_headers(flow.id, response.status_code, response.headers, response.timestamp_start)
-    end = response.timestamp_end or response.timestamp_start
-    if response.raw_content:
-        events += decoder.response_data(flow.id, response.raw_content, end)
-    return events + decoder.response_end(flow.id, end)
+    """All events of one recorded flow (`decode_flows` of that flow alone)."""
+    return decode_flows(decoder, [flow])
+
+
+def _flow_steps(decoder: WireDecoder, flow: http.HTTPFlow) -> list[tuple[float, Callable[[], list[ObservedEvent]]]]:
+    """(when, what to feed) for each step of one recorded flow, in wire order, times made non-decreasing."""
+    request, response, fid = flow.request, flow.response, flow.id
+    start, end = request.timestamp_start, request.timestamp_end or request.timestamp_start
+    steps: list[tuple[float, Callable[[], list[ObservedEvent]]]] = [
+        (start, lambda: decoder.request_headers(fid, request.method, request.url, request.headers, _client(flow),
+                                                start)),
+        (end, lambda: decoder.request_data(fid, request.raw_content or b"", end) + decoder.request_end(fid, end)),
+    ]
+    if response is not None:
+        began = response.timestamp_start
+        steps.append((began, lambda: decoder.response_headers(fid, response.status_code, response.headers, began)))
+        body, offset = response.raw_content or b"", 0
+        for at, size in flow.metadata.get("wire_chunks", ()):
+            chunk, offset = body[offset:offset + size], offset + size
+            steps.append((at, lambda at=at, chunk=chunk: decoder.response_data(fid, chunk, at)))
+        finished = response.timestamp_end or max(at for at, _ in steps)
+        if body[offset:]:
+            steps.append((finished, lambda: decoder.response_data(fid, body[offset:], finished)))
+        if flow.error is None:
+            steps.append((finished, lambda: decoder.response_end(fid, finished)))
+    if response is None or flow.error is not None:
+        failed = flow.error.timestamp if flow.error is not None else max(at for at, _ in steps)
+        steps.append((failed, lambda: decoder.abort(fid, failed)))
+    times = itertools.accumulate((at for at, _ in steps), max)
+    return [(at, action) for at, (_, action) in zip(times, steps, strict=True)]
 
 
 def _client(flow: http.HTTPFlow) -> str:

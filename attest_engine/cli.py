@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import signal
 
 import re2
 
@@ -87,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
         config = dataclasses.replace(config, eval_timeout_s=args.eval_timeout)
     try:
         asyncio.run(_run(config, logger))
+        # The protocol is over; a client that terminates us right after `shutdown` (attest-ai does) must
+        # not turn the clean exit into a death by signal while the last log lines are flushed.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     finally:
         logger.close()
     return 0

@@ -2,10 +2,11 @@
 
 §2.4: the SDK submits results of its own custom assertions "to the engine for recording, aggregation, and
 reporting", and "the engine treats plugin results identically to natively evaluated assertions for
-reporting purposes". The ledger records both — every `evaluate_batch` result and every accepted plugin
-result — per trace, bounded to the most recent `max_records` (older ones are dropped and counted). At
-`shutdown` (and at end of input) it is flushed: when the config names a `report_path`, the report is
-written there as JSON (atomically: a temporary file renamed into place).
+reporting purposes". When the config names a `report_path`, the ledger records both — every
+`evaluate_batch` result and every accepted plugin result — per trace, bounded to the most recent
+`max_records` (older ones are dropped and counted), and at `shutdown` (or end of input) the report is
+written there as JSON, atomically (a temporary file renamed into place). Without a `report_path`,
+accepted plugin results are only logged (info level).
 """
 
 from __future__ import annotations

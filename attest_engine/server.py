@@ -21,8 +21,9 @@ callback; it does no I/O of its own (`stdio` connects it to stdin/stdout).
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future
 from traceback import format_exc
 from typing import Any
 
@@ -47,7 +48,28 @@ from .session import Session
 
 Message = Request | Malformed | Oversized
 
-_EVALUATION_THREADS = 4
+
+class DaemonThreadExecutor(Executor):
+    """Runs each call on a daemon thread of its own (at most one per in-flight batch).
+
+    §2.3: the engine drains for up to 30 s "then exits regardless" — an evaluation still computing on a
+    worker thread (the timeout answered it already) must not hold the process open, as the non-daemon
+    workers of `ThreadPoolExecutor` would.
+    """
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+
+        def run() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except BaseException as exc:
+                future.set_exception(exc)
+
+        threading.Thread(target=run, name="attest-engine-eval", daemon=True).start()
+        return future
 
 
 def parse_item(item: Line | OversizedLine) -> Message:
@@ -99,9 +121,8 @@ class Engine:
         self._providers = providers or Providers()
         capabilities = ["layers_1_4", "soft_failures"] + (["layers_5_6"] if self._providers.complete else [])
         self.session = Session(capabilities, config.max_concurrent_requests, config.limits)
-        self._executor = ThreadPoolExecutor(_EVALUATION_THREADS, thread_name_prefix="attest-engine-eval")
-        self._batches = BatchEvaluator(config, self._providers, logger, self._executor)
-        self._ledger = Ledger()
+        self._batches = BatchEvaluator(config, self._providers, logger, DaemonThreadExecutor())
+        self._ledger = Ledger() if config.report_path else None  # results are kept only for a report
         self._limiter = InFlightLimiter(config.max_concurrent_requests, config.max_inflight_bytes)
         self._tasks: dict[asyncio.Task[None], RequestId] = {}
         self._stopping = False
@@ -158,7 +179,9 @@ class Engine:
             case "submit_plugin_result":
                 self.session.require_initialized("submit_plugin_result")
                 record = parse_plugin_result(request.params)
-                self._ledger.record(record.pop("trace_id"), {**record, "plugin": True})
+                self._logger.info("plugin result", **record)
+                if self._ledger is not None:
+                    self._ledger.record(record.pop("trace_id"), {**record, "plugin": True})
                 self._respond(request.id, {"accepted": True})
             case "shutdown":
                 await self._stop()
@@ -207,9 +230,9 @@ class Engine:
     async def _run_batch(self, request: Request) -> None:
         try:
             result = await self._batches.evaluate(request.params, request.trace_size_bytes)
-            trace_id = request.params["trace"]["trace_id"]
-            for item in result["results"]:
-                self._ledger.record(trace_id, item)
+            if self._ledger is not None:
+                for item in result["results"]:
+                    self._ledger.record(request.params["trace"]["trace_id"], item)
             self._respond(request.id, result)
         except RpcError as error:
             self._fail(request.id, error)
@@ -240,7 +263,7 @@ class Engine:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
-        if self._config.report_path:
+        if self._ledger is not None and self._config.report_path:
             try:
                 self._ledger.write(self._config.report_path, self.counters)
             except OSError as exc:
@@ -248,7 +271,6 @@ class Engine:
         for provider in (self._providers.embedding, self._providers.judge):
             if provider is not None:
                 await provider.aclose()
-        self._executor.shutdown(wait=False, cancel_futures=True)
 
     def _finished(self) -> None:
         self._logger.info("engine stopped", **self.counters)

@@ -19,34 +19,36 @@ Bounds (format spec §5.7 "Sandboxing and Resource Limits"): a target resolving 
 read as JSON but that JSON cannot express (nesting beyond the interpreter's limit, a non-JSON Python
 object) is an `error` verdict rather than a silent `not_matched`, so a payload cannot evade a pattern by
 being unserializable. Strings of any length are matched in linear time (substring search, RE2).
+
+Speed (a proxy evaluates every message): a pattern's condition and target path are compiled once and
+cached (`oatf.conditions.compile_condition`, `oatf.paths.compile_wildcard_path`), the resolved values are
+tested in one loop that stops at the first match, and evidence is built only for a match. A `regex`
+without empty-width assertions rules out three or more resolved strings with one search of their joined
+text (`CompiledCondition.screen`); only a hit there sends them through the value-by-value search.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from json.encoder import encode_basestring as _encode_json_string
 from typing import Any, Final
 
-from oatf.conditions import evaluate_condition
+from oatf.conditions import SCREEN_SEPARATOR, CompiledCondition, compile_condition
 from oatf.errors import EvaluationError, EvaluationErrorKind
 from oatf.extension_points import CelEvaluator, SemanticEvaluator
 from oatf.model import (
-    CONDITION_OPERATORS,
-    Condition,
     ExpressionMatch,
     Indicator,
     IndicatorResult,
     IndicatorVerdict,
-    MatchCondition,
     PatternMatch,
     SemanticMatch,
     Value,
 )
-from oatf.paths import NOT_FOUND, resolve_simple_path, resolve_wildcard_path
-from oatf.regex import RegexSyntaxError, compile_regex
+from oatf.paths import NOT_FOUND, compile_wildcard_path, resolve_simple_path, resolve_wildcard_path
+from oatf.regex import RegexSyntaxError, match_start
 from oatf.values import compact_json
 
 __all__ = [
@@ -72,26 +74,31 @@ EXCERPT_LIMIT: Final = 160
 EVIDENCE_LIMIT: Final = 400
 """Longest evidence string, in characters."""
 
-_STRING_OPERATORS: Final = frozenset({"contains", "starts_with", "ends_with", "regex"})
-
 
 # --- small helpers --------------------------------------------------------------------------------------
 
 
 _second_stamp: tuple[int, str] = (-1, "")
+_millisecond_stamp: tuple[int, str] = (-1, "")
 
 
 def timestamp_now() -> str:
     """The current UTC time as an ISO 8601 string with millisecond precision (`2026-01-31T12:00:00.000Z`),
-    the form verdict timestamps take. The date-time part is formatted once per second."""
-    global _second_stamp
-    now = time.time()
-    second = int(now)
+    the form verdict timestamps take. The date-time part is formatted once per second, the whole string
+    once per millisecond."""
+    global _second_stamp, _millisecond_stamp
+    milliseconds = time.time_ns() // 1_000_000
+    cached_milliseconds, stamp = _millisecond_stamp
+    if milliseconds == cached_milliseconds:
+        return stamp
+    second, millisecond = divmod(milliseconds, 1000)
     cached_second, prefix = _second_stamp
     if second != cached_second:
         prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
         _second_stamp = (second, prefix)
-    return f"{prefix}.{int((now - second) * 1000):03d}Z"
+    stamp = f"{prefix}.{millisecond:03d}Z"
+    _millisecond_stamp = (milliseconds, stamp)
+    return stamp
 
 
 def _bounded(text: str, limit: int = EVIDENCE_LIMIT) -> str:
@@ -102,10 +109,11 @@ _NEEDS_ESCAPING: Final = re.compile(r'["\\\x00-\x1f\x7f\u2028\u2029]')
 
 
 def _quote(text: str) -> str:
-    """`text` as a one-line JSON string literal (newlines and control characters escaped)."""
+    """`text` as a one-line JSON string literal (newlines and control characters escaped), as
+    `json.dumps(text, ensure_ascii=False)` writes it."""
     if _NEEDS_ESCAPING.search(text) is None:
         return f'"{text}"'
-    return json.dumps(text, ensure_ascii=False)
+    return _encode_json_string(text)
 
 
 def _describe(value: Any) -> str:
@@ -170,54 +178,14 @@ def _too_many(target: str, count: int) -> EvaluationError:
 # --- pattern (SDK spec §4.2) ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Condition:
-    """A pattern condition prepared once: what `evaluate_condition` gets for each resolved value (the
-    present operators as a plain dict, sparing it the per-value scan of the dataclass fields, or the bare
-    value), and the facts `_match_pattern` branches on."""
-
-    check: Any
-    operators: dict[str, Any] | None
-    reads_text: bool
-    exists_only: bool
-
-
-_PREPARED_CACHE_SIZE: Final = 4096
-_prepared_cache: dict[int, tuple[MatchCondition, _Condition]] = {}
-
-
-def _prepare(condition: Condition) -> _Condition:
-    """`condition` prepared; a MatchCondition (immutable) is prepared once and cached by identity."""
-    if isinstance(condition, MatchCondition):
-        cached = _prepared_cache.get(id(condition))
-        if cached is not None and cached[0] is condition:
-            return cached[1]
-        operators = {
-            name: operand for name in CONDITION_OPERATORS if (operand := getattr(condition, name)) is not None
-        }
-    elif isinstance(condition, Mapping) and any(name in condition for name in CONDITION_OPERATORS):
-        operators = {name: operand for name, operand in condition.items() if operand is not None}
-    else:
-        return _Condition(condition, None, False, False)
-    prepared = _Condition(
-        operators, operators, not _STRING_OPERATORS.isdisjoint(operators), operators.keys() == {"exists"}
-    )
-    if isinstance(condition, MatchCondition):
-        if len(_prepared_cache) >= _PREPARED_CACHE_SIZE:
-            _prepared_cache.clear()
-        _prepared_cache[id(condition)] = (condition, prepared)
-    return prepared
-
-
 def _match_offset(operators: dict[str, Any], text: str) -> int:
     """Where in `text` the condition matched (for the excerpt); 0 when it has no position."""
     if isinstance(operators.get("contains"), str):
         return max(text.find(operators["contains"]), 0)
     if isinstance(operators.get("regex"), str):
-        encoded = text.encode("utf-8", "surrogatepass")
-        found = compile_regex(operators["regex"]).search(encoded)
-        if found is not None:
-            return len(encoded[: found.start()].decode("utf-8", "replace"))
+        start = match_start(operators["regex"], text)
+        if start is not None:
+            return start
     if isinstance(operators.get("ends_with"), str):
         return max(len(text) - len(operators["ends_with"]), 0)
     return 0
@@ -229,12 +197,14 @@ def _excerpt_around(text: str, offset: int) -> str:
     return ("…" if start else "") + text[start:end] + ("…" if end < len(text) else "")
 
 
-def _pattern_evidence(prepared: _Condition, value: Any, where: str) -> str:
-    operators = prepared.operators
-    summary = f"equals {_describe(prepared.check)}" if operators is None else " and ".join(
-        f"{name} {_describe(operand)}" for name, operand in operators.items()
-    )
-    if operators is not None and prepared.reads_text:
+def _pattern_evidence(compiled: CompiledCondition, value: Any, where: str) -> str:
+    operators = compiled.operators
+    if operators is None:
+        summary = f"equals {_describe(compiled.expected)}"
+    else:
+        summary = " and ".join(f"{name} {_describe(operand)}" for name, operand in operators.items())
+        summary = summary or "a condition without operators"
+    if operators is not None and compiled.reads_text:
         text = _text_of(value)
         excerpt = _quote(_excerpt_around(text, _match_offset(operators, text)))
     else:
@@ -242,39 +212,69 @@ def _pattern_evidence(prepared: _Condition, value: Any, where: str) -> str:
     return _bounded(f"{where}: {summary} matched {excerpt}")
 
 
+_SCREEN_MIN_VALUES: Final = 3
+_SCREEN_MAX_CHARACTERS: Final = 1 << 20
+_STR_ONLY: Final = frozenset((str,))
+
+
+def _screened_out(screen: Callable[[str], bool], values: list[Any]) -> bool:
+    """Whether `screen` (a `CompiledCondition.screen`) proves that none of `values` matches: they must all be
+    strings, of moderate total size (the joined copy is one more string to hold)."""
+    try:
+        if not set(map(type, values)) <= _STR_ONLY:
+            return False
+    except TypeError:  # a type whose metaclass makes it unhashable: certainly not `str`
+        return False
+    if sum(map(len, values)) > _SCREEN_MAX_CHARACTERS:
+        return False
+    return not screen(SCREEN_SEPARATOR.join(values))
+
+
 def _match_pattern(pattern: PatternMatch, target: str | None, message: Value) -> str | EvaluationError | None:
-    """Evidence when the pattern matches, None when it does not, or the error that stopped it."""
+    """Evidence when the pattern matches, None when it does not, or the error that stopped it.
+
+    The condition and the target path are compiled once (and cached), the values are tested in document
+    order, and the first match ends the search; evidence is built only then."""
     if not isinstance(target, str):
         return EvaluationError(EvaluationErrorKind.PATH_RESOLUTION, "the pattern has no target path")
     condition = pattern.condition if pattern.condition is not None else pattern.shorthand
     if condition is None:
         return EvaluationError(EvaluationErrorKind.TYPE_ERROR, "the pattern has no condition")
-    prepared = _prepare(condition)
+    compiled = compile_condition(condition)
     try:
-        values = resolve_wildcard_path(target, message)
+        values = compile_wildcard_path(target)(message)
     except Exception as exc:  # a message whose mappings raise
         return _failure(EvaluationErrorKind.PATH_RESOLUTION, f"resolving {target!r}", exc)
     count = len(values)
     if count > MAX_RESOLVED_VALUES:
         return _too_many(target, count)
-    if prepared.exists_only:
+    if compiled.exists_only:
         # SDK spec §4.2 step 1: `exists` alone is decided by resolution, not by evaluate_condition.
-        assert prepared.operators is not None
-        if bool(prepared.operators["exists"]) != (count > 0):
+        assert compiled.operators is not None
+        if bool(compiled.operators["exists"]) != (count > 0):
             return None
         if count == 0:
             return f"{target or '(message root)'}: resolved to nothing, as exists: false requires"
         return _bounded(f"{_where(target, 0, count)}: exists, value {_describe(values[0])}")
-    check = prepared.check
-    reads_text = prepared.reads_text
+    test = compiled.test
+    find = compiled.find
+    reads_text = compiled.reads_text
     try:
-        for index, value in enumerate(values):
-            if evaluate_condition(check, value):
-                return _pattern_evidence(prepared, value, _where(target, index, count))
-            if reads_text and not isinstance(value, str):
+        if compiled.screen is not None and count >= _SCREEN_MIN_VALUES and _screened_out(compiled.screen, values):
+            return None
+        index = find(values, 0)
+        while index < count:
+            value = values[index]
+            # `find` stopped at a match, or (string operators) at a value not of type `str`, untested
+            if not reads_text or type(value) is str or test(value):
+                return _pattern_evidence(compiled, value, _where(target, index, count))
+            if not isinstance(value, str):
+                # A value a string operator must read as JSON but cannot is an error, not a mismatch (it
+                # cannot have matched: every string operator fails on it).
                 unreadable = _serialization_error(value, _where(target, index, count))
                 if unreadable is not None:
                     return unreadable
+            index = find(values, index + 1)
     except RegexSyntaxError as exc:
         return EvaluationError(EvaluationErrorKind.UNSUPPORTED_METHOD, str(exc))
     except Exception as exc:  # a resolved value whose methods raise

@@ -9,13 +9,17 @@ type mismatch or a wildcard on a non-array just produces no value.
     value = resolve_simple_path("x", {"x": None})   # None: found, and it is null
     value = resolve_simple_path("y", {"x": None})   # NOT_FOUND
     if value is NOT_FOUND: ...
+
+A wildcard path evaluated against many messages is compiled once: `compile_wildcard_path(path)` is a
+function of the message (cached by path text), `resolve_wildcard_path` its one-off form.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from enum import Enum
 from functools import lru_cache
+from operator import itemgetter
 from typing import Any, Final, Literal
 
 from .regex import compile_regex
@@ -89,32 +93,133 @@ def _wildcard_steps(path: str) -> tuple[str | None, ...]:
     return tuple(steps)
 
 
+_ARRAYS: Final = (list, tuple)
+_DICT_ONLY: Final = frozenset((dict,))
+
+
+def _only_dicts(items: list[Any] | tuple[Any, ...]) -> bool:
+    """Whether every one of `items` is a `dict` exactly (not a subclass, whose lookups are its own)."""
+    try:
+        return set(map(type, items)) <= _DICT_ONLY
+    except TypeError:  # a type whose metaclass makes it unhashable: certainly not `dict`
+        return False
+
+
+def _field_of(key: str) -> Callable[[list[Any]], list[Any]]:
+    """A field step over a list of branches: the `key` children of the branches that are mappings."""
+
+    def field(nodes: list[Any]) -> list[Any]:
+        following = []
+        for node in nodes:
+            if type(node) is dict or isinstance(node, Mapping):
+                child = node.get(key, NOT_FOUND)
+            else:
+                continue
+            if child is not NOT_FOUND:
+                following.append(child)
+        return following
+
+    return field
+
+
+def _fan_out(nodes: list[Any]) -> list[Any]:
+    """A `[*]` step over a list of branches: the elements of the branches that are arrays."""
+    following: list[Any] = []
+    for node in nodes:
+        if isinstance(node, _ARRAYS):
+            following.extend(node)
+    return following
+
+
+def _fan_out_field(key: str) -> Callable[[list[Any]], list[Any]]:
+    """A `[*]` step followed by a field step (`tools[*].description`), in one pass."""
+    get = itemgetter(key)
+
+    def fan_out_field(nodes: list[Any]) -> list[Any]:
+        following: list[Any] = []
+        for node in nodes:
+            if not isinstance(node, _ARRAYS):
+                continue
+            if type(node) is list or type(node) is tuple:
+                # An array of plain objects (the usual case), all holding the key: the children at C speed.
+                try:
+                    children = list(map(get, node)) if _only_dicts(node) else None
+                except KeyError:  # some do not hold it: the general loop below
+                    children = None
+                if children is not None:
+                    following += children
+                    continue
+            for item in node:
+                if type(item) is dict or isinstance(item, Mapping):
+                    child = item.get(key, NOT_FOUND)
+                    if child is not NOT_FOUND:
+                        following.append(child)
+        return following
+
+    return fan_out_field
+
+
+def _nothing(value: Any) -> list[Any]:
+    return []
+
+
+@lru_cache(maxsize=1024)
+def compile_wildcard_path(path: str) -> Callable[[Any], list[Any]]:
+    """`path` compiled once into a function of the root value: `compile_wildcard_path(path)(value)` is
+    `resolve_wildcard_path(path, value)` (a fresh list at each call). Cached by path text."""
+    if not path:
+        return lambda value: [value]
+    steps = _wildcard_steps(path)
+    if len(steps) > MAX_WILDCARD_DEPTH:
+        return _nothing
+    leading: list[str] = []  # the field steps before the first `[*]`, taken on the root alone
+    index = 0
+    while index < len(steps) and (step := steps[index]) is not None:
+        leading.append(step)
+        index += 1
+    stages: list[Callable[[list[Any]], list[Any]]] = []
+    while index < len(steps):
+        step = steps[index]
+        following = steps[index + 1] if index + 1 < len(steps) else None
+        if step is not None:
+            stages.append(_field_of(step))
+            index += 1
+        elif following is not None:  # `[*]` then a field: one pass (the depth is that of two steps)
+            stages.append(_fan_out_field(following))
+            index += 2
+        else:
+            stages.append(_fan_out)
+            index += 1
+    keys = tuple(leading)
+
+    def resolve(value: Any) -> list[Any]:
+        node = value
+        for key in keys:
+            if type(node) is dict or isinstance(node, Mapping):
+                node = node.get(key, NOT_FOUND)
+            else:
+                return []
+            if node is NOT_FOUND:
+                return []
+        current = [node]
+        for stage in stages:
+            current = stage(current)
+            if not current:
+                return current
+        return current
+
+    return resolve
+
+
 def resolve_wildcard_path(path: str, value: Any) -> list[Any]:
     """SDK spec §5.1.2 `resolve_wildcard_path`: every value `path` reaches, in document order.
 
     "" gives `[value]`. A field step keeps the branches that are objects holding the key; a `[*]` step
     fans each array branch out to its elements and drops non-array branches. A path descending more than
     `MAX_WILDCARD_DEPTH` levels gives `[]`. Breadth-first and iterative: no recursion, and every terminal
-    value is a distinct node of `value`, so the result is never larger than the input tree."""
+    value is a distinct node of `value`, so the result is never larger than the input tree.
+
+    One-off form of `compile_wildcard_path(path)(value)`."""
     if not path:
         return [value]
-    steps = _wildcard_steps(path)
-    if len(steps) > MAX_WILDCARD_DEPTH:
-        return []
-    current = [value]
-    for step in steps:
-        following: list[Any] = []
-        if step is None:
-            for node in current:
-                if isinstance(node, list | tuple):
-                    following.extend(node)
-        else:
-            for node in current:
-                if isinstance(node, Mapping):
-                    child = node.get(step, NOT_FOUND)
-                    if child is not NOT_FOUND:
-                        following.append(child)
-        if not following:
-            return []
-        current = following
-    return current
+    return compile_wildcard_path(path)(value)

@@ -13,6 +13,7 @@ instead of raising.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 
 import re2
@@ -43,6 +44,8 @@ def _compile(pattern: str) -> Regex | str:
     except re2.error as exc:
         reason = exc.args[0] if exc.args else "invalid pattern"
         return reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
+    except UnicodeEncodeError:  # RE2 reads UTF-8: a lone surrogate (legal in JSON) has no such form
+        return "the pattern is not expressible as UTF-8 (it holds a lone surrogate)"
 
 
 def compile_regex(pattern: str) -> Regex:
@@ -65,12 +68,89 @@ def _encode(text: str) -> bytes:
     return text.encode("utf-8", "surrogatepass")
 
 
+_SEARCH_OPTIONS = re2.Options()
+_SEARCH_OPTIONS.log_errors = False
+_SEARCH_OPTIONS.never_capture = True  # a yes/no search needs no submatch positions
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def _search_functions(pattern: str) -> tuple[Callable[[str], bool], Callable[[bytes], int]]:
+    """For a valid `pattern`: the yes/no partial match of a text (see `searcher`), and the byte offset
+    where the first match of UTF-8 bytes starts (-1 for none)."""
+    capturing = compile_regex(pattern)  # validity is judged with the capturing options, as V-013 does
+    try:
+        # Parentheses parsed as non-capturing: the same language and the same leftmost-first matches,
+        # and RE2 can answer from its DFA alone.
+        compiled = re2.compile(pattern, _SEARCH_OPTIONS)
+    except re2.error:  # not expected for a valid pattern; the capturing compilation answers the same
+        compiled = capturing
+    low_level = getattr(compiled, "_regexp", None)
+    match = getattr(low_level, "Match", None)
+    anchor = getattr(getattr(re2, "_Anchor", None), "UNANCHORED", None)
+    if match is None or anchor is None:  # a google-re2 without the low-level binding: the public API
+        public = compiled.search
+
+        def start_public(data: bytes) -> int:
+            found = public(data)
+            return -1 if found is None else found.start()
+
+        def found_public(text: str) -> bool:
+            return public(text.encode("utf-8", "surrogatepass")) is not None
+
+        return found_public, start_public
+
+    # `_Regexp.search` on bytes calls this same binding, then wraps its spans in a match object.
+
+    def start(data: bytes) -> int:
+        return match(anchor, data, 0, len(data))[0][0]
+
+    def found(text: str) -> bool:
+        data = text.encode("utf-8", "surrogatepass")
+        return match(anchor, data, 0, len(data))[0][0] >= 0
+
+    return found, start
+
+
+def searcher(pattern: str) -> Callable[[str], bool]:
+    """A function telling whether `pattern` matches anywhere in a text, as `search(pattern, text)` does, with
+    the compilation and cache look-up done once (a condition evaluated against many values holds on to it).
+
+    Raises `RegexSyntaxError` for a pattern outside the RE2 subset."""
+    return _search_functions(pattern)[0]
+
+
 def search(pattern: str, text: str) -> bool:
     """Whether `pattern` matches anywhere in `text`: a partial match, as `re2.search`, Go's
     `regexp.MatchString` and Rust's `Regex::is_match` (SDK spec §5.3). Anchor with `^`/`$` for a full match.
 
     Raises `RegexSyntaxError` for a pattern outside the RE2 subset (a document that passed V-013 has none)."""
-    return compile_regex(pattern).search(_encode(text)) is not None
+    return _search_functions(pattern)[0](text)
+
+
+def match_start(pattern: str, text: str) -> int | None:
+    """Where (in characters) the first match of `pattern` in `text` starts, None when there is none. An
+    offset inside a character (`\\C` matches any byte) counts the partial character as one.
+
+    Raises `RegexSyntaxError` for a pattern outside the RE2 subset."""
+    data = _encode(text)
+    start = _search_functions(pattern)[1](data)
+    if start < 0:
+        return None
+    return len(data[:start].decode("utf-8", "replace"))
+
+
+_EMPTY_WIDTH_SYNTAX = ("^", "$", "\\A", "\\z", "\\b", "\\B")
+
+
+def is_context_free(pattern: str) -> bool:
+    """Whether `pattern` certainly has no empty-width assertion (`^`, `$`, `\\A`, `\\z`, `\\b`, `\\B`, the
+    only ones RE2 has), judged conservatively from its text: any of those characters anywhere (in a class,
+    escaped) answers False.
+
+    Whether a context-free pattern matches a text's substring does not depend on what surrounds it, so a
+    text in which it finds no match proves that none of the text's substrings has one either: searching
+    several strings joined together once can rule them all out (a match found there proves nothing)."""
+    return not any(syntax in pattern for syntax in _EMPTY_WIDTH_SYNTAX)
 
 
 def first_group(pattern: str, text: str) -> str | None:

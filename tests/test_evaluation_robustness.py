@@ -234,7 +234,9 @@ def test_message_100000_levels_deep() -> None:
     # Resolution itself is bounded (wildcard paths stop at MAX_WILDCARD_DEPTH) and cheap.
     assert evaluate_indicator(pattern("a.a.a", {"exists": True}), deep).result is IndicatorResult.MATCHED
     cel_verdict = evaluate_indicator(expression("message == message"), deep, cel_evaluator=CEL)
-    assert cel_verdict.result is IndicatorResult.ERROR and "nested too deeply" in (cel_verdict.evidence or "")
+    # Either bound stops it: the depth check, or (on a loaded machine) the 100 ms time limit first.
+    assert cel_verdict.result is IndicatorResult.ERROR
+    assert any(reason in (cel_verdict.evidence or "") for reason in ("nested too deeply", "time limit"))
     semantic_verdict = evaluate_indicator(semantic("a"), deep, semantic_evaluator=FixedScore(0.9))
     assert semantic_verdict.result is IndicatorResult.ERROR
 

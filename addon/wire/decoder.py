@@ -28,6 +28,7 @@ raises: it produces a `Diagnostic` through `on_diagnostic`.
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -93,6 +94,7 @@ _BINDINGS: dict[str, _Binding] = {
 }
 
 _JSON_SUFFIXES = ("/json", "+json", "/json-rpc")
+_IDENTITY = ContentDecoder(None)  # no coding: stateless, shared
 _SSE = "text/event-stream"
 
 
@@ -105,12 +107,12 @@ def _is_json(media_type: str) -> bool:
 
 
 class _Body:
-    """A body being read: content-decoded, buffered up to the limit unless it feeds an SSE parser."""
+    """A body being read: content-decoded, then buffered up to the limit, or fed to an SSE parser."""
 
     __slots__ = ("buffer", "decoder", "sse")
 
     def __init__(self, content_encoding: str | None, sse: SSEParser | None) -> None:
-        self.decoder = ContentDecoder(content_encoding)
+        self.decoder = ContentDecoder(content_encoding) if content_encoding else _IDENTITY
         self.sse = sse
         self.buffer = bytearray()
 
@@ -133,7 +135,7 @@ class _Exchange:
         self.ignored = False
         self.card = False
         self.scope = f"x|{exchange_id}"
-        self.keys: dict[str, str] = {}
+        self.keys: dict[str, str] = {}  # shared by this exchange's events: replaced, never changed in place
         self.request_headers: dict[str, str] = {}
         self.request: _Body | None = None
         self.response: _Body | None = None
@@ -166,15 +168,9 @@ class WireDecoder:
     def request_headers(self, exchange_id: str, method: str, url: str, headers: Headers, client: str,
                         timestamp: float) -> list[ObservedEvent]:
         """A request started: `url` absolute (`http://host:port/path?query`), `client` as `host:port`."""
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        try:
-            port = parts.port or (443 if parts.scheme == "https" else 80)
-        except ValueError:
-            port = 0
-        path = parts.path or "/"
-        target = f"{path}?{parts.query}" if parts.query else path
-        ex = _Exchange(exchange_id, method.upper(), url, Endpoint(host, port, path), client)
+        endpoint, target = _endpoint(url)
+        host, port, path = endpoint.host, endpoint.port, endpoint.path
+        ex = _Exchange(exchange_id, method.upper(), url, endpoint, client)
         ex.request_headers = _kept(headers)
         self._open(ex)
         override = find_override(self.config.overrides, host, port, path)
@@ -203,7 +199,11 @@ class WireDecoder:
         """The next bytes of the request body (as sent, content-encoded or not)."""
         ex = self._exchanges.get(exchange_id)
         if ex is not None and ex.request is not None:
-            ex.request = self._read(ex, ex.request, data, "request")
+            decoded = self._read(ex, ex.request, data, "request")
+            if decoded is None:
+                ex.request = None
+            else:
+                ex.request.buffer += decoded
         return []
 
     def request_end(self, exchange_id: str, timestamp: float) -> list[ObservedEvent]:
@@ -232,7 +232,7 @@ class WireDecoder:
         kept = _kept(headers)
         session = kept.get(mcp.SESSION_HEADER)
         if session and "mcp_session" not in ex.keys:
-            ex.keys["mcp_session"] = session
+            ex.keys = {**ex.keys, "mcp_session": session}
         if ex.proto is None:
             ex.proto = self._hint(ex)
         media_type = _media_type(kept)
@@ -247,16 +247,18 @@ class WireDecoder:
         ex = self._exchanges.get(exchange_id)
         if ex is None or ex.response is None:
             return []
-        body = self._read(ex, ex.response, data, "response")
-        ex.response = body
-        if body is None or body.sse is None or not body.buffer:
+        body = ex.response
+        decoded = self._read(ex, body, data, "response")
+        if decoded is None:
+            ex.response = None
             return []
-        chunk = bytes(body.buffer)
-        body.buffer.clear()
         sse = body.sse
+        if sse is None:
+            body.buffer += decoded
+            return []
         dropped = sse.dropped
         events = []
-        for sse_event in sse.feed(chunk):
+        for sse_event in sse.feed(decoded):
             events.extend(self._sse_event(ex, sse_event, timestamp))
         if sse.dropped != dropped:
             self._diagnose("oversize_event", ex, f"SSE event over {self.config.max_event_size} characters skipped")
@@ -317,18 +319,17 @@ class WireDecoder:
             self._diagnose("undecodable_body", ex, f"{exc}; body not inspected")
             return None
 
-    def _read(self, ex: _Exchange, body: _Body, data: bytes, what: str) -> _Body | None:
-        """Content-decode `data` into the body's buffer; None (stop reading) when oversize or corrupt."""
+    def _read(self, ex: _Exchange, body: _Body, data: bytes, what: str) -> bytes | None:
+        """`data` content-decoded; None (stop reading the body) when it is oversize or corrupt."""
         limit = self.config.max_body_size - (0 if body.sse is not None else len(body.buffer))
         try:
-            body.buffer += body.decoder.decode(data, limit)
+            return body.decoder.decode(data, limit)
         except TooLarge:
             self._diagnose("oversize_body", ex, f"{what} body over {self.config.max_body_size} bytes: not inspected")
             return None
         except UndecodableBody as exc:
             self._diagnose("undecodable_body", ex, f"{what} body: {exc}; not inspected")
             return None
-        return body
 
     def _parse(self, ex: _Exchange, data: bytes | bytearray | str, what: str, quiet: bool) -> Any:
         try:
@@ -445,7 +446,7 @@ class WireDecoder:
             return
         self._decide(ex, "mcp")
         ex.scope = f"mcp-legacy|{endpoint.host}:{endpoint.port}|{endpoint.target}"
-        ex.keys["mcp_session"] = endpoint.session_id
+        ex.keys = {**ex.keys, "mcp_session": endpoint.session_id}
         key = (endpoint.host, endpoint.port, endpoint.target)
         self._legacy[key] = (ex.scope, endpoint.session_id)
         if len(self._legacy) > self.config.max_sessions:
@@ -461,7 +462,7 @@ class WireDecoder:
     def _run_agent_input(self, ex: _Exchange, value: dict[str, Any], timestamp: float) -> list[ObservedEvent]:
         self._decide(ex, "ag_ui")
         thread, run = ag_ui.thread_id(value), ag_ui.run_id(value)
-        ex.keys["ag_ui_thread"], ex.keys["ag_ui_run"] = thread, run
+        ex.keys = {**ex.keys, "ag_ui_thread": thread, "ag_ui_run": run}
         events = [self._event(ex, "ag_ui", "run_agent_input", "request", "client", value, timestamp,
                               envelope=value)]
         for call_id, content in ag_ui.tool_results(value):
@@ -479,9 +480,10 @@ class WireDecoder:
         content = value
         call_id = value.get("toolCallId")
         if name in ("run_started", "run_finished"):
-            for key, field in (("ag_ui_thread", ag_ui.thread_id(value)), ("ag_ui_run", ag_ui.run_id(value))):
-                if isinstance(field, str):
-                    ex.keys[key] = field
+            found = {key: field for key, field in (("ag_ui_thread", ag_ui.thread_id(value)),
+                                                   ("ag_ui_run", ag_ui.run_id(value))) if isinstance(field, str)}
+            if found.items() - ex.keys.items():
+                ex.keys = {**ex.keys, **found}
         if isinstance(call_id, str):
             thread = ex.keys.get("ag_ui_thread", "")
             tool_name = value.get("toolCallName")
@@ -506,7 +508,7 @@ class WireDecoder:
         return ObservedEvent(
             protocol=protocol, event_type=name, direction=direction, sender=sender, content=content,
             flow_id=ex.id, seq=self._seq, timestamp=timestamp, endpoint=ex.endpoint, client=ex.client,
-            session_keys={**ex.keys, **keys} if keys else dict(ex.keys), jsonrpc_id=jsonrpc_id,
+            session_keys={**ex.keys, **keys} if keys else ex.keys, jsonrpc_id=jsonrpc_id,
             is_error=is_error, envelope=envelope,
         )
 
@@ -517,5 +519,21 @@ class WireDecoder:
 
 def _kept(headers: Headers) -> dict[str, str]:
     """The request/response headers the decoder reads, by lower-case name."""
-    pairs = headers.items() if isinstance(headers, Mapping) else headers
-    return {name.lower(): value for name, value in pairs if name.lower() in _KEPT_HEADERS}
+    kept = {}
+    for name, value in headers.items() if isinstance(headers, Mapping) else headers:
+        lower = name.lower()
+        if lower in _KEPT_HEADERS:
+            kept[lower] = value
+    return kept
+
+
+@functools.lru_cache(maxsize=4096)
+def _endpoint(url: str) -> tuple[Endpoint, str]:
+    """The endpoint of an absolute URL, and its target (path and query); cached, URLs repeat."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        port = 0
+    path = parts.path or "/"
+    return Endpoint(parts.hostname or "", port, path), f"{path}?{parts.query}" if parts.query else path

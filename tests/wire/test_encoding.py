@@ -53,8 +53,8 @@ def test_raw_deflate_and_multi_member_gzip_and_chains() -> None:
 
 @pytest.mark.parametrize("encoding", ["gzip", "deflate", "br", "zstd"])
 def test_bomb_is_bounded(encoding: str) -> None:
-    bomb = {"gzip": gzip.compress, "deflate": zlib.compress, "br": brotli.compress,
-            "zstd": zstandard.ZstdCompressor().compress}[encoding](b"\0" * (64 << 20))
+    bomb = {"gzip": gzip.compress, "deflate": zlib.compress, "br": lambda data: brotli.compress(data, quality=1),
+            "zstd": zstandard.ZstdCompressor().compress}[encoding](b"\0" * (16 << 20))
     decoder = ContentDecoder(encoding)
     with pytest.raises(TooLarge):
         decoder.decode(bomb, 1 << 20)

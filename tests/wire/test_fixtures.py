@@ -8,54 +8,29 @@ from typing import Any
 import pytest
 
 from addon.events import ObservedEvent
+from addon.mitm_tap import decode_flows
 from addon.wire import WireDecoder
 
-from .replay import load, replay, summary
+from .expected import EXPECTED as SESSION_EVENTS
+from .expected import PEER, PROTOCOL
+from .replay import byte_by_byte, load, summary
 
-REQ, RES, C, S = "request", "response", "client", "server"
-
-MCP_SESSION = [
-    ("initialize", REQ, C), ("initialize", RES, S), ("notifications/initialized", REQ, C),
-    ("tools/list", REQ, C), ("tools/list", RES, S),
-    ("tools/call", REQ, C), ("tools/call", RES, S),
-    ("tools/call", REQ, C), ("notifications/message", REQ, S), ("sampling/createMessage", REQ, S),
-    ("sampling/createMessage", RES, C), ("tools/call", RES, S),
-]
-A2A_SESSION = [
-    ("agent_card/get", REQ, C), ("agent_card/get", RES, S),
-    ("message/send", REQ, C), ("message/send", RES, S), ("message/send", REQ, C), ("message/send", RES, S),
-    ("agent_card/get", REQ, C), ("agent_card/get", RES, S),
-    ("message/stream", REQ, C), ("message/stream", RES, S),
-    ("message/stream", REQ, C), ("message/stream", RES, S),
-    ("message/stream", RES, S), ("task/status", RES, S), ("message/stream", RES, S), ("task/artifact", RES, S),
-    ("message/stream", RES, S), ("task/status", RES, S),
-    ("tasks/get", REQ, C), ("tasks/get", RES, S),
-]
-AG_UI_RUN = [("run_agent_input", REQ, C)] + [(name, RES, S) for name in (
-    "run_started", "text_message_start", "text_message_content", "text_message_content", "text_message_end",
-    "tool_call_start", "tool_call_args", "tool_call_end", "run_finished")]
-EXPECTED = {
-    "mcp_http": MCP_SESSION[:7] + MCP_SESSION[7:] + [
-        ("tools/call", REQ, C), ("notifications/tools/list_changed", REQ, S), ("tools/call", RES, S)],
-    "mcp_sse": MCP_SESSION,
-    "a2a_v1": A2A_SESSION,
-    "a2a_v03": [*A2A_SESSION, ("agent_card/get", REQ, C), ("agent_card/get", RES, S)],
-    "ag_ui": AG_UI_RUN * 6 + [AG_UI_RUN[0], ("tool_call_result", REQ, C)] + AG_UI_RUN[1:],
-}
-PROTOCOL = {"mcp_http": "mcp", "mcp_sse": "mcp", "a2a_v1": "a2a", "a2a_v03": "a2a", "ag_ui": "ag_ui"}
+EXPECTED = {peer: [(PROTOCOL[peer], *event, False) for session in SESSION_EVENTS if PEER[session] == peer
+                   for event in SESSION_EVENTS[session]] for peer in PROTOCOL}
+"""Fixture → its events: those of the sessions recorded into it, in recording order."""
 
 
-def decode(name: str, split: Any = None) -> tuple[list[ObservedEvent], list[Any]]:
+def decode(name: str, by_byte: bool = False) -> tuple[list[ObservedEvent], list[Any]]:
     diagnostics: list[Any] = []
-    decoder = WireDecoder(on_diagnostic=diagnostics.append)
-    events = replay(decoder, load(name)) if split is None else replay(decoder, load(name), split)
+    flows = load(name)
+    events = decode_flows(WireDecoder(on_diagnostic=diagnostics.append), byte_by_byte(flows) if by_byte else flows)
     return events, diagnostics
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_fixture_event_sequence(name: str) -> None:
     events, diagnostics = decode(name)
-    assert summary(events) == [(PROTOCOL[name], t, d, s, False) for t, d, s in EXPECTED[name]]
+    assert summary(events) == EXPECTED[name]
     assert diagnostics == []
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
 
@@ -63,7 +38,7 @@ def test_fixture_event_sequence(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_fixture_byte_by_byte_gives_the_same_events(name: str) -> None:
     whole, _ = decode(name)
-    split, _ = decode(name, lambda data: [data[i:i + 1] for i in range(len(data))])
+    split, _ = decode(name, by_byte=True)
     assert [(e.event_type, e.content, e.session_keys) for e in split] == \
         [(e.event_type, e.content, e.session_keys) for e in whole]
 

@@ -54,6 +54,12 @@ def test_loads_raises_value_error_only(data: bytes) -> None:
         loads(data)
 
 
+def test_loads_accepts_what_json_loads_accepts_on_bytes() -> None:
+    assert loads(b'\xef\xbb\xbf{"a": 1}') == {"a": 1}  # UTF-8 BOM
+    assert loads('{"a": [1, "é"]}'.encode("utf-16")) == {"a": [1, "é"]}
+    assert loads(b' \n{"a": 1}\r\n') == {"a": 1}
+
+
 def test_correlator_is_bounded_and_scoped() -> None:
     correlator = Correlator(capacity=3)
     for i in range(5):
@@ -90,3 +96,16 @@ def test_any_bytes_load_or_value_error(data: bytes) -> None:
     except ValueError:
         return
     classify_body(value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet=' \t\n\r{}[]":,0123456789.eE+-abcnlstrufx\\', max_size=40)
+       | json_values.map(lambda v: f" {json.dumps(v)}\n"))
+def test_text_loads_like_json_loads(text: str) -> None:
+    try:
+        expected: object = json.loads(text)
+    except ValueError:
+        with pytest.raises(ValueError):
+            loads(text)
+        return
+    assert loads(text) == expected

@@ -72,6 +72,7 @@ def test_sse_response_is_streamed_unchanged_and_decoded_per_chunk(
     assert f.response.stream(b"") == b""
     tap.response(f)
     assert len(events) == 3
+    assert [size for _, size in f.metadata["wire_chunks"]] == [len(chunk) for chunk in chunks]  # for replay
 
 
 def test_streams_requests_without_content_length_and_composes_other_stream_functions(
