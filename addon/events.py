@@ -57,9 +57,10 @@ class ObservedEvent:
     """The HTTP client's address (`host:port`): the connection-level session key."""
     session_keys: dict[str, str] = field(default_factory=dict)
     """Candidate session keys found on the message: `mcp_session` (Mcp-Session-Id), `a2a_context`
-    (contextId), `ag_ui_thread` (threadId). The monitor chooses which one groups runs."""
+    (contextId), `a2a_task` (taskId), `ag_ui_thread` (threadId), `ag_ui_run` (runId). The monitor chooses
+    which one groups runs."""
     jsonrpc_id: str | int | None = None
     is_error: bool = False
     """A JSON-RPC error response (content is the `error` object)."""
     envelope: Any = None
-    """The whole decoded message (JSON-RPC envelope, SSE event, HTTP JSON body), for reports and CEL."""
+    """The whole decoded message as sent (JSON-RPC envelope, AG-UI event object, HTTP JSON body)."""

@@ -240,7 +240,10 @@ def _flow_steps(decoder: WireDecoder, flow: http.HTTPFlow) -> list[tuple[float, 
             steps.append((at, lambda at=at, chunk=chunk: decoder.response_data(fid, chunk, at)))
         finished = response.timestamp_end or max(at for at, _ in steps)
         if body[offset:]:
-            steps.append((finished, lambda: decoder.response_data(fid, body[offset:], finished)))
+            # Without recorded chunk times the body is fed as the response begins: a stream's messages are
+            # sent from then on, and replies to them (POSTed while the stream is open) must come after them.
+            rest_at = began if not flow.metadata.get("wire_chunks") else finished
+            steps.append((rest_at, lambda: decoder.response_data(fid, body[offset:], rest_at)))
         if flow.error is None:
             steps.append((finished, lambda: decoder.response_end(fid, finished)))
     if response is None or flow.error is not None:

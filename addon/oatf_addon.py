@@ -121,7 +121,7 @@ class OatfAddon:
                 self.monitor = Monitor([], options, semantic=semantic)
                 if previous is not None:
                     self._handle(previous.shutdown())
-            self.monitor.options = options
+            self.monitor.set_options(options)
         self.reload()
 
     def _monitor_options(self) -> MonitorOptions:

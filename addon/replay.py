@@ -15,7 +15,7 @@ from mitmproxy.exceptions import FlowReadException
 from mitmproxy.io import FlowReader
 
 from addon.events import ObservedEvent
-from addon.mitm_tap import decode_flow
+from addon.mitm_tap import decode_flows
 from addon.monitor import LoadProblem, Monitor, MonitorOptions, RunConcluded, load_library
 from addon.wire import WireDecoder
 
@@ -46,15 +46,12 @@ def read_flows(path: str) -> list[http.HTTPFlow]:
 
 def decode_recordings(flow_paths: list[str]) -> tuple[list[ObservedEvent], int]:
     """Every event of every recorded flow, in time order, and the number of flows."""
-    decoder = WireDecoder()
-    events: list[ObservedEvent] = []
-    count = 0
-    for path in flow_paths:
-        for flow in read_flows(path):
-            count += 1
-            events.extend(decode_flow(decoder, flow))
+    flows = [flow for path in flow_paths for flow in read_flows(path)]
+    # One decoder over all flows, interleaved by recorded time: exchanges answer each other (the legacy MCP
+    # transport answers POSTs on its SSE stream), so flows cannot be decoded one by one.
+    events = decode_flows(WireDecoder(), flows)
     events.sort(key=lambda e: (e.timestamp, e.seq))
-    return events, count
+    return events, len(flows)
 
 
 def replay(attack_paths: list[str], flow_paths: list[str], options: MonitorOptions | None = None) -> ReplayResult:

@@ -12,8 +12,9 @@ import oatf
 from ..events import ObservedEvent
 from .actors import PhaseChange
 from .library import LoadedAttack
-from .options import MonitorOptions, session_of
+from .options import MonitorOptions
 from .run import AttackRun
+from .sessions import SessionResolver
 
 
 @dataclass(frozen=True)
@@ -54,10 +55,16 @@ class Monitor:
         self.cel = cel if cel is not None else oatf.DefaultCelEvaluator()
         self.semantic = semantic
         self.runs: OrderedDict[tuple[str, str], AttackRun] = OrderedDict()
+        self.sessions = SessionResolver(self.options.session_key)
         self.now = 0.0
         self._scanned_at = float("-inf")
         self.events_seen = 0
         self.concluded = 0
+
+    def set_options(self, options: MonitorOptions) -> None:
+        """New options apply to runs created from now on."""
+        self.options = options
+        self.sessions.policy = options.session_key
 
     def replace_attacks(self, attacks: list[LoadedAttack]) -> list[Output]:
         """Swap the library (reload): runs of attacks that are gone or changed are concluded first."""
@@ -75,7 +82,12 @@ class Monitor:
         outputs = self.tick(event.timestamp) if event.timestamp - self._scanned_at >= SCAN_INTERVAL else []
         self.now = max(self.now, event.timestamp)
         self.events_seen += 1
-        session = session_of(event, self.options.session_key)
+        for placed, session in self.sessions.resolve(event):
+            outputs.extend(self._observe(placed, session))
+        return outputs
+
+    def _observe(self, event: ObservedEvent, session: str) -> list[Output]:
+        outputs: list[Output] = []
         for loaded in self.attacks:
             key = (loaded.key, session)
             run = self.runs.get(key)
@@ -104,6 +116,8 @@ class Monitor:
         self.now = max(self.now, now)
         self._scanned_at = self.now
         outputs: list[Output] = []
+        for placed, session in self.sessions.expire(self.now):
+            outputs.extend(self._observe(placed, session))
         for key, run in list(self.runs.items()):
             outputs.extend(PhaseChanged(run.id, c) for c in run.tick(self.now))
             status = run.due(self.now)
@@ -113,7 +127,10 @@ class Monitor:
 
     def shutdown(self) -> list[Output]:
         """Conclude every open run (the proxy is stopping): nothing observed is lost."""
-        return [self._conclude(key, "interrupted") for key in list(self.runs)]
+        outputs: list[Output] = []
+        for placed, session in self.sessions.flush():
+            outputs.extend(self._observe(placed, session))
+        return [*outputs, *(self._conclude(key, "interrupted") for key in list(self.runs))]
 
     def status(self) -> list[dict[str, Any]]:
         """A snapshot of the live runs, for the `oatf.status` command."""

@@ -388,7 +388,9 @@ class WireDecoder:
             pending = Pending(name, params)
             if sender == "client" and len(ex.requests) < self.config.max_pending:
                 ex.requests[item.id] = pending
-            self._pending.register(ex.scope, item.id, pending)
+            # Ids are correlated per requesting side: both peers number their requests from 0/1, so a
+            # server-to-client request may share its id with an open client request (JSON-RPC 2.0 §4).
+            self._pending.register(f"{ex.scope}|{sender}", item.id, pending)
             self._report_evictions(ex)
         content = binding.request_content(params)
         return self._event(ex, binding.protocol, name, "request", sender, content, timestamp,
@@ -401,7 +403,8 @@ class WireDecoder:
             # An answer in this exchange's response to a request in its own body (an A2A stream answers
             # one request many times), else an answer to a request seen elsewhere in the session.
             local = ex.requests.get(item.id) if sender == "server" else None
-            pending = self._pending.pop(ex.scope, item.id) or local
+            requester = "server" if sender == "client" else "client"
+            pending = self._pending.pop(f"{ex.scope}|{requester}", item.id) or local
         if pending is None:
             self._diagnose("uncorrelated_response", ex, f"response id {item.id!r} answers no request seen")
             return []

@@ -179,9 +179,6 @@ def test_oatf_evaluate_exit_status(flow_dir: Path, tmp_path: Path) -> None:
         assert (tmp_path / variant / "verdicts.jsonl").exists()
 
 
-@pytest.mark.xfail(strict=True, reason="decoder bug: JSON-RPC ids are correlated per session without the "
-                   "sender's side, so a server-to-client request with the same id as an open client request "
-                   "(both count from 0/1, as the official SDKs do) takes over the client request's answer")
 def test_server_request_ids_that_collide_with_client_request_ids(tmp_path: Path) -> None:
     """OW-022 with the elicitation request numbered like the open `tools/call` (id 1 on both sides)."""
     from addon.replay import replay_flows
