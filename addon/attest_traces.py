@@ -24,7 +24,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from addon.events import ObservedEvent
-from addon.monitor.options import SessionKey, session_of
+from addon.monitor.options import SessionKey
+from addon.monitor.sessions import SessionResolver
 from attest_engine.trace_builder import build_trace, make_step
 
 MAX_STEPS = 10_000
@@ -64,12 +65,16 @@ class TraceCollector:
     """Collects observed events per agent session and builds one Attest v1 trace per session."""
 
     def __init__(self, session_key: SessionKey = SessionKey.AUTO) -> None:
-        self.session_key = session_key
+        self.resolver = SessionResolver(session_key)
         self.sessions: dict[str, _SessionTrace] = {}
         self.card_names: dict[str, str] = {}  # "host:port" → the remote agent's card name
 
     def observe(self, event: ObservedEvent) -> None:
-        session = session_of(event, self.session_key)
+        """Add one event (keyless messages join their session as the monitor's `SessionResolver` decides)."""
+        for placed, session in self.resolver.resolve(event):
+            self._place(placed, session)
+
+    def _place(self, event: ObservedEvent, session: str) -> None:
         trace = self.sessions.get(session)
         if trace is None:
             trace = self.sessions[session] = _SessionTrace(session, event.timestamp)
@@ -169,6 +174,8 @@ class TraceCollector:
 
     def traces(self) -> list[dict[str, Any]]:
         """One validated Attest v1 trace per session observed so far."""
+        for placed, session in self.resolver.flush():
+            self._place(placed, session)
         return [self._build(trace) for trace in self.sessions.values()]
 
     def _build(self, trace: _SessionTrace) -> dict[str, Any]:
