@@ -107,14 +107,24 @@ class OatfAddon:
         self.tap.load(loader)
 
     def configure(self, updated: set[str]) -> None:
-        self.tap.configure(updated)
+        try:
+            self.tap.configure(updated)
+        except Exception as exc:  # the tap's option errors: reported without a traceback (see below)
+            log.error("oatf: invalid option: %s", exc)
+            return
         if not updated & {"oatf_attacks", "oatf_report_dir", "oatf_grace_period", "oatf_session_key",
                           "oatf_actor_bindings", "oatf_max_run_lifetime", "oatf_max_runs",
                           "oatf_semantic_evaluator"}:
             return
-        options = self._monitor_options()
-        semantic = load_semantic_evaluator(ctx.options.oatf_semantic_evaluator)
-        self.writer = ReportWriter(ctx.options.oatf_report_dir)
+        try:
+            options = self._monitor_options()
+            semantic = load_semantic_evaluator(ctx.options.oatf_semantic_evaluator)
+            self.writer = ReportWriter(ctx.options.oatf_report_dir)
+        except (ValueError, ImportError, AttributeError, OSError) as exc:
+            # Logged, not raised: mitmproxy would print a traceback. An error logged during start-up makes
+            # mitmdump exit with this message; later, the previous settings stay in force.
+            log.error("oatf: invalid option: %s", exc)
+            return
         with self.lock:
             if self.monitor is None or "oatf_semantic_evaluator" in updated:
                 previous = self.monitor
@@ -270,7 +280,9 @@ class OatfAddon:
         seen = {str(p) for p in self.library.problems}
         for problem in library.problems:
             if str(problem) not in seen:
-                log.error("oatf: %s", problem)
+                # A warning, not an error: mitmdump exits on errors logged at start-up, and one bad
+                # document must not stop the proxy or the other attacks.
+                log.warning("oatf: not loaded: %s", problem)
         self.library = library
         with self.lock:
             if self.monitor is not None:
