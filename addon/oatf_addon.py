@@ -236,7 +236,11 @@ class OatfAddon:
                 self._mark(output)
             elif isinstance(output, RunConcluded):
                 self.concluded.append(output.report)
-                path = self.writer.write(output.report) if self.writer is not None else None
+                try:
+                    path = self.writer.write(output.report) if self.writer is not None else None
+                except OSError as exc:  # one unwritable report must not drop the others
+                    log.error("oatf %s: report not written: %s", output.run, exc)
+                    path = None
                 verdict = output.report["verdict"]
                 log.warning("oatf %s: %s (%s) -> %s", output.run, verdict["result"],
                             output.report["execution_summary"]["status"], path or "-")

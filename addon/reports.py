@@ -3,6 +3,7 @@ and a console summary table. Files only; no mitmproxy."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -15,11 +16,15 @@ JSONL_NAME = "verdicts.jsonl"
 
 
 def report_filename(report: dict[str, Any]) -> str:
-    """`<attack id>__<session>__<end time>.json`, safe on every filesystem."""
-    attack = report["attack"]["id"] or Path(report["attack"]["file"]).stem
-    session = report["execution_summary"]["session"]
+    """`<attack id>__<session, first 60 chars>__<session hash>__<end time>.json`, safe on every filesystem.
+
+    The session key comes from the traffic (an attacker may choose it): it is cut to a bounded length and a
+    hash of the whole key keeps keys that differ only in cut or unsafe characters apart."""
+    attack = str(report["attack"]["id"] or Path(report["attack"]["file"]).stem)[:60]
+    session = str(report["execution_summary"]["session"])
+    digest = hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()[:12]
     ended = f"{report['execution_summary']['ended_at']:.3f}"
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", f"{attack}__{session}__{ended}") + ".json"
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", f"{attack}__{session[:60]}__{digest}__{ended}") + ".json"
 
 
 class ReportWriter:

@@ -154,6 +154,9 @@ def load_yaml(text: str | bytes) -> YamlSource:
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "invalid YAML"
+        if exc.context and exc.context_mark is not None and exc.problem:
+            # e.g. "found unexpected end of stream" is only useful with where the quoted scalar began
+            problem += f" ({exc.context} at line {exc.context_mark.line + 1}, column {exc.context_mark.column + 1})"
         line, column = (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
         raise _error(f"invalid YAML: {problem}", line, column) from None
     except (YAMLError, ValueError, TypeError, UnicodeError) as exc:

@@ -23,7 +23,7 @@ def test_writer_writes_one_file_per_run_and_appends_jsonl(tmp_path: Path) -> Non
     writer = ReportWriter(tmp_path / "reports")
     first = writer.write(report("exploited"))
     second = writer.write(report("not_exploited", session="connection:127.0.0.1:5"))
-    assert first.name == "ACME-001__mcp_session_abc_1__1234.500.json"
+    assert first.name.startswith("ACME-001__mcp_session_abc_1__") and first.name.endswith("__1234.500.json")
     assert json.loads(first.read_text())["verdict"]["result"] == "exploited"
     assert second.exists() and first != second
     lines = (tmp_path / "reports" / JSONL_NAME).read_text().splitlines()
@@ -40,3 +40,10 @@ def test_summary_table_and_exit_status() -> None:
     assert exit_status([report("not_exploited"), report("partial")]) == 1
     assert exit_status([report("error"), report("not_exploited")]) == 2
     assert exit_status([]) == 0
+
+
+def test_hostile_session_keys_get_distinct_bounded_file_names(tmp_path: Path) -> None:
+    writer = ReportWriter(tmp_path)
+    paths = {writer.write(report("exploited", session=key)) for key in ("ctx/1", "ctx:1", "t" * 5000, "é" * 300)}
+    assert len(paths) == 4 and all(len(p.name) < 200 for p in paths)
+    assert len((tmp_path / JSONL_NAME).read_text().splitlines()) == 4

@@ -1,0 +1,42 @@
+"""mitmdump script for the addon end-to-end tests: a remote control for what mitmdump has no prompt or view
+for. Requests through the proxy to `http://oatf-control.test/…` are answered locally, never forwarded:
+- `/?cmd=COMMAND` runs a mitmproxy command (e.g. `oatf.reload`, `oatf.status`, `set oatf_watch true`) and
+  answers its result as text (status 500 with the error if it raised);
+- `/marked` answers, as JSON, `{flow id: {"marked": …, "comment": …}}` for every flow an addon updated (the
+  `update` hook, which the OATF addon triggers when it marks and comments a flow that matched an indicator).
+Any other flow is untouched."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from mitmproxy import ctx, flow, http
+
+CONTROL_HOST = "oatf-control.test"
+
+
+class RemoteControl:
+    def __init__(self) -> None:
+        self.updated: dict[str, dict[str, str]] = {}
+
+    def update(self, flows: Sequence[flow.Flow]) -> None:
+        for updated in flows:
+            self.updated[updated.id] = {"marked": updated.marked, "comment": updated.comment}
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        if flow.request.pretty_host != CONTROL_HOST:
+            return
+        if flow.request.path == "/marked":
+            flow.response = http.Response.make(200, json.dumps(self.updated), {"content-type": "application/json"})
+            return
+        command = flow.request.query.get("cmd", "")
+        try:
+            result = ctx.master.commands.execute(command)
+            flow.response = http.Response.make(200, "" if result is None else str(result),
+                                               {"content-type": "text/plain"})
+        except Exception as exc:  # the test reads the failure
+            flow.response = http.Response.make(500, f"{type(exc).__name__}: {exc}", {"content-type": "text/plain"})
+
+
+addons = [RemoteControl()]
