@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e_wire.clients import http_client
-from tests.e2e_wire.harness import PYTHON, ROOT, Proxy, free_port, mitmdump, stop, wait_for_port
+from tests.e2e_wire.harness import PYTHON, ROOT, Peers, Proxy, free_port, mitmdump, stop, wait_for_port
 from tests.e2e_wire.harness import _start as start_process
 
 from .command_script import CONTROL_HOST
@@ -34,17 +34,6 @@ Report = dict[str, Any]
 def run[T](coroutine: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
     """Run one agent session (a coroutine) to completion, within `timeout` seconds."""
     return asyncio.run(asyncio.wait_for(coroutine, timeout))
-
-
-@dataclass
-class Peers:
-    """The attacker peers process (`peers.py`) and the port of each server in it."""
-
-    process: subprocess.Popen[bytes]
-    ports: dict[str, int]
-
-    def url(self, kind: str, path: str = "") -> str:
-        return f"http://127.0.0.1:{self.ports[kind]}{path}"
 
 
 @contextlib.contextmanager
