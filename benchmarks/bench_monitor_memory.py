@@ -1,0 +1,177 @@
+"""Memory of the sans-I/O monitor (`addon.monitor.Monitor`) with the `attacks/` library: per idle run, and
+over a long stream of traffic.
+
+    .venv/bin/python benchmarks/bench_monitor_memory.py [--runs 10000] [--per-attack 1000]
+        [--messages 100000] [--sessions 100] [--interval 0.002] [--every 10000]
+
+1. Memory per idle run (target <= 50 KB): `--runs` sessions, each opened by one synthetic `ObservedEvent`
+   per protocol the attack's actors speak, create one run each of the library attack whose runs are the
+   largest; tracemalloc's traced memory after minus before, divided by the runs created. The same with
+   `--per-attack` runs of every library attack (median and largest), and per idle session with the whole
+   library loaded (every attack of the session's protocol opens a run).
+2. Memory over traffic (target: flat): `--messages` messages from the library's recorded sessions
+   (`tests/attacks/sessions.py`: the complying and resisting agent of every attack, as the decoders emit
+   them) fed in a loop to one monitor with the whole library, spread over a bounded number (`--sessions`) of
+   session ids and client addresses, one message every `--interval` seconds of event time. Every `--every`
+   messages: live runs, runs concluded so far, tracemalloc's traced memory and the process RSS. After the
+   first interval (warm-up: the bounded set of runs is created) both must stay flat.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import itertools
+import os
+import statistics
+import sys
+import time
+import tracemalloc
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import oatf  # noqa: E402
+from addon.events import Endpoint, ObservedEvent  # noqa: E402
+from addon.monitor import Monitor, MonitorOptions, RunConcluded, load_library  # noqa: E402
+from addon.monitor.library import LoadedAttack  # noqa: E402
+from tests.attacks import sessions  # noqa: E402
+
+KEYS = {"mcp": "mcp_session", "a2a": "a2a_context", "ag_ui": "ag_ui_thread"}
+OPENING = {  # a benign first message of each protocol, from the agent
+    "mcp": ("tools/list", {}),
+    "a2a": ("message/send", {"message": {"role": "user", "messageId": "m1", "parts": [{"kind": "text",
+                                                                                          "text": "hello"}]}}),
+    "ag_ui": ("run_agent_input", {"threadId": "t", "runId": "r", "messages": [], "tools": [], "context": []}),
+}
+_seq = itertools.count()
+
+
+def rss() -> int:
+    """Resident set size of this process, bytes."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def opening(protocol: str, session: int, at: float) -> ObservedEvent:
+    """One benign agent message of `protocol` in session number `session`."""
+    event_type, content = OPENING[protocol]
+    n = next(_seq)
+    return ObservedEvent(protocol, event_type, "request", "client", content, f"flow-{n}", n, at,  # type: ignore[arg-type]
+                         Endpoint("10.0.0.1", 8000, "/"), f"10.1.{session >> 8 & 255}.{session & 255}:40000",
+                         {KEYS[protocol]: f"s{session}"})
+
+
+def protocols(loaded: LoadedAttack) -> list[str]:
+    return sorted({oatf.extract_protocol(a.mode or "") for a in loaded.attack.execution.actors or ()})
+
+
+def idle_runs(attacks: list[LoadedAttack], sessions_count: int) -> tuple[float, int]:
+    """Traced bytes per run after opening `sessions_count` sessions (one message per protocol), and the runs."""
+    wanted = sorted({p for a in attacks for p in protocols(a)})
+    options = MonitorOptions(max_runs=10**9)
+    gc.collect()
+    tracemalloc.start()
+    monitor = Monitor(attacks, options)
+    monitor.observe(opening(wanted[0], -1, 0.0))  # first-use allocations (caches, compiled conditions)
+    gc.collect()
+    before = tracemalloc.get_traced_memory()[0]
+    base_runs = len(monitor.runs)
+    for session in range(sessions_count):
+        for protocol in wanted:
+            monitor.observe(opening(protocol, session, 1.0))
+    gc.collect()
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    runs = len(monitor.runs) - base_runs
+    return (after - before) / max(runs, 1), runs
+
+
+def library_events() -> list[list[ObservedEvent]]:
+    """The protocol events of every recorded library session (both variants), as the decoders emit them."""
+    streams = []
+    for attack_id in sessions.script_ids():
+        script = sessions.load_script(attack_id)
+        client = str(script.get("client", "10.20.0.15"))
+        for variant in sessions.VARIANTS:
+            streams.append(sessions.expected_events(sessions.play(script, variant), client))
+    return streams
+
+
+def traffic(streams: list[list[ObservedEvent]], slots: int, interval: float) -> Iterator[ObservedEvent]:
+    """The recorded sessions again and again, session n in slot n % `slots` (its session ids and client
+    address are the slot's), one message every `interval` seconds."""
+    n = 0
+    for k in itertools.count():
+        for i, stream in enumerate(streams):
+            slot = (k * len(streams) + i) % slots
+            for event in stream:
+                keys = dict.fromkeys(event.session_keys, f"slot-{slot}")
+                yield dataclasses.replace(event, flow_id=f"flow-{n}", seq=n, timestamp=1_000_000.0 + n * interval,
+                                          client=f"10.2.{slot >> 8 & 255}.{slot & 255}:41000", session_keys=keys)
+                n += 1
+
+
+def flat_over_traffic(attacks: list[LoadedAttack], messages: int, slots: int, interval: float, every: int) -> None:
+    streams = library_events()
+    print(f"2. {messages:,} messages of the library's {len(streams)} recorded sessions over {slots} session slots, "
+          f"one every {interval * 1000:g} ms of event time, whole library ({len(attacks)} attacks) loaded:")
+    monitor = Monitor(attacks, MonitorOptions())
+    concluded = 0
+    rows = []
+    gc.collect()
+    tracemalloc.start()
+    start = time.process_time()
+    print(f"  {'messages':>9} {'live runs':>9} {'concluded':>9} {'traced MB':>9} {'RSS MB':>8} {'CPU s':>7}")
+    for n, event in enumerate(traffic(streams, slots, interval), 1):
+        concluded += sum(isinstance(o, RunConcluded) for o in monitor.observe(event))
+        if n % every == 0:
+            gc.collect()
+            traced, memory = tracemalloc.get_traced_memory()[0], rss()
+            rows.append((n, traced, memory))
+            print(f"  {n:>9,} {len(monitor.runs):>9,} {concluded:>9,} {traced / 1e6:>9.2f} {memory / 1e6:>8.1f} "
+                  f"{time.process_time() - start:>7.1f}", flush=True)
+        if n >= messages:
+            break
+    tracemalloc.stop()
+    if len(rows) >= 3:
+        (n1, traced1, rss1), (n2, traced2, rss2) = rows[1], rows[-1]
+        per = (n2 - n1) / 1000
+        print(f"  from {n1:,} to {n2:,} messages: traced {(traced2 - traced1) / 1e3:+,.0f} KB "
+              f"({(traced2 - traced1) / per:+,.0f} B per 1,000 messages), RSS {(rss2 - rss1) / 1e6:+.1f} MB "
+              "(target: flat)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=10_000, help="idle runs of the largest-run attack")
+    parser.add_argument("--per-attack", type=int, default=1_000, help="idle runs of each library attack")
+    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--sessions", type=int, default=100, help="session slots the traffic is spread over")
+    parser.add_argument("--interval", type=float, default=0.002, help="seconds of event time between messages")
+    parser.add_argument("--every", type=int, default=10_000, help="print a line every this many messages")
+    args = parser.parse_args()
+    print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
+    library = load_library([str(ROOT / "attacks")])
+    attacks = list(library.attacks)
+
+    print(f"1. memory per idle run (traced by tracemalloc; target <= 50 KB), {len(attacks)} library attacks:")
+    per_attack = {a.key: idle_runs([a], args.per_attack)[0] for a in attacks}
+    largest = max(per_attack, key=per_attack.__getitem__)
+    print(f"  {args.per_attack:,} runs of each attack: median {statistics.median(per_attack.values()) / 1e3:.1f} "
+          f"KB/run, largest {per_attack[largest] / 1e3:.1f} KB/run ({largest})")
+    worst = next(a for a in attacks if a.key == largest)
+    per_run, runs = idle_runs([worst], args.runs)
+    print(f"  {runs:,} runs of {largest}: {per_run / 1e3:.1f} KB/run")
+    sessions_count = max(args.runs // 20, 1)
+    per_run, runs = idle_runs(attacks, sessions_count)
+    print(f"  whole library, {sessions_count:,} sessions of each protocol: {runs:,} runs, {per_run / 1e3:.1f} KB/run, "
+          f"{per_run * runs / (3 * sessions_count) / 1e3:.0f} KB per protocol session")
+    flat_over_traffic(attacks, args.messages, args.sessions, args.interval, args.every)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,230 @@
+"""Offline replay throughput (`oatf evaluate`'s engine) with the whole `attacks/` library loaded.
+
+    .venv/bin/python benchmarks/bench_replay.py [--workload both] [--repeats 20] [--sessions 20] [--calls 500]
+        [--stagger 1.0] [--profile 0]
+
+Two recordings, each written to one mitmproxy flow file:
+- `library`: every attack's recorded sessions (`tests/attacks/sessions.py`: each document's complying and
+  resisting agent, the traffic the library's own replay tests use) played `--repeats` times, each copy with
+  its own session ids (Mcp-Session-Id, contextId, taskId, threadId, runId), client address and flow ids, the
+  sessions starting `--stagger` seconds of recorded time apart (so they overlap and runs conclude as the
+  recorded clock passes their grace period). Short sessions (about 10 messages), each of which opens a run of
+  every library attack of its protocol: this measures the per-run cost (creation, verdict, report) as much
+  as the per-message one.
+- `mcp-loop`: `--sessions` MCP Streamable HTTP sessions (same generator) of `--calls` `tools/call` each: the
+  per-message cost of the runs following a long session.
+
+Figures (messages = decoded protocol events, the unit the monitor consumes), CPU seconds of this process
+unless said otherwise:
+- `addon.replay.replay` end to end (load the library, read the flow file, decode, monitor, conclude), wall
+  clock and CPU; target >= 5,000 messages/s;
+- its stages separately: reading the flow file, decoding (`decode_flows`), and the monitor (the same loop as
+  `replay`: `Monitor.observe` per event, a final tick past the grace period, `shutdown`), and the monitor
+  with an empty library (the per-event floor);
+- for `library`, the verdicts per copy, which must be the same for every copy (the copies did not merge).
+`--profile N` prints the N most expensive functions of the monitor stage (cProfile, by own time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import dataclasses
+import io
+import pstats
+import resource
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from addon.events import ObservedEvent  # noqa: E402
+from addon.mitm_tap import decode_flows  # noqa: E402
+from addon.monitor import LoadedAttack, Monitor, MonitorOptions, RunConcluded, load_library  # noqa: E402
+from addon.replay import read_flows, replay  # noqa: E402
+from addon.wire import WireDecoder  # noqa: E402
+from tests.attacks import sessions  # noqa: E402
+
+ATTACKS = str(ROOT / "attacks")
+
+
+def _session_values(exchanges: list[sessions.Exchange]) -> list[str]:
+    """Every session-key value the exchanges carry, longest first (so no value is replaced inside another)."""
+    values = {v for ex in exchanges for m in ex.messages for v in m.session_keys.values() if v}
+    return sorted(values, key=len, reverse=True)
+
+
+def _renamed(ex: sessions.Exchange, values: list[str], suffix: str, shift: float) -> sessions.Exchange:
+    """`ex` with every session-key value suffixed (headers and bodies) and its times shifted."""
+
+    def text(value: str) -> str:
+        for old in values:
+            value = value.replace(old, old + suffix)
+        return value
+
+    def data(value: bytes) -> bytes:
+        for old in values:
+            value = value.replace(old.encode(), (old + suffix).encode())
+        return value
+
+    return dataclasses.replace(
+        ex, request_headers={k: text(v) for k, v in ex.request_headers.items()},
+        response_headers={k: text(v) for k, v in ex.response_headers.items()},
+        request_body=data(ex.request_body), response_body=data(ex.response_body),
+        request_at=ex.request_at + shift, response_start=ex.response_start + shift,
+        response_end=ex.response_end + shift, messages=[])
+
+
+def library_flows(repeats: int, stagger: float) -> tuple[list, int]:
+    """The library's recorded sessions, `repeats` copies (see the module docstring): flows and sessions."""
+    played = []
+    for attack_id in sessions.script_ids():
+        script = sessions.load_script(attack_id)
+        for variant in sessions.VARIANTS:
+            exchanges = sessions.play(script, variant)
+            played.append((f"{attack_id}/{variant}", exchanges, _session_values(exchanges)))
+    flows = []
+    copy = 0
+    for k in range(repeats):
+        for name, exchanges, values in played:
+            renamed = [_renamed(ex, values, f"~{k}", copy * stagger) for ex in exchanges]
+            flows += sessions.to_flows(renamed, _client(copy), f"bench/{name}/{k}")
+            copy += 1
+    return flows, copy
+
+
+def mcp_loop_flows(count: int, calls: int, stagger: float) -> tuple[list, int]:
+    """`count` MCP sessions (Streamable HTTP, JSON answers), each initialize, tools/list and `calls`
+    tools/call 50 ms apart, starting `stagger` seconds apart: flows and sessions."""
+    flows = []
+    for n in range(count):
+        script = {"steps": [
+            {"mcp_init": {"session": f"loop-{n:05d}"}},
+            {"mcp": {"method": "tools/list", "result": {"tools": [{
+                "name": "add", "description": "Adds two numbers.",
+                "inputSchema": {"type": "object",
+                                "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}}]}}},
+            {"repeat": {"times": calls, "steps": [{"wait": 0.05, "mcp": {
+                "method": "tools/call", "params": {"name": "add", "arguments": {"a": "$n", "b": 1}},
+                "result": {"content": [{"type": "text", "text": "sum computed"}], "isError": False}}}]}},
+        ]}
+        exchanges = [_renamed(ex, [], "", n * stagger) for ex in sessions.play(script, "complying")]
+        flows += sessions.to_flows(exchanges, _client(n), f"bench/loop/{n}")
+    return flows, count
+
+
+def _client(n: int) -> str:
+    return f"10.{100 + (n >> 16) % 100}.{(n >> 8) & 255}.{n & 255}"
+
+
+def run_monitor(attacks: list[LoadedAttack], events: list[ObservedEvent],
+                options: MonitorOptions | None = None) -> list[dict]:
+    """The monitor part of `addon.replay.replay`, over already decoded events: the concluded reports."""
+    monitor = Monitor(attacks, options)
+    outputs = []
+    for event in events:
+        outputs.extend(monitor.observe(event))
+    end = events[-1].timestamp if events else 0.0
+    grace = max((run.grace_period for run in monitor.runs.values()), default=0.0)
+    outputs.extend(monitor.tick(end + grace))
+    outputs.extend(monitor.shutdown())
+    return [o.report for o in outputs if isinstance(o, RunConcluded)]
+
+
+def timed[T](function: Callable[..., T], *args: Any) -> tuple[T, float, float]:
+    """`function(*args)`, its wall-clock seconds and this process's CPU seconds."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = function(*args)
+    return result, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def measure(label: str, path: Path, library_size: int, repeats: int, profile: int) -> None:
+    """replay() end to end, then its stages one by one, over the recording at `path`."""
+    result, wall, cpu = timed(replay, [ATTACKS], [str(path)])
+    messages = result.events
+    print(f"  replay() end to end: {messages:,} messages, {len(result.reports):,} runs reported "
+          f"({len(result.reports) / messages:.2f} per message)")
+    print(f"    {messages / wall:>9,.0f} messages/s wall ({wall:.1f} s)   {messages / cpu:>9,.0f} messages/s CPU "
+          f"({cpu:.1f} s)   (target >= 5,000)")
+    flows, _, read_cpu = timed(read_flows, str(path))
+
+    def decode() -> list[ObservedEvent]:
+        events = decode_flows(WireDecoder(), flows)
+        events.sort(key=lambda e: (e.timestamp, e.seq))
+        return events
+
+    events, _, decode_cpu = timed(decode)
+    library, _, load_cpu = timed(load_library, [ATTACKS])
+    _, _, empty_cpu = timed(run_monitor, [], events)
+    profiler = cProfile.Profile() if profile else None
+    if profiler is not None:
+        profiler.enable()
+    reports, _, monitor_cpu = timed(run_monitor, list(library.attacks), events)
+    if profiler is not None:
+        profiler.disable()
+    print("  stages (CPU seconds of this process):")
+    print(f"    load library     {load_cpu:6.2f} s   ({library_size} documents, once per replay)")
+    print(f"    read flow file   {read_cpu:6.2f} s   {messages / read_cpu:>10,.0f} messages/s")
+    print(f"    decode           {decode_cpu:6.2f} s   {messages / decode_cpu:>10,.0f} messages/s")
+    print(f"    monitor, library {monitor_cpu:6.2f} s   {messages / monitor_cpu:>10,.0f} messages/s "
+          f"({monitor_cpu / messages * 1e6:.0f} us/message, "
+          f"{monitor_cpu / max(len(reports), 1) * 1e6:.0f} us per run reported)"
+          + ("  [under cProfile]" if profiler is not None else ""))
+    print(f"    monitor, empty   {empty_cpu:6.2f} s   {messages / empty_cpu:>10,.0f} messages/s (no attacks)")
+    per_copy = Counter((r["attack"]["id"], r["verdict"]["result"]) for r in reports)
+    results = Counter(r["verdict"]["result"] for r in reports)
+    uneven = {key: n for key, n in per_copy.items() if n % repeats}
+    print(f"  verdicts: {dict(results)}"
+          + ("" if repeats <= 1 else "; every (attack, result) pair occurs a multiple of --repeats times (the "
+             "copies did not merge)" if not uneven else f"; {len(uneven)} (attack, result) pairs differ between "
+             f"copies: {uneven}"))
+    if profiler is not None:
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(profile)
+        print(out.getvalue())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workload", choices=("library", "mcp-loop", "both"), default="both")
+    parser.add_argument("--repeats", type=int, default=20, help="library: copies of the library's recorded sessions")
+    parser.add_argument("--stagger", type=float, default=1.0, help="seconds between the starts of two sessions")
+    parser.add_argument("--sessions", type=int, default=20, help="mcp-loop: MCP sessions")
+    parser.add_argument("--calls", type=int, default=500, help="mcp-loop: tools/call per session")
+    parser.add_argument("--profile", type=int, default=0, metavar="N", help="print the N costliest functions "
+                        "of the monitor stage")
+    args = parser.parse_args()
+    print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
+    library = load_library([ATTACKS])
+    print(f"library: {len(library.attacks)} attacks, {len(library.problems)} problem(s)")
+    workloads = {
+        "library": (lambda: library_flows(args.repeats, args.stagger), args.repeats,
+                    f"{args.repeats} copies of the library's recorded sessions (complying and resisting agent of "
+                    "every attack; short sessions, each opening a run of every attack of its protocols)"),
+        "mcp-loop": (lambda: mcp_loop_flows(args.sessions, args.calls, args.stagger), 1,
+                     f"{args.sessions} MCP sessions of {args.calls} tools/call (long sessions: the same runs "
+                     "follow many messages)"),
+    }
+    for name, (build, repeats, what) in workloads.items():
+        if args.workload not in (name, "both"):
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "recording.mitm"
+            (flows, count), build_wall, _ = timed(build)
+            sessions.write_flows(path, flows)
+            del flows
+            print(f"{name}: {what}: {count:,} sessions, {path.stat().st_size / 1e6:.1f} MB flow file "
+                  f"(built in {build_wall:.1f} s)")
+            measure(name, path, len(library.attacks), repeats, args.profile)
+    print(f"peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB "
+          "(replay holds every flow and event of a recording)")
+
+
+if __name__ == "__main__":
+    main()
