@@ -41,21 +41,16 @@ class ActorMachine:
     phases_reached: list[str] = field(default_factory=list)
     messages: int = 0
 
+    name: str = field(init=False)
+    protocol: str = field(init=False)
+    agent_side: str = field(init=False)
+    """The HTTP side the agent is on, seen from this actor's mode."""
+
     def __post_init__(self) -> None:
+        self.name = self.actor.name or "default"
+        self.protocol = oatf.extract_protocol(self.actor.mode or "")
+        self.agent_side = "client" if (self.actor.mode or "").endswith("_server") else "server"
         self.phases_reached.append(self.phase.name or "phase-1")
-
-    @property
-    def name(self) -> str:
-        return self.actor.name or "default"
-
-    @property
-    def protocol(self) -> str:
-        return oatf.extract_protocol(self.actor.mode or "")
-
-    @property
-    def agent_side(self) -> str:
-        """The HTTP side the agent is on, seen from this actor's mode."""
-        return "client" if (self.actor.mode or "").endswith("_server") else "server"
 
     @property
     def phase(self) -> oatf.Phase:

@@ -29,6 +29,16 @@ class LoadedAttack:
         return self.document.attack
 
     @property
+    def protocols(self) -> frozenset[str]:
+        """The protocols of the attack's actors: traffic of any other protocol cannot concern it."""
+        cached = self.__dict__.get("_protocols")
+        if cached is None:
+            actors = self.attack.execution.actors if self.attack.execution else None
+            cached = frozenset(oatf.extract_protocol(a.mode or "") for a in actors or ())
+            object.__setattr__(self, "_protocols", cached)
+        return cached
+
+    @property
     def key(self) -> str:
         """A stable identifier: the attack id, else the file path."""
         return self.attack.id or self.path

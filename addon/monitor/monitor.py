@@ -92,8 +92,7 @@ class Monitor:
             key = (loaded.key, session)
             run = self.runs.get(key)
             if run is None:
-                if not any(oatf.extract_protocol(a.mode or "") == event.protocol
-                           for a in loaded.attack.execution.actors or ()):
+                if event.protocol not in loaded.protocols:
                     continue
                 run = AttackRun(loaded, session, self.now, self.options, self.semantic is not None)
                 if not run.relevant(event):
