@@ -12,6 +12,7 @@ that do one thing, commands for users):
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import queue
@@ -51,6 +52,9 @@ log = logging.getLogger("oatf")
 TICK_SECONDS = 0.25
 RELOAD_POLL_SECONDS = 2.0
 MARK = ":warning:"
+MAX_QUEUED_EVENTS = 100_000
+"""Events waiting for the worker at most; beyond it (evaluation far behind the traffic) events are dropped
+and counted, so memory stays bounded and the proxy never waits."""
 
 
 def _seconds(text: str, option: str) -> float:
@@ -74,7 +78,8 @@ class OatfAddon:
 
     def __init__(self) -> None:
         self.tap = MitmTap(on_event=self._enqueue)
-        self.events: queue.SimpleQueue[ObservedEvent | None] = queue.SimpleQueue()
+        self.events: queue.Queue[ObservedEvent | None] = queue.Queue(maxsize=MAX_QUEUED_EVENTS)
+        self.dropped = 0
         self.lock = threading.Lock()
         self.monitor: Monitor | None = None
         self.writer: ReportWriter | None = None
@@ -158,7 +163,8 @@ class OatfAddon:
     def done(self) -> None:
         """Shutdown (SIGINT/SIGTERM or end of a replay): conclude and report every open run."""
         self.stopping.set()
-        self.events.put(None)
+        with contextlib.suppress(queue.Full):
+            self.events.put_nowait(None)
         if self.worker is not None:
             self.worker.join(timeout=30)
         with self.lock:
@@ -199,7 +205,12 @@ class OatfAddon:
         self.tap.error(flow)
 
     def _enqueue(self, event: ObservedEvent) -> None:
-        self.events.put(event)
+        try:
+            self.events.put_nowait(event)
+        except queue.Full:
+            self.dropped += 1
+            if self.dropped % 10_000 == 1:
+                log.warning("oatf: evaluation is behind the traffic: %d event(s) dropped so far", self.dropped)
 
     # --- the worker thread ---------------------------------------------------------------------------
     def _work(self) -> None:
@@ -304,7 +315,8 @@ class OatfAddon:
         """Live runs: phases per actor and indicators matched so far."""
         with self.lock:
             runs = self.monitor.status() if self.monitor is not None else []
-        lines = [f"{len(self.library.attacks)} attack(s) loaded, {len(runs)} live run(s)"]
+        lines = [f"{len(self.library.attacks)} attack(s) loaded, {len(runs)} live run(s), "
+                 f"{self.events.qsize()} event(s) queued, {self.dropped} dropped"]
         lines += [f"{r['run']}: {r['messages']} msgs, phases {r['phases']}, matched {r['matched'] or '-'}"
                   for r in runs]
         return "\n".join(lines)
