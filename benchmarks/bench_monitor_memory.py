@@ -2,27 +2,31 @@
 over a long stream of traffic.
 
     .venv/bin/python benchmarks/bench_monitor_memory.py [--runs 10000] [--per-attack 1000]
-        [--messages 100000] [--sessions 100] [--interval 0.002] [--every 10000]
+        [--messages 100000] [--sessions 50] [--interval 0.002] [--every 10000] [--max-run-lifetime 60]
 
-1. Memory per idle run (target <= 50 KB): `--runs` sessions, each opened by one synthetic `ObservedEvent`
-   per protocol the attack's actors speak, create one run each of the library attack whose runs are the
-   largest; tracemalloc's traced memory after minus before, divided by the runs created. The same with
+1. Memory per idle run (target <= 50 KB): `--runs` runs of the library attack whose runs are the largest,
+   each opened by one synthetic `ObservedEvent` in its own session (one per protocol the attack's actors
+   speak); tracemalloc's traced memory after minus before, divided by the runs created. The same with
    `--per-attack` runs of every library attack (median and largest), and per idle session with the whole
    library loaded (every attack of the session's protocol opens a run).
 2. Memory over traffic (target: flat): `--messages` messages from the library's recorded sessions
    (`tests/attacks/sessions.py`: the complying and resisting agent of every attack, as the decoders emit
    them) fed in a loop to one monitor with the whole library, spread over a bounded number (`--sessions`) of
-   session ids and client addresses, one message every `--interval` seconds of event time. Every `--every`
-   messages: live runs, runs concluded so far, tracemalloc's traced memory and the process RSS. After the
-   first interval (warm-up: the bounded set of runs is created) both must stay flat.
+   session ids and client addresses, one message every `--interval` seconds of event time, runs concluded
+   `--max-run-lifetime` seconds after they start (and opened again by the slot's next message), so runs are
+   created and concluded all along. Every `--every` messages: live runs, runs concluded so far, tracemalloc's
+   traced memory and the process RSS. After the first interval (warm-up: the bounded set of runs is created)
+   both must stay flat. Also the average size of a run's report (JSON), what keeping every report costs.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import gc
 import itertools
+import json
 import os
 import statistics
 import sys
@@ -115,19 +119,25 @@ def traffic(streams: list[list[ObservedEvent]], slots: int, interval: float) -> 
                 n += 1
 
 
-def flat_over_traffic(attacks: list[LoadedAttack], messages: int, slots: int, interval: float, every: int) -> None:
+def flat_over_traffic(attacks: list[LoadedAttack], messages: int, slots: int, interval: float, every: int,
+                      lifetime: float) -> None:
     streams = library_events()
     print(f"2. {messages:,} messages of the library's {len(streams)} recorded sessions over {slots} session slots, "
-          f"one every {interval * 1000:g} ms of event time, whole library ({len(attacks)} attacks) loaded:")
-    monitor = Monitor(attacks, MonitorOptions())
+          f"one every {interval * 1000:g} ms of event time, whole library ({len(attacks)} attacks) loaded, runs "
+          f"concluded after {lifetime:g} s (so runs are created and concluded all along):")
+    monitor = Monitor(attacks, MonitorOptions(max_run_lifetime=lifetime))
     concluded = 0
     rows = []
     gc.collect()
     tracemalloc.start()
     start = time.process_time()
     print(f"  {'messages':>9} {'live runs':>9} {'concluded':>9} {'traced MB':>9} {'RSS MB':>8} {'CPU s':>7}")
+    sample: list[dict] = []  # the first reports (kept from early on, so the figures after warm-up stay comparable)
     for n, event in enumerate(traffic(streams, slots, interval), 1):
-        concluded += sum(isinstance(o, RunConcluded) for o in monitor.observe(event))
+        reports = [o.report for o in monitor.observe(event) if isinstance(o, RunConcluded)]
+        concluded += len(reports)
+        if reports and len(sample) < 200:
+            sample += reports[:200 - len(sample)]
         if n % every == 0:
             gc.collect()
             traced, memory = tracemalloc.get_traced_memory()[0], rss()
@@ -136,6 +146,11 @@ def flat_over_traffic(attacks: list[LoadedAttack], messages: int, slots: int, in
                   f"{time.process_time() - start:>7.1f}", flush=True)
         if n >= messages:
             break
+    if sample:
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        copies = copy.deepcopy(sample)
+        in_memory = (tracemalloc.get_traced_memory()[0] - before) / len(copies)
     tracemalloc.stop()
     if len(rows) >= 3:
         (n1, traced1, rss1), (n2, traced2, rss2) = rows[1], rows[-1]
@@ -143,6 +158,10 @@ def flat_over_traffic(attacks: list[LoadedAttack], messages: int, slots: int, in
         print(f"  from {n1:,} to {n2:,} messages: traced {(traced2 - traced1) / 1e3:+,.0f} KB "
               f"({(traced2 - traced1) / per:+,.0f} B per 1,000 messages), RSS {(rss2 - rss1) / 1e6:+.1f} MB "
               "(target: flat)")
+    if sample:
+        as_json = statistics.mean(len(json.dumps(r, default=str)) for r in sample)
+        print(f"  a concluded run's report: {in_memory / 1e3:.1f} KB in memory, {as_json / 1e3:.1f} KB as JSON "
+              f"(mean of {len(sample)}): what keeping every report costs per run")
 
 
 def main() -> None:
@@ -150,9 +169,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10_000, help="idle runs of the largest-run attack")
     parser.add_argument("--per-attack", type=int, default=1_000, help="idle runs of each library attack")
     parser.add_argument("--messages", type=int, default=100_000)
-    parser.add_argument("--sessions", type=int, default=100, help="session slots the traffic is spread over")
+    parser.add_argument("--sessions", type=int, default=50, help="session slots the traffic is spread over")
     parser.add_argument("--interval", type=float, default=0.002, help="seconds of event time between messages")
     parser.add_argument("--every", type=int, default=10_000, help="print a line every this many messages")
+    parser.add_argument("--max-run-lifetime", type=float, default=60.0, help="seconds of event time a run lives")
     args = parser.parse_args()
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
     library = load_library([str(ROOT / "attacks")])
@@ -164,13 +184,13 @@ def main() -> None:
     print(f"  {args.per_attack:,} runs of each attack: median {statistics.median(per_attack.values()) / 1e3:.1f} "
           f"KB/run, largest {per_attack[largest] / 1e3:.1f} KB/run ({largest})")
     worst = next(a for a in attacks if a.key == largest)
-    per_run, runs = idle_runs([worst], args.runs)
+    per_run, runs = idle_runs([worst], -(-args.runs // len(protocols(worst))))  # one run per protocol session
     print(f"  {runs:,} runs of {largest}: {per_run / 1e3:.1f} KB/run")
     sessions_count = max(args.runs // 20, 1)
     per_run, runs = idle_runs(attacks, sessions_count)
     print(f"  whole library, {sessions_count:,} sessions of each protocol: {runs:,} runs, {per_run / 1e3:.1f} KB/run, "
           f"{per_run * runs / (3 * sessions_count) / 1e3:.0f} KB per protocol session")
-    flat_over_traffic(attacks, args.messages, args.sessions, args.interval, args.every)
+    flat_over_traffic(attacks, args.messages, args.sessions, args.interval, args.every, args.max_run_lifetime)
 
 
 if __name__ == "__main__":
