@@ -12,7 +12,6 @@ that do one thing, commands for users):
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import logging
 import queue
@@ -20,6 +19,7 @@ import sys
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -52,9 +52,10 @@ log = logging.getLogger("oatf")
 TICK_SECONDS = 0.25
 RELOAD_POLL_SECONDS = 2.0
 MARK = ":warning:"
-MAX_QUEUED_EVENTS = 100_000
-"""Events waiting for the worker at most; beyond it (evaluation far behind the traffic) events are dropped
-and counted, so memory stays bounded and the proxy never waits."""
+MAX_SUMMARY_ROWS = 1_000
+BACKLOG_WARNING = 10_000
+"""Events waiting for the worker: each further multiple of this is logged (evaluation is behind the traffic).
+Events are never dropped — a dropped event could turn an `exploited` run into a false `not_exploited`."""
 
 
 def _seconds(text: str, option: str) -> float:
@@ -78,13 +79,14 @@ class OatfAddon:
 
     def __init__(self) -> None:
         self.tap = MitmTap(on_event=self._enqueue)
-        self.events: queue.Queue[ObservedEvent | None] = queue.Queue(maxsize=MAX_QUEUED_EVENTS)
-        self.dropped = 0
+        self.events: queue.Queue[ObservedEvent | None] = queue.Queue()
+        self.backlog_warned = 0
         self.lock = threading.Lock()
         self.monitor: Monitor | None = None
         self.writer: ReportWriter | None = None
         self.library = Library((), ())
-        self.concluded: list[dict[str, Any]] = []
+        self.concluded: deque[dict[str, Any]] = deque(maxlen=MAX_SUMMARY_ROWS)
+        """The latest concluded runs' reports, for the summary table (all of them are on disk)."""
         self.flows: weakref.WeakValueDictionary[str, http.HTTPFlow] = weakref.WeakValueDictionary()
         self.worker: threading.Thread | None = None
         self.stopping = threading.Event()
@@ -163,8 +165,7 @@ class OatfAddon:
     def done(self) -> None:
         """Shutdown (SIGINT/SIGTERM or end of a replay): conclude and report every open run."""
         self.stopping.set()
-        with contextlib.suppress(queue.Full):
-            self.events.put_nowait(None)
+        self.events.put_nowait(None)
         if self.worker is not None:
             self.worker.join(timeout=30)
         with self.lock:
@@ -205,12 +206,11 @@ class OatfAddon:
         self.tap.error(flow)
 
     def _enqueue(self, event: ObservedEvent) -> None:
-        try:
-            self.events.put_nowait(event)
-        except queue.Full:
-            self.dropped += 1
-            if self.dropped % 10_000 == 1:
-                log.warning("oatf: evaluation is behind the traffic: %d event(s) dropped so far", self.dropped)
+        self.events.put_nowait(event)
+        backlog = self.events.qsize() // BACKLOG_WARNING
+        if backlog > self.backlog_warned:
+            self.backlog_warned = backlog
+            log.warning("oatf: evaluation is behind the traffic: %d event(s) waiting", self.events.qsize())
 
     # --- the worker thread ---------------------------------------------------------------------------
     def _work(self) -> None:
@@ -316,7 +316,7 @@ class OatfAddon:
         with self.lock:
             runs = self.monitor.status() if self.monitor is not None else []
         lines = [f"{len(self.library.attacks)} attack(s) loaded, {len(runs)} live run(s), "
-                 f"{self.events.qsize()} event(s) queued, {self.dropped} dropped"]
+                 f"{self.events.qsize()} event(s) waiting for evaluation"]
         lines += [f"{r['run']}: {r['messages']} msgs, phases {r['phases']}, matched {r['matched'] or '-'}"
                   for r in runs]
         return "\n".join(lines)
