@@ -16,7 +16,7 @@ from mitmproxy.io import FlowReader
 
 from addon.events import ObservedEvent
 from addon.mitm_tap import decode_flows
-from addon.monitor import LoadProblem, Monitor, MonitorOptions, RunConcluded, load_library
+from addon.monitor import LoadedAttack, LoadProblem, Monitor, MonitorOptions, RunConcluded, load_library
 from addon.wire import WireDecoder
 
 
@@ -54,11 +54,10 @@ def decode_recordings(flow_paths: list[str]) -> tuple[list[ObservedEvent], int]:
     return events, len(flows)
 
 
-def replay(attack_paths: list[str], flow_paths: list[str], options: MonitorOptions | None = None) -> ReplayResult:
-    """Evaluate the attacks under `attack_paths` over the recordings in `flow_paths`."""
-    library = load_library(attack_paths)
-    monitor = Monitor(list(library.attacks), options)
-    events, flow_count = decode_recordings(flow_paths)
+def evaluate_events(attacks: list[LoadedAttack], events: list[ObservedEvent],
+                    options: MonitorOptions | None = None) -> list[dict[str, Any]]:
+    """The reports of every run over recorded events; the recording's end concludes the runs."""
+    monitor = Monitor(attacks, options)
     outputs = []
     for event in events:
         outputs.extend(monitor.observe(event))
@@ -66,7 +65,14 @@ def replay(attack_paths: list[str], flow_paths: list[str], options: MonitorOptio
     grace = max((run.grace_period for run in monitor.runs.values()), default=0.0)
     outputs.extend(monitor.tick(end + grace))
     outputs.extend(monitor.shutdown())
-    reports = [o.report for o in outputs if isinstance(o, RunConcluded)]
+    return [o.report for o in outputs if isinstance(o, RunConcluded)]
+
+
+def replay(attack_paths: list[str], flow_paths: list[str], options: MonitorOptions | None = None) -> ReplayResult:
+    """Evaluate the attacks under `attack_paths` over the recordings in `flow_paths`."""
+    library = load_library(attack_paths)
+    events, flow_count = decode_recordings(flow_paths)
+    reports = evaluate_events(list(library.attacks), events, options)
     return ReplayResult(reports, list(library.problems), len(events), flow_count)
 
 
@@ -76,4 +82,5 @@ def replay_flows(attack_paths: list[str], flow_paths: list[str], *, grace_period
     return replay(attack_paths, flow_paths, options).reports
 
 
-__all__ = ["ReplayError", "ReplayResult", "decode_recordings", "read_flows", "replay", "replay_flows"]
+__all__ = ["ReplayError", "ReplayResult", "decode_recordings", "evaluate_events", "read_flows", "replay",
+           "replay_flows"]

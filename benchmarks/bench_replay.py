@@ -46,8 +46,8 @@ sys.path.insert(0, str(ROOT))
 
 from addon.events import ObservedEvent  # noqa: E402
 from addon.mitm_tap import decode_flows  # noqa: E402
-from addon.monitor import LoadedAttack, Monitor, MonitorOptions, RunConcluded, load_library  # noqa: E402
-from addon.replay import read_flows, replay  # noqa: E402
+from addon.monitor import load_library  # noqa: E402
+from addon.replay import evaluate_events, read_flows, replay  # noqa: E402
 from addon.wire import WireDecoder  # noqa: E402
 from tests.attacks import sessions  # noqa: E402
 
@@ -123,20 +123,6 @@ def _client(n: int) -> str:
     return f"10.{100 + (n >> 16) % 100}.{(n >> 8) & 255}.{n & 255}"
 
 
-def run_monitor(attacks: list[LoadedAttack], events: list[ObservedEvent],
-                options: MonitorOptions | None = None) -> list[dict]:
-    """The monitor part of `addon.replay.replay`, over already decoded events: the concluded reports."""
-    monitor = Monitor(attacks, options)
-    outputs = []
-    for event in events:
-        outputs.extend(monitor.observe(event))
-    end = events[-1].timestamp if events else 0.0
-    grace = max((run.grace_period for run in monitor.runs.values()), default=0.0)
-    outputs.extend(monitor.tick(end + grace))
-    outputs.extend(monitor.shutdown())
-    return [o.report for o in outputs if isinstance(o, RunConcluded)]
-
-
 def timed[T](function: Callable[..., T], *args: Any) -> tuple[T, float, float]:
     """`function(*args)`, its wall-clock seconds and this process's CPU seconds."""
     wall, cpu = time.perf_counter(), time.process_time()
@@ -161,11 +147,11 @@ def measure(label: str, path: Path, library_size: int, repeats: int, profile: in
 
     events, _, decode_cpu = timed(decode)
     library, _, load_cpu = timed(load_library, [ATTACKS])
-    _, _, empty_cpu = timed(run_monitor, [], events)
+    _, _, empty_cpu = timed(evaluate_events, [], events)
     profiler = cProfile.Profile() if profile else None
     if profiler is not None:
         profiler.enable()
-    reports, _, monitor_cpu = timed(run_monitor, list(library.attacks), events)
+    reports, _, monitor_cpu = timed(evaluate_events, list(library.attacks), events)
     if profiler is not None:
         profiler.disable()
     print("  stages (CPU seconds of this process):")
