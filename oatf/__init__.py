@@ -22,7 +22,7 @@ from .errors import (
     ParseErrorKind,
     ValidationError,
 )
-from .evaluation import evaluate_expression, evaluate_indicator, evaluate_pattern
+from .evaluation import evaluate_expression, evaluate_indicator, evaluate_pattern, judge_indicator, timestamp_now
 from .extension_points import CelEvaluator, GenerationProvider, SemanticEvaluator
 from .extractors import evaluate_extractor
 from .load import LoadResult, load
@@ -159,6 +159,7 @@ __all__ = [
     "extract_protocol",
     "interpolate_template",
     "interpolate_value",
+    "judge_indicator",
     "known_modes",
     "known_protocols",
     "load",
@@ -169,5 +170,6 @@ __all__ = [
     "resolve_wildcard_path",
     "select_response",
     "serialize",
+    "timestamp_now",
     "validate",
 ]

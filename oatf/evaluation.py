@@ -59,6 +59,7 @@ __all__ = [
     "evaluate_expression",
     "evaluate_indicator",
     "evaluate_pattern",
+    "judge_indicator",
     "timestamp_now",
 ]
 
@@ -399,25 +400,24 @@ _SEMANTIC_UNAVAILABLE: Final = (
 )
 
 
-def _verdict(indicator_id: str, result: IndicatorResult, evidence: str | None) -> IndicatorVerdict:
-    return IndicatorVerdict(indicator_id=indicator_id, result=result, timestamp=timestamp_now(), evidence=evidence)
+Judgement = tuple[IndicatorResult, str | None]
+"""An indicator's result on one message and its evidence: an `IndicatorVerdict` without id or timestamp."""
 
 
-def _from_outcome(indicator_id: str, outcome: str | EvaluationError | None) -> IndicatorVerdict:
+def _from_outcome(outcome: str | EvaluationError | None) -> Judgement:
     if isinstance(outcome, EvaluationError):
-        return _verdict(indicator_id, IndicatorResult.ERROR, _error_evidence(outcome))
+        return IndicatorResult.ERROR, _error_evidence(outcome)
     if outcome is None:
-        return _verdict(indicator_id, IndicatorResult.NOT_MATCHED, None)
-    return _verdict(indicator_id, IndicatorResult.MATCHED, outcome)
+        return IndicatorResult.NOT_MATCHED, None
+    return IndicatorResult.MATCHED, outcome
 
 
-def _evaluate(
+def _judge(
     indicator: Indicator,
-    indicator_id: str,
     message: Value,
     cel_evaluator: CelEvaluator | None,
     semantic_evaluator: SemanticEvaluator | None,
-) -> IndicatorVerdict:
+) -> Judgement:
     pattern, expression, semantic = indicator.pattern, indicator.expression, indicator.semantic
     if (pattern is not None) + (expression is not None) + (semantic is not None) != 1:
         present = [key for key in ("pattern", "expression", "semantic") if getattr(indicator, key) is not None]
@@ -425,32 +425,48 @@ def _evaluate(
         error = EvaluationError(
             EvaluationErrorKind.UNSUPPORTED_METHOD, f"the indicator has {what}; exactly one is required"
         )
-        return _verdict(indicator_id, IndicatorResult.ERROR, _error_evidence(error))
+        return IndicatorResult.ERROR, _error_evidence(error)
     if pattern is not None:
         # An un-normalized indicator falls back to the indicator-level target (N-004).
         target = pattern.target if pattern.target is not None else indicator.target
-        return _from_outcome(indicator_id, _match_pattern(pattern, target, message))
+        return _from_outcome(_match_pattern(pattern, target, message))
     if expression is not None:
         if cel_evaluator is None:
-            return _verdict(indicator_id, IndicatorResult.SKIPPED, _CEL_UNAVAILABLE)
+            return IndicatorResult.SKIPPED, _CEL_UNAVAILABLE
         outcome = evaluate_expression(expression, message, cel_evaluator)
         if isinstance(outcome, EvaluationError):
-            return _verdict(indicator_id, IndicatorResult.ERROR, _error_evidence(outcome))
+            return IndicatorResult.ERROR, _error_evidence(outcome)
         if outcome:
-            return _verdict(
-                indicator_id, IndicatorResult.MATCHED,
-                _bounded(f"CEL expression is true: {' '.join(str(expression.cel).split())}"),
-            )
-        return _verdict(indicator_id, IndicatorResult.NOT_MATCHED, None)
+            return IndicatorResult.MATCHED, _bounded(f"CEL expression is true: {' '.join(str(expression.cel).split())}")
+        return IndicatorResult.NOT_MATCHED, None
     assert semantic is not None
     if semantic_evaluator is None:
-        return _verdict(indicator_id, IndicatorResult.SKIPPED, _SEMANTIC_UNAVAILABLE)
+        return IndicatorResult.SKIPPED, _SEMANTIC_UNAVAILABLE
     target = semantic.target if semantic.target is not None else indicator.target
     judged = _match_semantic(semantic, target, message, semantic_evaluator)
     if isinstance(judged, EvaluationError):
-        return _verdict(indicator_id, IndicatorResult.ERROR, _error_evidence(judged))
+        return IndicatorResult.ERROR, _error_evidence(judged)
     matched, evidence = judged
-    return _verdict(indicator_id, IndicatorResult.MATCHED if matched else IndicatorResult.NOT_MATCHED, evidence)
+    return IndicatorResult.MATCHED if matched else IndicatorResult.NOT_MATCHED, evidence
+
+
+def judge_indicator(
+    indicator: Indicator,
+    message: Value,
+    cel_evaluator: CelEvaluator | None = None,
+    semantic_evaluator: SemanticEvaluator | None = None,
+) -> Judgement:
+    """`evaluate_indicator` (SDK spec §4.4) for a tool that evaluates many messages and keeps few verdicts:
+    the result and evidence only, no `IndicatorVerdict` built and no clock read. `indicator` must be an
+    `Indicator` (normalized). Never raises."""
+    try:
+        return _judge(indicator, message, cel_evaluator, semantic_evaluator)
+    except Exception as exc:  # anything unforeseen: still a judgement
+        return _unforeseen(exc)
+
+
+def _unforeseen(exc: Exception) -> Judgement:
+    return IndicatorResult.ERROR, _error_evidence(_failure(EvaluationErrorKind.TYPE_ERROR, "evaluation", exc))
 
 
 def evaluate_indicator(
@@ -476,8 +492,8 @@ def evaluate_indicator(
                 indicator_id = indicator["id"]
             indicator = Indicator.from_dict(indicator)
         indicator_id = indicator.id if isinstance(indicator.id, str) else ""
-        return _evaluate(indicator, indicator_id, message, cel_evaluator, semantic_evaluator)
-    except Exception as exc:  # a malformed indicator, or anything else unforeseen: still a verdict
-        return _verdict(indicator_id, IndicatorResult.ERROR, _error_evidence(_failure(
-            EvaluationErrorKind.TYPE_ERROR, "evaluation", exc
-        )))
+    except Exception as exc:  # a malformed indicator: still a verdict
+        result, evidence = _unforeseen(exc)
+    else:
+        result, evidence = judge_indicator(indicator, message, cel_evaluator, semantic_evaluator)
+    return IndicatorVerdict(indicator_id=indicator_id, result=result, timestamp=timestamp_now(), evidence=evidence)

@@ -17,7 +17,7 @@ parse time (`unknown_variant`) — the fixtures win, and `validate` reports them
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
+from enum import Enum, StrEnum
 from typing import Any
 
 Value = Any
@@ -149,6 +149,10 @@ CONDITION_OPERATORS = (
 
 PATTERN_SHORTHAND_OPERATORS = CONDITION_OPERATORS[:-1]
 """Format spec §6.2: operators allowed as direct keys of `pattern` (shorthand form; no `exists`)."""
+
+
+def _plain_enum(value: Any) -> Any:
+    return value.value if isinstance(value, Enum) else value
 
 
 class YamlForm:
@@ -460,6 +464,11 @@ class EvaluationSummary(YamlForm):
     error: int = 0
     skipped: int = 0
 
+    def to_dict(self) -> dict[str, int]:
+        """The plain form (as `YamlForm.to_dict`, written out: verdicts are serialized once per run)."""
+        return {"matched": self.matched, "not_matched": self.not_matched, "error": self.error,
+                "skipped": self.skipped}
+
 
 @dataclass(frozen=True)
 class IndicatorVerdict(YamlForm):
@@ -470,6 +479,15 @@ class IndicatorVerdict(YamlForm):
     timestamp: str | None = None
     evidence: str | None = None
     source: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plain form (as `YamlForm.to_dict`, written out: verdicts are serialized once per run)."""
+        out: dict[str, Any] = {"indicator_id": self.indicator_id, "result": _plain_enum(self.result)}
+        for key in ("timestamp", "evidence", "source"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        return out
 
 
 @dataclass(frozen=True)
@@ -483,3 +501,15 @@ class AttackVerdict(YamlForm):
     timestamp: str | None = None
     source: str | None = None
     max_tier: Tier | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plain form (as `YamlForm.to_dict`, written out: verdicts are serialized once per run)."""
+        out: dict[str, Any] = {} if self.attack_id is None else {"attack_id": self.attack_id}
+        out["result"] = _plain_enum(self.result)
+        out["indicator_verdicts"] = [v.to_dict() for v in self.indicator_verdicts]
+        out["evaluation_summary"] = self.evaluation_summary.to_dict()
+        for key in ("timestamp", "source", "max_tier"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = _plain_enum(value)
+        return out

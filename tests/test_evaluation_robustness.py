@@ -20,6 +20,7 @@ from oatf.evaluation import (
     evaluate_expression,
     evaluate_indicator,
     evaluate_pattern,
+    judge_indicator,
 )
 from oatf.model import (
     Attack,
@@ -134,6 +135,7 @@ def test_pattern_indicators_always_give_a_verdict(message: Any, target: str, con
     )
     verdict = evaluate_indicator(indicator, message)
     assert_well_formed(verdict)
+    assert judge_indicator(indicator, message) == (verdict.result, verdict.evidence)
     outcome = evaluate_pattern(indicator.pattern, message)  # type: ignore[arg-type]
     if verdict.result is IndicatorResult.ERROR:
         assert isinstance(outcome, EvaluationError)

@@ -6,9 +6,12 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import oatf
-from oatf.model import AttackVerdict, IndicatorVerdict, SemanticExamples
+from oatf.model import AttackVerdict, EvaluationSummary, IndicatorVerdict, SemanticExamples
+from oatf.plain import to_plain
 
 
 def test_indicator_from_plain_mapping_and_back() -> None:
@@ -69,3 +72,21 @@ def test_verdict_types_round_trip() -> None:
 
 def test_tier_order() -> None:
     assert oatf.Tier.INGESTED.rank < oatf.Tier.LOCAL_ACTION.rank < oatf.Tier.BOUNDARY_BREACH.rank
+
+
+verdict_strings = st.none() | st.text(max_size=20)
+indicator_verdicts = st.builds(
+    IndicatorVerdict, indicator_id=st.text(max_size=10), result=st.sampled_from(list(oatf.IndicatorResult)),
+    timestamp=verdict_strings, evidence=verdict_strings, source=verdict_strings)
+attack_verdicts = st.builds(
+    AttackVerdict, attack_id=verdict_strings, result=st.sampled_from(list(oatf.AttackResult)),
+    indicator_verdicts=st.lists(indicator_verdicts, max_size=4).map(tuple),
+    evaluation_summary=st.builds(EvaluationSummary, *(st.integers(0, 9) for _ in range(4))),
+    timestamp=verdict_strings, source=verdict_strings, max_tier=st.none() | st.sampled_from(list(oatf.Tier)))
+
+
+@given(attack_verdicts)
+def test_verdict_to_dict_is_the_reflective_plain_form(verdict: AttackVerdict) -> None:
+    """The written-out `to_dict` of the verdict types gives exactly `oatf.plain.to_plain`'s form."""
+    assert verdict.to_dict() == to_plain(verdict)
+    assert list(verdict.to_dict()) == list(to_plain(verdict))

@@ -31,6 +31,10 @@ class PhaseChange:
     timestamp: float
 
 
+TIMER_SLACK = 1e-6
+"""Seconds added to an `after` deadline: the trigger compares elapsed time in whole microseconds."""
+
+
 @dataclass
 class ActorMachine:
     actor: oatf.Actor
@@ -45,29 +49,39 @@ class ActorMachine:
     protocol: str = field(init=False)
     agent_side: str = field(init=False)
     """The HTTP side the agent is on, seen from this actor's mode."""
+    phase: oatf.Phase = field(init=False)
+    """The current phase."""
 
     def __post_init__(self) -> None:
         self.name = self.actor.name or "default"
         self.protocol = oatf.extract_protocol(self.actor.mode or "")
         self.agent_side = "client" if (self.actor.mode or "").endswith("_server") else "server"
+        self.phase = self.actor.phases[self.index]
         self.phases_reached.append(self.phase.name or "phase-1")
-
-    @property
-    def phase(self) -> oatf.Phase:
-        return self.actor.phases[self.index]
 
     @property
     def terminal(self) -> bool:
         """In its terminal phase (the one without a trigger), or past the last phase."""
         return self.phase.trigger is None
 
+    def deadline(self) -> float:
+        """When the current phase's `after` timer fires (infinity without one)."""
+        trigger = self.phase.trigger
+        if trigger is None or trigger.after is None:
+            return float("inf")
+        return self.entered_at + oatf.parse_duration(trigger.after).total_seconds() + TIMER_SLACK
+
     def observe(self, event: ObservedEvent) -> PhaseChange | None:
         """Extract, then evaluate the current phase's trigger on an event of this actor's traffic."""
         self.messages += 1
-        self._extract(event)
-        trigger = self.phase.trigger
+        phase = self.phase
+        if phase.extractors:
+            self._extract(event)
+        trigger = phase.trigger
         if trigger is None or event.sender != self.agent_side:
             return None
+        if trigger.after is None and trigger.event != event.event_type:
+            return None  # `evaluate_trigger` would leave the state alone (SDK spec §5.8 step 2)
         result = oatf.evaluate_trigger(trigger, oatf.ProtocolEvent(event.event_type, event.content),
                                        timedelta(seconds=max(0.0, event.timestamp - self.entered_at)),
                                        self.trigger_state)
@@ -87,6 +101,7 @@ class ActorMachine:
             return None
         previous = self.phase.name or f"phase-{self.index + 1}"
         self.index += 1
+        self.phase = self.actor.phases[self.index]
         self.entered_at = now
         self.trigger_state = oatf.TriggerState()
         current = self.phase.name or f"phase-{self.index + 1}"

@@ -1,8 +1,10 @@
 """One indicator's verdict over a run's traffic (format spec §6 trace filtering, SDK spec §4.4).
 
-The filter keeps events of the indicator's protocol, surface, actor and direction; every kept event is
-evaluated with `oatf.evaluate_indicator` until the first match, which keeps its evidence (flow, event,
-path and excerpt) and ends evaluation for that indicator. Counters, not messages, are retained.
+The filter keeps events of the indicator's protocol, surface, actor and direction (steps 1–2 are selected per
+attack by `AttackPlan.indicators_for`, steps 3–4 by `accepts`); every kept event is evaluated with
+`oatf.judge_indicator` (`evaluate_indicator` without a verdict per message) until the first match, which
+keeps its evidence (flow, event, path and excerpt) and ends evaluation for that indicator. Counters, not
+messages, are retained.
 """
 
 from __future__ import annotations
@@ -27,18 +29,19 @@ class IndicatorTracker:
     matched_event: str | None = None
     error: oatf.IndicatorVerdict | None = None
     skipped: oatf.IndicatorVerdict | None = None
+    open: bool = True
+    """Still evaluated: not matched yet, and evaluable here."""
+
+    def __post_init__(self) -> None:
+        self.open = self.unavailable is None
 
     @property
     def id(self) -> str:
         return self.indicator.id or ""
 
     def accepts(self, event: ObservedEvent, actors_of_event: set[str]) -> bool:
-        """Format spec §6 steps 1–4: protocol, surface, actor, direction."""
+        """Format spec §6.1 steps 3–4: actor and direction (the plan already kept protocol and surface)."""
         indicator = self.indicator
-        if event.protocol != indicator.protocol:
-            return False
-        if indicator.surface is not None and event.event_type != indicator.surface:
-            return False
         if indicator.actor is not None and indicator.actor not in actors_of_event:
             return False
         return indicator.direction is None or event.direction == indicator.direction
@@ -46,23 +49,27 @@ class IndicatorTracker:
     def observe(self, event: ObservedEvent, cel: oatf.CelEvaluator | None,
                 semantic: oatf.SemanticEvaluator | None) -> bool:
         """Evaluate one kept event; True when this is the indicator's first match."""
-        if self.matched is not None or self.unavailable is not None:
+        if not self.open:
             return False
         self.examined += 1
-        verdict = oatf.evaluate_indicator(self.indicator, event.content, cel_evaluator=cel,
-                                          semantic_evaluator=semantic)
-        result = verdict.result
-        if result is oatf.IndicatorResult.MATCHED:
-            evidence = f"{event.event_type} {event.direction} (flow {event.flow_id}): {verdict.evidence or ''}"
-            self.matched = oatf.IndicatorVerdict(self.id, result, verdict.timestamp, evidence[:EVIDENCE_LIMIT])
-            self.matched_flow, self.matched_event = event.flow_id, event.event_type
-            return True
-        if result is oatf.IndicatorResult.ERROR and self.error is None:
-            evidence = f"{event.event_type} {event.direction} (flow {event.flow_id}): {verdict.evidence or ''}"
-            self.error = oatf.IndicatorVerdict(self.id, result, verdict.timestamp, evidence[:EVIDENCE_LIMIT])
-        elif result is oatf.IndicatorResult.SKIPPED and self.skipped is None:
-            self.skipped = oatf.IndicatorVerdict(self.id, result, verdict.timestamp, verdict.evidence)
-        return False
+        result, evidence = oatf.judge_indicator(self.indicator, event.content, cel, semantic)
+        if result is oatf.IndicatorResult.NOT_MATCHED:
+            return False
+        if result is oatf.IndicatorResult.SKIPPED:
+            if self.skipped is None:
+                self.skipped = oatf.IndicatorVerdict(self.id, result, oatf.timestamp_now(), evidence)
+            return False
+        if result is oatf.IndicatorResult.ERROR and self.error is not None:
+            return False
+        verdict = oatf.IndicatorVerdict(self.id, result, oatf.timestamp_now(), (
+            f"{event.event_type} {event.direction} (flow {event.flow_id}): {evidence or ''}")[:EVIDENCE_LIMIT])
+        if result is oatf.IndicatorResult.ERROR:
+            self.error = verdict
+            return False
+        self.matched = verdict
+        self.open = False
+        self.matched_flow, self.matched_event = event.flow_id, event.event_type
+        return True
 
     def verdict(self, timestamp: str) -> oatf.IndicatorVerdict:
         """Matched, else error, else skipped (no evaluator), else not_matched with what was examined."""

@@ -7,10 +7,12 @@ evaluation tool must not silently pass a simulation-only document).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import oatf
+
+from .plan import AttackPlan
 
 DOCUMENT_SUFFIXES = (".yaml", ".yml")
 
@@ -23,6 +25,12 @@ class LoadedAttack:
     document: oatf.Document
     warnings: tuple[oatf.Diagnostic, ...]
 
+    plan: AttackPlan = field(init=False, repr=False, compare=False)
+    """What of the traffic can concern this attack (computed once)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "plan", AttackPlan(self.path, self.attack))
+
     @property
     def attack(self) -> oatf.Attack:
         assert self.document.attack is not None
@@ -31,17 +39,12 @@ class LoadedAttack:
     @property
     def protocols(self) -> frozenset[str]:
         """The protocols of the attack's actors: traffic of any other protocol cannot concern it."""
-        cached = self.__dict__.get("_protocols")
-        if cached is None:
-            actors = self.attack.execution.actors if self.attack.execution else None
-            cached = frozenset(oatf.extract_protocol(a.mode or "") for a in actors or ())
-            object.__setattr__(self, "_protocols", cached)
-        return cached
+        return self.plan.protocols
 
     @property
     def key(self) -> str:
         """A stable identifier: the attack id, else the file path."""
-        return self.attack.id or self.path
+        return self.plan.key
 
 
 @dataclass(frozen=True)

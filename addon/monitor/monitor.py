@@ -3,6 +3,9 @@ reports out. Shared by the live addon and the offline replayer ("one engine, two
 
 from __future__ import annotations
 
+import heapq
+import itertools
+import math
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -41,25 +44,34 @@ class RunConcluded:
 
 Output = PhaseChanged | IndicatorMatched | RunConcluded
 
-SCAN_INTERVAL = 0.1
-"""Seconds of clock time between two scans of the live runs for due timers."""
-
-
 class Monitor:
-    """Follows every loaded attack over every session of the observed traffic."""
+    """Follows every loaded attack over every session of the observed traffic.
+
+    Work per event: the runs of its session for the attacks of its protocol, and for each only the
+    indicators its plan selects (`AttackPlan.indicators_for`). Timers (`after` triggers, ends of grace
+    periods and of run lifetimes) wait in a heap keyed by each run's `deadline()`: the clock only touches
+    the runs that are due."""
 
     def __init__(self, attacks: list[LoadedAttack], options: MonitorOptions | None = None,
                  cel: oatf.CelEvaluator | None = None, semantic: oatf.SemanticEvaluator | None = None):
         self.options = options or MonitorOptions()
-        self.attacks = list(attacks)
         self.cel = cel if cel is not None else oatf.DefaultCelEvaluator()
         self.semantic = semantic
         self.runs: OrderedDict[tuple[str, str], AttackRun] = OrderedDict()
         self.sessions = SessionResolver(self.options.session_key)
         self.now = 0.0
-        self._scanned_at = float("-inf")
         self.events_seen = 0
         self.concluded = 0
+        self._timers: list[tuple[float, int, tuple[str, str]]] = []
+        self._timer_order = itertools.count()
+        self._set_attacks(attacks)
+
+    def _set_attacks(self, attacks: list[LoadedAttack]) -> None:
+        self.attacks = list(attacks)
+        self._by_protocol: dict[str, list[tuple[str, LoadedAttack]]] = {}
+        for loaded in self.attacks:
+            for protocol in sorted(loaded.protocols):
+                self._by_protocol.setdefault(protocol, []).append((loaded.key, loaded))
 
     def set_options(self, options: MonitorOptions) -> None:
         """New options apply to runs created from now on."""
@@ -74,13 +86,18 @@ class Monitor:
             new = kept.get(run.loaded.key)
             if new is None or new.path != run.loaded.path or new.document != run.loaded.document:
                 outputs.append(self._conclude(key, "reloaded"))
-        self.attacks = list(attacks)
+        self._set_attacks(attacks)
         return outputs
 
     def observe(self, event: ObservedEvent) -> list[Output]:
-        """Feed one event: it advances the clock, then every relevant run of its session."""
-        outputs = self.tick(event.timestamp) if event.timestamp - self._scanned_at >= SCAN_INTERVAL else []
-        self.now = max(self.now, event.timestamp)
+        """Feed one event: the clock advances to its time (timers due by then fire first), then every
+        relevant run of its session sees it."""
+        timers = self._timers
+        if (timers and timers[0][0] <= event.timestamp) or self.sessions.next_release() <= event.timestamp:
+            outputs = self.tick(event.timestamp)
+        else:
+            outputs = []
+            self.now = max(self.now, event.timestamp)
         self.events_seen += 1
         for placed, session in self.sessions.resolve(event):
             outputs.extend(self._observe(placed, session))
@@ -88,48 +105,79 @@ class Monitor:
 
     def _observe(self, event: ObservedEvent, session: str) -> list[Output]:
         outputs: list[Output] = []
-        for loaded in self.attacks:
-            key = (loaded.key, session)
-            run = self.runs.get(key)
+        runs = self.runs
+        for attack_key, loaded in self._by_protocol.get(event.protocol, ()):
+            key = (attack_key, session)
+            run = runs.get(key)
             if run is None:
-                if event.protocol not in loaded.protocols:
-                    continue
                 run = AttackRun(loaded, session, self.now, self.options, self.semantic is not None)
-                if not run.relevant(event):
+                actors = run.actors_for(event)
+                if not actors:
                     continue
                 outputs.extend(self._admit(key, run))
-            elif not run.relevant(event):
-                continue
-            self.runs.move_to_end(key)
-            changes, matched = run.observe(event, self.cel, self.semantic)
-            outputs.extend(PhaseChanged(run.id, c) for c in changes)
-            outputs.extend(IndicatorMatched(run.id, loaded.key, t.id, event.flow_id, t.matched.evidence or "")
-                           for t in matched if t.matched is not None)
+            else:
+                actors = run.actors_for(event)
+                if not actors:
+                    continue
+                runs.move_to_end(key)
+            changes, matched = run.observe(event, actors, self.cel, self.semantic)
+            if changes:
+                outputs.extend(PhaseChanged(run.id, c) for c in changes)
+                self._schedule(key, run)
+            if matched:
+                outputs.extend(IndicatorMatched(run.id, attack_key, t.id, event.flow_id, t.matched.evidence or "")
+                               for t in matched if t.matched is not None)
         return outputs
 
     def tick(self, now: float) -> list[Output]:
-        """Advance the clock (never backwards): fire `after` timers and conclude runs that are due.
-
-        `observe` ticks too, but at most every `SCAN_INTERVAL` seconds of event time, so a busy proxy with
-        many live runs does not pay a full scan per message."""
+        """Advance the clock (never backwards): release held keyless events that are due, fire the `after`
+        timers that are due and conclude the runs whose grace period or lifetime has ended."""
         self.now = max(self.now, now)
-        self._scanned_at = self.now
         outputs: list[Output] = []
         for placed, session in self.sessions.expire(self.now):
             outputs.extend(self._observe(placed, session))
-        for key, run in list(self.runs.items()):
+        timers = self._timers
+        while timers and timers[0][0] <= self.now:
+            at, _, key = heapq.heappop(timers)
+            run = self.runs.get(key)
+            if run is None or run.scheduled != at:
+                continue  # concluded, or superseded by an earlier deadline that has already fired
+            run.scheduled = float("inf")
             outputs.extend(PhaseChanged(run.id, c) for c in run.tick(self.now))
             status = run.due(self.now)
             if status is not None:
                 outputs.append(self._conclude(key, status))
+            else:
+                self._schedule(key, run)
         return outputs
+
+    def _schedule(self, key: tuple[str, str], run: AttackRun) -> None:
+        """Queue the run's deadline if it is earlier than the one queued (later ones are found when the
+        queued one fires). A deadline the clock has already passed is queued just after now, so one tick
+        never loops on a run."""
+        at = run.deadline()
+        if at >= run.scheduled or at == float("inf"):
+            return
+        at = max(at, math.nextafter(self.now, math.inf))
+        run.scheduled = at
+        heapq.heappush(self._timers, (at, next(self._timer_order), key))
+        if len(self._timers) > 4 * len(self.runs) + 1024:
+            self._timers = [t for t in self._timers if (r := self.runs.get(t[2])) is not None and r.scheduled == t[0]]
+            heapq.heapify(self._timers)
 
     def shutdown(self) -> list[Output]:
         """Conclude every open run (the proxy is stopping): nothing observed is lost."""
         outputs: list[Output] = []
         for placed, session in self.sessions.flush():
             outputs.extend(self._observe(placed, session))
-        return [*outputs, *(self._conclude(key, "interrupted") for key in list(self.runs))]
+        outputs.extend(self._conclude(key, "interrupted") for key in list(self.runs))
+        self._timers.clear()
+        return outputs
+
+    @property
+    def queued_timers(self) -> int:
+        """Entries in the timer queue, stale ones included (bounded by `_schedule`'s compaction)."""
+        return len(self._timers)
 
     def status(self) -> list[dict[str, Any]]:
         """A snapshot of the live runs, for the `oatf.status` command."""
@@ -146,19 +194,14 @@ class Monitor:
             oldest = next(iter(self.runs))
             outputs.append(self._conclude(oldest, "evicted"))
         self.runs[key] = run
+        self._schedule(key, run)
         return outputs
 
     def _conclude(self, key: tuple[str, str], status: str) -> RunConcluded:
         run = self.runs.pop(key)
         self.concluded += 1
-        attack = run.loaded.attack
-        severity = attack.severity
         report = {
-            "attack": {
-                "id": attack.id, "name": attack.name, "version": attack.version, "file": run.loaded.path,
-                "severity": severity.to_dict() if severity is not None else None,
-                "classification": attack.classification.to_dict() if attack.classification else None,
-            },
+            "attack": dict(run.loaded.plan.header),
             "verdict": run.verdict().to_dict(),
             "execution_summary": run.execution_summary(status, self.now),
         }

@@ -40,18 +40,24 @@ class AttackRun:
     phase_changes: list[PhaseChange] = field(default_factory=list)
     grace_period: float = field(init=False)
     """Seconds: `attack.grace_period`, else the monitor's default."""
+    scheduled: float = float("inf")
+    """The earliest time the monitor's timer queue holds for this run (kept by `Monitor`)."""
 
     def __post_init__(self) -> None:
-        attack = self.loaded.attack
-        text = attack.grace_period
-        self.grace_period = oatf.parse_duration(text).total_seconds() if text else self.options.grace_period
+        plan = self.loaded.plan
+        self.grace_period = plan.grace_period if plan.grace_period is not None else self.options.grace_period
         self._bindings = {b.actor: b for b in self.options.bindings}
+        attack = self.loaded.attack
         assert attack.execution is not None and attack.execution.actors is not None
         self.actors = [ActorMachine(actor, self.started_at) for actor in attack.execution.actors]
+        self._by_protocol: dict[str, list[ActorMachine]] = {}
+        for actor in self.actors:
+            self._by_protocol.setdefault(actor.protocol, []).append(actor)
+        self._bound = any(a.name in self._bindings for a in self.actors)
         unavailable = None if self.semantic_available else (
             "semantic indicators need a SemanticEvaluator; none is configured (option oatf_semantic_evaluator)")
         self.indicators = [IndicatorTracker(i, unavailable if i.semantic is not None else None)
-                           for i in attack.indicators or ()]
+                           for i in plan.indicators]
         self.last_event_at = self.started_at
         self._check_terminal(self.started_at)
 
@@ -61,48 +67,71 @@ class AttackRun:
 
     def actors_for(self, event: ObservedEvent) -> list[ActorMachine]:
         """The actors whose traffic this event is: same protocol, and the actor's binding if it has one."""
+        actors = self._by_protocol.get(event.protocol, [])
+        if not self._bound:
+            return actors
         bound = self._bindings
-        return [a for a in self.actors if a.protocol == event.protocol
-                and (a.name not in bound or bound[a.name].accepts(event))]
+        return [a for a in actors if a.name not in bound or bound[a.name].accepts(event)]
 
-    def relevant(self, event: ObservedEvent) -> bool:
-        return bool(self.actors_for(event))
-
-    def observe(self, event: ObservedEvent, cel: oatf.CelEvaluator | None,
+    def observe(self, event: ObservedEvent, actors: list[ActorMachine], cel: oatf.CelEvaluator | None,
                 semantic: oatf.SemanticEvaluator | None) -> tuple[list[PhaseChange], list[IndicatorTracker]]:
-        """Feed one event of this run's traffic: phase changes, and indicators that matched for the first time."""
-        now = max(event.timestamp, self.last_event_at)
-        self.last_event_at = now
+        """Feed one event of this run's traffic (`actors`: `actors_for(event)`, not empty): phase changes,
+        and indicators that matched for the first time."""
+        if event.timestamp > self.last_event_at:
+            self.last_event_at = event.timestamp
         self.messages += 1
-        actors = self.actors_for(event)
-        changes = [c for c in (a.observe(event) for a in actors) if c is not None]
-        names = {a.name for a in actors}
+        changes: list[PhaseChange] = []
+        for actor in actors:
+            change = actor.observe(event)
+            if change is not None:
+                changes.append(change)
         newly: list[IndicatorTracker] = []
-        for tracker in self.indicators:
-            if tracker.accepts(event, names) and tracker.observe(event, cel, semantic):
-                newly.append(tracker)
-                self._cite(event.flow_id)
-        self.phase_changes.extend(changes)
+        selected = self.loaded.plan.indicators_for(event.protocol, event.event_type)
+        if selected:
+            names = {a.name for a in actors}
+            for position in selected:
+                tracker = self.indicators[position]
+                if tracker.open and tracker.accepts(event, names) and tracker.observe(event, cel, semantic):
+                    newly.append(tracker)
+                    self._cite(event.flow_id)
         if changes:
+            self.phase_changes.extend(changes)
             self._cite(event.flow_id)
-        self._check_terminal(now)
+            self._check_terminal(self.last_event_at)
         return changes, newly
 
     def tick(self, now: float) -> list[PhaseChange]:
+        """Fire the `after` timers that are due."""
         changes = [c for c in (a.tick(now) for a in self.actors) if c is not None]
-        self.phase_changes.extend(changes)
-        self._check_terminal(now)
+        if changes:
+            self.phase_changes.extend(changes)
+            self._check_terminal(now)
         return changes
+
+    def deadline(self) -> float:
+        """The next time `tick`/`due` can change something: an `after` timer, the end of the grace period,
+        or the end of the run's lifetime. Later events only move it later."""
+        grace_end = self._grace_end()
+        if grace_end is not None:
+            return min(self._lifetime_end(), grace_end)
+        return min(self._lifetime_end(), *(a.deadline() for a in self.actors))
 
     def due(self, now: float) -> str | None:
         """The execution status if the run should conclude now, else None."""
-        if self.all_terminal_at is not None:
-            quiet_since = max(self.last_event_at, self.all_terminal_at)
-            if now - quiet_since >= self.grace_period:
-                return "completed"
-        if now - self.started_at >= self.options.max_run_lifetime:
-            return "timed_out"
-        return None
+        grace_end = self._grace_end()
+        if grace_end is not None and now >= grace_end:
+            return "completed"
+        return "timed_out" if now >= self._lifetime_end() else None
+
+    def _grace_end(self) -> float | None:
+        """When the grace period ends, if every actor is terminal: one grace period after the run's last
+        event (or after the last actor became terminal), see the module docstring."""
+        if self.all_terminal_at is None:
+            return None
+        return max(self.last_event_at, self.all_terminal_at) + self.grace_period
+
+    def _lifetime_end(self) -> float:
+        return self.started_at + self.options.max_run_lifetime
 
     def _check_terminal(self, now: float) -> None:
         if all(a.terminal for a in self.actors):
@@ -117,7 +146,7 @@ class AttackRun:
 
     def verdict(self) -> oatf.AttackVerdict:
         """SDK spec §4.5 over this run's indicator verdicts."""
-        timestamp = oatf.evaluation.timestamp_now()
+        timestamp = oatf.timestamp_now()
         verdicts = {t.id: t.verdict(timestamp) for t in self.indicators}
         verdict = oatf.compute_verdict(self.loaded.attack, verdicts)
         return oatf.AttackVerdict(verdict.attack_id, verdict.result, verdict.indicator_verdicts,

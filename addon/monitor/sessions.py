@@ -42,7 +42,9 @@ class SessionResolver:
     def __init__(self, policy: SessionKey) -> None:
         self.policy = policy
         self.held: OrderedDict[Route, _Held] = OrderedDict()
+        """Held events by route, oldest hold first (holds start at the resolver's monotonic clock)."""
         self.last_session: OrderedDict[Route, str] = OrderedDict()
+        self._clock = float("-inf")
 
     def _keyed(self, event: ObservedEvent) -> bool:
         return not session_of(event, self.policy).startswith("connection:")
@@ -52,12 +54,13 @@ class SessionResolver:
         if self.policy in (SessionKey.GLOBAL, SessionKey.CONNECTION):
             return [(event, session_of(event, self.policy))]
         route = _route(event)
+        self._clock = max(self._clock, event.timestamp)
         if not self._keyed(event):
             held = self.held.get(route)
             if held is None:
-                held = self.held[route] = _Held(event.timestamp)
+                held = self.held[route] = _Held(self._clock)
             held.events.append(event)
-            released = self.expire(event.timestamp, force_route=route if len(held.events) >= HOLD_EVENTS else None)
+            released = self.expire(self._clock, force_route=route if len(held.events) >= HOLD_EVENTS else None)
             return released
         session = session_of(event, self.policy)
         self.last_session[route] = session
@@ -68,13 +71,23 @@ class SessionResolver:
         placed = [(e, session) for e in held.events] if held else []
         return [*placed, (event, session)]
 
+    def next_release(self) -> float:
+        """When the oldest hold expires (infinity when nothing is held)."""
+        for held in self.held.values():
+            return held.since + HOLD_SECONDS
+        return float("inf")
+
     def expire(self, now: float, force_route: Route | None = None) -> list[tuple[ObservedEvent, str]]:
         """Release held events older than HOLD_SECONDS (and the route `force_route`)."""
         released: list[tuple[ObservedEvent, str]] = []
-        for route, held in list(self.held.items()):
-            if route == force_route or now - held.since >= HOLD_SECONDS:
-                del self.held[route]
-                released.extend(self._fallback(route, held))
+        if force_route is not None and force_route in self.held:
+            released.extend(self._fallback(force_route, self.held.pop(force_route)))
+        while self.held:
+            route, held = next(iter(self.held.items()))
+            if now < held.since + HOLD_SECONDS:
+                break
+            del self.held[route]
+            released.extend(self._fallback(route, held))
         return released
 
     def flush(self) -> list[tuple[ObservedEvent, str]]:

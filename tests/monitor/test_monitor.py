@@ -12,6 +12,7 @@ import oatf
 from addon.events import Endpoint, ObservedEvent
 from addon.monitor import Monitor, MonitorOptions, RunConcluded, SessionKey, load_library
 from addon.monitor.library import LoadedAttack
+from addon.monitor.plan import MAX_REMEMBERED_EVENT_TYPES
 
 POISONED_TOOL = """
 oatf: "0.1"
@@ -302,3 +303,42 @@ def test_keyless_events_without_a_keyed_follower_fall_back() -> None:
     reports = concluded(monitor.tick(20.0))
     assert sorted((r["execution_summary"]["session"], r["execution_summary"]["messages_seen"]) for r in reports) == [
         ("connection:10.0.0.9:6000", 1), ("mcp_session:abc", 2)]
+
+
+def test_timers_fire_at_their_deadline_not_before() -> None:
+    """`after` timers and grace periods wait in a queue keyed by each run's deadline: a tick just before the
+    deadline changes nothing, one just after fires it."""
+    monitor = Monitor([attack(TIMED)], MonitorOptions(grace_period=5))
+    monitor.observe(event("tools/call", {"arguments": {"x": 1}}, 100.0))
+    assert monitor.tick(129.999) == []
+    [changed] = monitor.tick(130.001)
+    assert changed.change.to_phase == "done" and changed.change.timestamp == 130.001
+    assert concluded(monitor.tick(135.0)) == []
+    [report] = concluded(monitor.tick(135.002))
+    assert report["execution_summary"]["status"] == "completed"
+
+
+def test_timer_queue_stays_bounded_by_live_runs() -> None:
+    """A run reaching its terminal phase queues an earlier deadline (its grace period) than the lifetime
+    one queued at its start; once it concludes that entry is stale. The queue is compacted so that it
+    stays proportional to the live runs, not to every run ever started."""
+    monitor = Monitor([attack(RUG_PULL)], MonitorOptions(max_run_lifetime=3600))
+    sessions = 3000
+    for n in range(sessions):
+        at = float(n)
+        for kind in ("tools/call", "tools/call", "tools/list"):
+            monitor.observe(event(kind, {"arguments": {"q": "x"}}, at, session=f"s{n}"))
+    assert monitor.concluded > sessions - 10  # each concluded 5 s (its grace period) after it went quiet
+    assert monitor.queued_timers <= 4 * len(monitor.runs) + 1024
+
+
+def test_plan_selects_indicators_by_protocol_and_surface_in_document_order() -> None:
+    """Format spec §6.1 steps 1–2 are worked out once per attack and event type."""
+    plan = attack(RUG_PULL).plan
+    assert plan.indicators_for("mcp", "tools/call") == (0, 1)
+    assert plan.indicators_for("mcp", "tools/list") == ()
+    assert plan.indicators_for("a2a", "tools/call") == ()
+    assert plan.protocols == frozenset({"mcp"}) and plan.grace_period == 5.0
+    for n in range(3 * MAX_REMEMBERED_EVENT_TYPES):  # event names come from the traffic: memory is bounded
+        assert plan.indicators_for("mcp", f"custom/{n}") == ()
+    assert len(plan._selections) <= MAX_REMEMBERED_EVENT_TYPES
