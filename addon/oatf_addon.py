@@ -53,6 +53,10 @@ TICK_SECONDS = 0.25
 RELOAD_POLL_SECONDS = 2.0
 MARK = ":warning:"
 MAX_SUMMARY_ROWS = 1_000
+GIL_SWITCH_SECONDS = 0.0005
+"""The interpreter's thread switch interval while the addon runs (CPython's default is 5 ms). The monitor
+worker shares the GIL with mitmproxy's event loop: a busy worker makes the event loop wait for the GIL up to
+this long before forwarding a message."""
 BACKLOG_WARNING = 10_000
 """Events waiting for the worker: each further multiple of this is logged (evaluation is behind the traffic).
 Events are never dropped — a dropped event could turn an `exploited` run into a false `not_exploited`."""
@@ -158,6 +162,7 @@ class OatfAddon:
         import asyncio
 
         self.loop = asyncio.get_running_loop()
+        sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_SECONDS))
         if self.worker is None:
             self.worker = threading.Thread(target=self._work, name="oatf-monitor", daemon=True)
             self.worker.start()
