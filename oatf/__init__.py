@@ -22,7 +22,14 @@ from .errors import (
     ParseErrorKind,
     ValidationError,
 )
-from .evaluation import evaluate_expression, evaluate_indicator, evaluate_pattern, judge_indicator, timestamp_now
+from .evaluation import (
+    compile_indicator,
+    evaluate_expression,
+    evaluate_indicator,
+    evaluate_pattern,
+    judge_indicator,
+    timestamp_now,
+)
 from .extension_points import CelEvaluator, GenerationProvider, SemanticEvaluator
 from .extractors import evaluate_extractor
 from .load import LoadResult, load
@@ -147,6 +154,7 @@ __all__ = [
     "ValidationResult",
     "Value",
     "cel_syntax_error",
+    "compile_indicator",
     "compute_effective_state",
     "compute_verdict",
     "evaluate_condition",

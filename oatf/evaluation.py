@@ -56,6 +56,7 @@ __all__ = [
     "EVIDENCE_LIMIT",
     "EXCERPT_LIMIT",
     "MAX_RESOLVED_VALUES",
+    "compile_indicator",
     "evaluate_expression",
     "evaluate_indicator",
     "evaluate_pattern",
@@ -231,56 +232,69 @@ def _screened_out(screen: Callable[[str], bool], values: list[Any]) -> bool:
     return not screen(SCREEN_SEPARATOR.join(values))
 
 
-def _match_pattern(pattern: PatternMatch, target: str | None, message: Value) -> str | EvaluationError | None:
-    """Evidence when the pattern matches, None when it does not, or the error that stopped it.
+Outcome = str | EvaluationError | None
+"""Evidence when a pattern matches, None when it does not, or the error that stopped it."""
+
+
+def _pattern_matcher(pattern: PatternMatch, target: str | None) -> Callable[[Value], Outcome]:
+    """`pattern` against `target`, compiled into a function of the message (SDK spec §4.2).
 
     The condition and the target path are compiled once (and cached), the values are tested in document
     order, and the first match ends the search; evidence is built only then."""
     if not isinstance(target, str):
-        return EvaluationError(EvaluationErrorKind.PATH_RESOLUTION, "the pattern has no target path")
+        return _constant(EvaluationError(EvaluationErrorKind.PATH_RESOLUTION, "the pattern has no target path"))
     condition = pattern.condition if pattern.condition is not None else pattern.shorthand
     if condition is None:
-        return EvaluationError(EvaluationErrorKind.TYPE_ERROR, "the pattern has no condition")
+        return _constant(EvaluationError(EvaluationErrorKind.TYPE_ERROR, "the pattern has no condition"))
     compiled = compile_condition(condition)
-    try:
-        values = compile_wildcard_path(target)(message)
-    except Exception as exc:  # a message whose mappings raise
-        return _failure(EvaluationErrorKind.PATH_RESOLUTION, f"resolving {target!r}", exc)
-    count = len(values)
-    if count > MAX_RESOLVED_VALUES:
-        return _too_many(target, count)
-    if compiled.exists_only:
-        # SDK spec §4.2 step 1: `exists` alone is decided by resolution, not by evaluate_condition.
-        assert compiled.operators is not None
-        if bool(compiled.operators["exists"]) != (count > 0):
-            return None
+    resolve = compile_wildcard_path(target)
+    test, find, reads_text, screen = compiled.test, compiled.find, compiled.reads_text, compiled.screen
+
+    def match(message: Value) -> Outcome:
+        try:
+            values = resolve(message)
+        except Exception as exc:  # a message whose mappings raise
+            return _failure(EvaluationErrorKind.PATH_RESOLUTION, f"resolving {target!r}", exc)
+        count = len(values)
+        if count > MAX_RESOLVED_VALUES:
+            return _too_many(target, count)
+        if compiled.exists_only:
+            # SDK spec §4.2 step 1: `exists` alone is decided by resolution, not by evaluate_condition.
+            assert compiled.operators is not None
+            if bool(compiled.operators["exists"]) != (count > 0):
+                return None
+            if count == 0:
+                return f"{target or '(message root)'}: resolved to nothing, as exists: false requires"
+            return _bounded(f"{_where(target, 0, count)}: exists, value {_describe(values[0])}")
         if count == 0:
-            return f"{target or '(message root)'}: resolved to nothing, as exists: false requires"
-        return _bounded(f"{_where(target, 0, count)}: exists, value {_describe(values[0])}")
-    test = compiled.test
-    find = compiled.find
-    reads_text = compiled.reads_text
-    try:
-        if compiled.screen is not None and count >= _SCREEN_MIN_VALUES and _screened_out(compiled.screen, values):
             return None
-        index = find(values, 0)
-        while index < count:
-            value = values[index]
-            # `find` stopped at a match, or (string operators) at a value not of type `str`, untested
-            if not reads_text or type(value) is str or test(value):
-                return _pattern_evidence(compiled, value, _where(target, index, count))
-            if not isinstance(value, str):
-                # A value a string operator must read as JSON but cannot is an error, not a mismatch (it
-                # cannot have matched: every string operator fails on it).
-                unreadable = _serialization_error(value, _where(target, index, count))
-                if unreadable is not None:
-                    return unreadable
-            index = find(values, index + 1)
-    except RegexSyntaxError as exc:
-        return EvaluationError(EvaluationErrorKind.UNSUPPORTED_METHOD, str(exc))
-    except Exception as exc:  # a resolved value whose methods raise
-        return _failure(EvaluationErrorKind.TYPE_ERROR, f"matching the value at {target!r}", exc)
-    return None
+        try:
+            if screen is not None and count >= _SCREEN_MIN_VALUES and _screened_out(screen, values):
+                return None
+            index = find(values, 0)
+            while index < count:
+                value = values[index]
+                # `find` stopped at a match, or (string operators) at a value not of type `str`, untested
+                if not reads_text or type(value) is str or test(value):
+                    return _pattern_evidence(compiled, value, _where(target, index, count))
+                if not isinstance(value, str):
+                    # A value a string operator must read as JSON but cannot is an error, not a mismatch (it
+                    # cannot have matched: every string operator fails on it).
+                    unreadable = _serialization_error(value, _where(target, index, count))
+                    if unreadable is not None:
+                        return unreadable
+                index = find(values, index + 1)
+        except RegexSyntaxError as exc:
+            return EvaluationError(EvaluationErrorKind.UNSUPPORTED_METHOD, str(exc))
+        except Exception as exc:  # a resolved value whose methods raise
+            return _failure(EvaluationErrorKind.TYPE_ERROR, f"matching the value at {target!r}", exc)
+        return None
+
+    return match
+
+
+def _constant[T](value: T) -> Callable[..., T]:
+    return lambda *_: value
 
 
 def evaluate_pattern(pattern: PatternMatch, message: Value) -> bool | EvaluationError:
@@ -290,7 +304,7 @@ def evaluate_pattern(pattern: PatternMatch, message: Value) -> bool | Evaluation
     Returns an `EvaluationError` when matching cannot conclude: no target, too many resolved values, a
     message whose mappings raise (`path_resolution`), a regex outside RE2 (`unsupported_method`), a value a
     string operator must read that has no JSON form (`type_error`). Never raises."""
-    outcome = _match_pattern(pattern, pattern.target, message)
+    outcome = _pattern_matcher(pattern, pattern.target)(message)
     if isinstance(outcome, EvaluationError):
         return outcome
     return outcome is not None
@@ -412,12 +426,29 @@ def _from_outcome(outcome: str | EvaluationError | None) -> Judgement:
     return IndicatorResult.MATCHED, outcome
 
 
-def _judge(
-    indicator: Indicator,
-    message: Value,
-    cel_evaluator: CelEvaluator | None,
-    semantic_evaluator: SemanticEvaluator | None,
-) -> Judgement:
+Judge = Callable[[Value, CelEvaluator | None, SemanticEvaluator | None], Judgement]
+"""An indicator compiled by `compile_indicator`: (message, cel_evaluator, semantic_evaluator) → Judgement."""
+
+_JUDGE_CACHE_SIZE: Final = 4096
+_judges: dict[int, tuple[Indicator, Judge]] = {}
+
+
+def compile_indicator(indicator: Indicator) -> Judge:
+    """`indicator` compiled into its `Judge` (SDK spec §4.4 dispatch on the detection key, done once):
+    `compile_indicator(i)(message, cel, semantic)` is `judge_indicator(i, message, cel, semantic)`.
+    Cached by identity (indicators are immutable). Never raises; the judge raises only where
+    `judge_indicator` would report an unforeseen error."""
+    cached = _judges.get(id(indicator))
+    if cached is not None and cached[0] is indicator:
+        return cached[1]
+    judge = _compile_judge(indicator)
+    if len(_judges) >= _JUDGE_CACHE_SIZE:
+        _judges.clear()
+    _judges[id(indicator)] = (indicator, judge)  # the entry keeps `indicator` alive: its id stays its own
+    return judge
+
+
+def _compile_judge(indicator: Indicator) -> Judge:
     pattern, expression, semantic = indicator.pattern, indicator.expression, indicator.semantic
     if (pattern is not None) + (expression is not None) + (semantic is not None) != 1:
         present = [key for key in ("pattern", "expression", "semantic") if getattr(indicator, key) is not None]
@@ -425,25 +456,34 @@ def _judge(
         error = EvaluationError(
             EvaluationErrorKind.UNSUPPORTED_METHOD, f"the indicator has {what}; exactly one is required"
         )
-        return IndicatorResult.ERROR, _error_evidence(error)
+        return _constant((IndicatorResult.ERROR, _error_evidence(error)))
     if pattern is not None:
         # An un-normalized indicator falls back to the indicator-level target (N-004).
-        target = pattern.target if pattern.target is not None else indicator.target
-        return _from_outcome(_match_pattern(pattern, target, message))
+        match = _pattern_matcher(pattern, pattern.target if pattern.target is not None else indicator.target)
+        return lambda message, _cel, _semantic: _from_outcome(match(message))
     if expression is not None:
-        if cel_evaluator is None:
-            return IndicatorResult.SKIPPED, _CEL_UNAVAILABLE
-        outcome = evaluate_expression(expression, message, cel_evaluator)
-        if isinstance(outcome, EvaluationError):
-            return IndicatorResult.ERROR, _error_evidence(outcome)
-        if outcome:
-            return IndicatorResult.MATCHED, _bounded(f"CEL expression is true: {' '.join(str(expression.cel).split())}")
-        return IndicatorResult.NOT_MATCHED, None
+        return lambda message, cel, _semantic: _judge_expression(expression, message, cel)
     assert semantic is not None
-    if semantic_evaluator is None:
-        return IndicatorResult.SKIPPED, _SEMANTIC_UNAVAILABLE
     target = semantic.target if semantic.target is not None else indicator.target
-    judged = _match_semantic(semantic, target, message, semantic_evaluator)
+    return lambda message, _cel, evaluator: _judge_semantic(semantic, target, message, evaluator)
+
+
+def _judge_expression(expression: ExpressionMatch, message: Value, cel_evaluator: CelEvaluator | None) -> Judgement:
+    if cel_evaluator is None:
+        return IndicatorResult.SKIPPED, _CEL_UNAVAILABLE
+    outcome = evaluate_expression(expression, message, cel_evaluator)
+    if isinstance(outcome, EvaluationError):
+        return IndicatorResult.ERROR, _error_evidence(outcome)
+    if outcome:
+        return IndicatorResult.MATCHED, _bounded(f"CEL expression is true: {' '.join(str(expression.cel).split())}")
+    return IndicatorResult.NOT_MATCHED, None
+
+
+def _judge_semantic(semantic: SemanticMatch, target: str | None, message: Value,
+                    evaluator: SemanticEvaluator | None) -> Judgement:
+    if evaluator is None:
+        return IndicatorResult.SKIPPED, _SEMANTIC_UNAVAILABLE
+    judged = _match_semantic(semantic, target, message, evaluator)
     if isinstance(judged, EvaluationError):
         return IndicatorResult.ERROR, _error_evidence(judged)
     matched, evidence = judged
@@ -460,7 +500,7 @@ def judge_indicator(
     the result and evidence only, no `IndicatorVerdict` built and no clock read. `indicator` must be an
     `Indicator` (normalized). Never raises."""
     try:
-        return _judge(indicator, message, cel_evaluator, semantic_evaluator)
+        return compile_indicator(indicator)(message, cel_evaluator, semantic_evaluator)
     except Exception as exc:  # anything unforeseen: still a judgement
         return _unforeseen(exc)
 

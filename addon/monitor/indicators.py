@@ -1,17 +1,18 @@
 """One indicator's verdict over a run's traffic (format spec §6 trace filtering, SDK spec §4.4).
 
 The filter keeps events of the indicator's protocol, surface, actor and direction (steps 1–2 are selected per
-attack by `AttackPlan.indicators_for`, steps 3–4 by `accepts`); every kept event is evaluated with
-`oatf.judge_indicator` (`evaluate_indicator` without a verdict per message) until the first match, which
-keeps its evidence (flow, event, path and excerpt) and ends evaluation for that indicator. Counters, not
-messages, are retained.
+attack by `AttackPlan.indicators_for`, steps 3–4 by `accepts`); every kept event is evaluated with the
+indicator's compiled judge (`oatf.compile_indicator`: `evaluate_indicator` without a verdict per message)
+until the first match, which keeps its evidence (flow, event, path and excerpt) and ends evaluation for that
+indicator. Counters, not messages, are retained.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import oatf
+from oatf.evaluation import Judge
 
 from ..events import ObservedEvent
 
@@ -31,9 +32,11 @@ class IndicatorTracker:
     skipped: oatf.IndicatorVerdict | None = None
     open: bool = True
     """Still evaluated: not matched yet, and evaluable here."""
+    judge: Judge = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.open = self.unavailable is None
+        self.judge = oatf.compile_indicator(self.indicator)
 
     @property
     def id(self) -> str:
@@ -52,7 +55,7 @@ class IndicatorTracker:
         if not self.open:
             return False
         self.examined += 1
-        result, evidence = oatf.judge_indicator(self.indicator, event.content, cel, semantic)
+        result, evidence = self.judge(event.content, cel, semantic)
         if result is oatf.IndicatorResult.NOT_MATCHED:
             return False
         if result is oatf.IndicatorResult.SKIPPED:
