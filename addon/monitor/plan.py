@@ -6,6 +6,9 @@ work per message is proportional to what matters to each attack rather than to t
 - `indicators_for(protocol, event_type)`: the indicators that steps 1 and 2 of the trace-filtering procedure
   (format spec §6.1: protocol, then `surface`) keep for an event of that type, in document order. Steps 3
   and 4 (actor, direction) depend on the run and the message and stay with `IndicatorTracker.accepts`.
+- `moves_actors(protocol, event_type)`: whether such an event can change an actor's state in some phase — a
+  trigger naming it (format spec §5.3: a trigger's `event` must equal the event type) or an extractor (which
+  reads every message of its actor). When it cannot, the run only counts the message.
 - `header`: the report's `attack` section (id, name, version, file, severity, classification).
 """
 
@@ -22,7 +25,8 @@ MAX_REMEMBERED_EVENT_TYPES = 1024
 class AttackPlan:
     """The precomputed selections of one attack (see the module docstring)."""
 
-    __slots__ = ("_selections", "grace_period", "header", "indicators", "key", "protocols")
+    __slots__ = ("_extracting", "_selections", "_triggering", "grace_period", "header", "indicators", "key",
+                 "protocols")
 
     def __init__(self, path: str, attack: oatf.Attack) -> None:
         self.key: str = attack.id or path
@@ -32,6 +36,10 @@ class AttackPlan:
             oatf.parse_duration(attack.grace_period).total_seconds() if attack.grace_period else None)
         """Seconds of `attack.grace_period`, None when the document leaves it to the tool."""
         self.indicators: tuple[oatf.Indicator, ...] = tuple(attack.indicators or ())
+        phases = [(oatf.extract_protocol(a.mode or ""), p) for a in actors or () for p in a.phases or ()]
+        self._extracting = frozenset(protocol for protocol, phase in phases if phase.extractors)
+        self._triggering = frozenset((protocol, phase.trigger.event) for protocol, phase in phases
+                                     if phase.trigger is not None and phase.trigger.event is not None)
         severity, classification = attack.severity, attack.classification
         self.header: dict[str, Any] = {
             "id": attack.id, "name": attack.name, "version": attack.version, "file": path,
@@ -49,3 +57,7 @@ class AttackPlan:
             if len(self._selections) < MAX_REMEMBERED_EVENT_TYPES:
                 self._selections[(protocol, event_type)] = selected
         return selected
+
+    def moves_actors(self, protocol: str, event_type: str) -> bool:
+        """Whether an event of this type can change an actor's state (see the module docstring)."""
+        return protocol in self._extracting or (protocol, event_type) in self._triggering

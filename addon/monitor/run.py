@@ -80,13 +80,18 @@ class AttackRun:
         if event.timestamp > self.last_event_at:
             self.last_event_at = event.timestamp
         self.messages += 1
+        plan = self.loaded.plan
         changes: list[PhaseChange] = []
-        for actor in actors:
-            change = actor.observe(event)
-            if change is not None:
-                changes.append(change)
+        if plan.moves_actors(event.protocol, event.event_type):
+            for actor in actors:
+                change = actor.observe(event)
+                if change is not None:
+                    changes.append(change)
+        else:
+            for actor in actors:
+                actor.messages += 1
         newly: list[IndicatorTracker] = []
-        selected = self.loaded.plan.indicators_for(event.protocol, event.event_type)
+        selected = plan.indicators_for(event.protocol, event.event_type)
         if selected:
             names = {a.name for a in actors}
             for position in selected:
