@@ -4,15 +4,16 @@ Thin glue only (mitmproxy's addon conventions: options declared in `load`, react
 that do one thing, commands for users):
 - the wire tap (`addon.mitm_tap`) decodes MCP/A2A/AG-UI traffic into `ObservedEvent`s as flows pass,
   streaming SSE responses chunk by chunk, never altering a byte;
-- events go through a queue to one worker thread that owns the sans-I/O `Monitor` (so CEL and every other
-  evaluation stays off the proxy's event loop), ticks its clock, and writes reports;
+- events go through a queue to one worker thread that sends them in batches to the sans-I/O `Monitor`, which
+  runs in a child process (`addon.monitor_process`: CEL and every other evaluation stays off the proxy's
+  event loop and out of its interpreter lock), and ticks its clock; a receiver thread handles what the
+  monitor answers: logs, reports;
 - flows that matched an indicator are marked and commented (on the event loop);
 - on shutdown every open run is concluded and reported: nothing observed is lost.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 import queue
 import sys
@@ -37,7 +38,6 @@ from addon.monitor import (
     ActorBinding,
     IndicatorMatched,
     Library,
-    Monitor,
     MonitorOptions,
     Output,
     PhaseChanged,
@@ -45,7 +45,9 @@ from addon.monitor import (
     SessionKey,
     load_library,
 )
+from addon.monitor_process import MonitorProcess
 from addon.reports import ReportWriter, summary_table
+from addon.semantic import load_semantic_evaluator
 
 log = logging.getLogger("oatf")
 
@@ -53,10 +55,12 @@ TICK_SECONDS = 0.25
 RELOAD_POLL_SECONDS = 2.0
 MARK = ":warning:"
 MAX_SUMMARY_ROWS = 1_000
-GIL_SWITCH_SECONDS = 0.0005
-"""The interpreter's thread switch interval while the addon runs (CPython's default is 5 ms). The monitor
-worker shares the GIL with mitmproxy's event loop: a busy worker makes the event loop wait for the GIL up to
-this long before forwarding a message."""
+MAX_BATCH = 256
+"""Events sent to the monitor process in one message, at most."""
+STATUS_SECONDS = 2.0
+"""How long `oatf.status` waits for the monitor process's answer."""
+SHUTDOWN_SECONDS = 120.0
+"""How long the proxy's shutdown waits for the monitor to evaluate what is queued and conclude every run."""
 BACKLOG_WARNING = 10_000
 """Events waiting for the worker: each further multiple of this is logged (evaluation is behind the traffic).
 Events are never dropped — a dropped event could turn an `exploited` run into a false `not_exploited`."""
@@ -69,15 +73,6 @@ def _seconds(text: str, option: str) -> float:
         raise ValueError(f"{option}: {exc.errors[0].message}") from None
 
 
-def load_semantic_evaluator(spec: str) -> oatf.SemanticEvaluator | None:
-    """`module:attribute` naming a SemanticEvaluator (or a zero-argument factory of one)."""
-    if not spec:
-        return None
-    module_name, _, attribute = spec.partition(":")
-    target: Any = getattr(importlib.import_module(module_name), attribute or "evaluator")
-    return target() if isinstance(target, type) else target
-
-
 class OatfAddon:
     """The `oatf_*` options, hooks and `oatf.*` commands."""
 
@@ -86,12 +81,15 @@ class OatfAddon:
         self.events: queue.Queue[ObservedEvent | None] = queue.Queue()
         self.backlog_warned = 0
         self.lock = threading.Lock()
-        self.monitor: Monitor | None = None
+        self.monitor: MonitorProcess | None = None
         self.writer: ReportWriter | None = None
         self.library = Library((), ())
         self.concluded: deque[dict[str, Any]] = deque(maxlen=MAX_SUMMARY_ROWS)
         """The latest concluded runs' reports, for the summary table (all of them are on disk)."""
         self.flows: weakref.WeakValueDictionary[str, http.HTTPFlow] = weakref.WeakValueDictionary()
+        self.in_evaluation: deque[list[http.HTTPFlow]] = deque()
+        """The flows of each batch of events sent to the monitor and not yet evaluated, oldest first: kept
+        alive so that a match can still mark and comment its flow (mitmdump keeps no flow of its own)."""
         self.worker: threading.Thread | None = None
         self.stopping = threading.Event()
         self.watched: dict[str, float] = {}
@@ -129,7 +127,7 @@ class OatfAddon:
             return
         try:
             options = self._monitor_options()
-            semantic = load_semantic_evaluator(ctx.options.oatf_semantic_evaluator)
+            load_semantic_evaluator(ctx.options.oatf_semantic_evaluator)  # checked here, loaded in the child
             self.writer = ReportWriter(ctx.options.oatf_report_dir)
         except (ValueError, ImportError, AttributeError, OSError) as exc:
             # Logged, not raised: mitmproxy would print a traceback. An error logged during start-up makes
@@ -139,9 +137,10 @@ class OatfAddon:
         with self.lock:
             if self.monitor is None or "oatf_semantic_evaluator" in updated:
                 previous = self.monitor
-                self.monitor = Monitor([], options, semantic=semantic)
                 if previous is not None:
-                    self._handle(previous.shutdown())
+                    self._stop_monitor(previous)
+                self.monitor = MonitorProcess(options, ctx.options.oatf_semantic_evaluator, self._handle,
+                                              self._evaluated, self._failure)
             self.monitor.set_options(options)
         self.reload()
 
@@ -162,7 +161,6 @@ class OatfAddon:
         import asyncio
 
         self.loop = asyncio.get_running_loop()
-        sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_SECONDS))
         if self.worker is None:
             self.worker = threading.Thread(target=self._work, name="oatf-monitor", daemon=True)
             self.worker.start()
@@ -175,16 +173,8 @@ class OatfAddon:
             self.worker.join(timeout=30)
         with self.lock:
             if self.monitor is not None:
-                while True:  # events the worker did not reach
-                    try:
-                        event = self.events.get_nowait()
-                    except queue.Empty:
-                        break
-                    if event is not None:
-                        if ctx.options.oatf_trace_dir:
-                            self.traces.observe(event)
-                        self._handle(self.monitor.observe(event))
-                self._handle(self.monitor.shutdown())
+                self._send(self._drain())  # events the worker did not reach
+                self._stop_monitor(self.monitor)
         if ctx.options.oatf_trace_dir and self.traces.sessions:
             paths = write_traces(self.traces.traces(), ctx.options.oatf_trace_dir)
             log.info("oatf: %d Attest trace(s) in %s", len(paths), ctx.options.oatf_trace_dir)
@@ -217,28 +207,68 @@ class OatfAddon:
             self.backlog_warned = backlog
             log.warning("oatf: evaluation is behind the traffic: %d event(s) waiting", self.events.qsize())
 
-    # --- the worker thread ---------------------------------------------------------------------------
+    # --- the worker thread: events to the monitor process ----------------------------------------------
     def _work(self) -> None:
         next_poll = time.monotonic() + RELOAD_POLL_SECONDS
         while not self.stopping.is_set():
             try:
-                event = self.events.get(timeout=TICK_SECONDS)
+                first = self.events.get(timeout=TICK_SECONDS)
             except queue.Empty:
-                event = None
+                first = None
             try:
+                batch = [first, *self._drain(MAX_BATCH - 1)] if first is not None else []
                 with self.lock:
-                    if self.monitor is None:
-                        continue
-                    if event is not None and ctx.options.oatf_trace_dir:
-                        self.traces.observe(event)
-                    outputs = self.monitor.observe(event) if event is not None else self.monitor.tick(time.time())
-                    self._handle(outputs)
+                    if self.monitor is not None:
+                        if batch:
+                            self._send(batch)
+                        else:
+                            self.monitor.tick(time.time())
                 if time.monotonic() >= next_poll:
                     next_poll = time.monotonic() + RELOAD_POLL_SECONDS
                     if ctx.options.oatf_watch and self._changed_on_disk():
                         self.reload()
-            except Exception:  # one bad event must not stop evaluation of the others
+            except Exception:  # one bad batch must not stop evaluation of the others
                 log.exception("oatf: evaluation failed; continuing")
+
+    def _drain(self, limit: int | None = None) -> list[ObservedEvent]:
+        """Events waiting in the queue (at most `limit`), without blocking."""
+        events: list[ObservedEvent] = []
+        while limit is None or len(events) < limit:
+            try:
+                event = self.events.get_nowait()
+            except queue.Empty:
+                break
+            if event is not None:
+                events.append(event)
+        return events
+
+    def _send(self, events: list[ObservedEvent]) -> None:
+        """Hand events to the monitor (and to the Attest trace collector when traces are wanted)."""
+        if not events or self.monitor is None:
+            return
+        if ctx.options.oatf_trace_dir:
+            for event in events:
+                self.traces.observe(event)
+        flows = {event.flow_id: self.flows.get(event.flow_id) for event in events}
+        self.in_evaluation.append([flow for flow in flows.values() if flow is not None])
+        self.monitor.observe(events)
+
+    def _stop_monitor(self, monitor: MonitorProcess) -> None:
+        """Conclude every open run of `monitor` (its reports are written before this returns) and end it."""
+        if not monitor.shutdown(SHUTDOWN_SECONDS):
+            log.error("oatf: the monitor did not conclude its runs within %d s; some reports are missing",
+                      SHUTDOWN_SECONDS)
+        self.in_evaluation.clear()
+
+    # --- the receiver thread: what the monitor answers -------------------------------------------------
+    def _evaluated(self) -> None:
+        if self.in_evaluation:
+            self.in_evaluation.popleft()
+
+    def _failure(self, message: str) -> None:
+        log.error("oatf: %s", message)
+        if self.monitor is not None and not self.monitor.alive:
+            self.in_evaluation.clear()  # no answer will come for them
 
     def _handle(self, outputs: Sequence[Output]) -> None:
         for output in outputs:
@@ -306,7 +336,7 @@ class OatfAddon:
         self.library = library
         with self.lock:
             if self.monitor is not None:
-                self._handle(self.monitor.replace_attacks(list(library.attacks)))
+                self.monitor.replace_attacks(list(library.attacks))
         log.info("oatf: %d attack(s) loaded, %d problem(s)", len(library.attacks), len(library.problems))
 
     # --- commands --------------------------------------------------------------------------------------
@@ -318,8 +348,11 @@ class OatfAddon:
     @command.command("oatf.status")
     def status(self) -> str:
         """Live runs: phases per actor and indicators matched so far."""
-        with self.lock:
-            runs = self.monitor.status() if self.monitor is not None else []
+        monitor = self.monitor
+        runs = monitor.status(STATUS_SECONDS) if monitor is not None else []
+        if runs is None:
+            return (f"the monitor did not answer within {STATUS_SECONDS:g} s; "
+                    f"{self.events.qsize()} event(s) waiting for evaluation")
         lines = [f"{len(self.library.attacks)} attack(s) loaded, {len(runs)} live run(s), "
                  f"{self.events.qsize()} event(s) waiting for evaluation"]
         lines += [f"{r['run']}: {r['messages']} msgs, phases {r['phases']}, matched {r['matched'] or '-'}"
@@ -329,7 +362,8 @@ class OatfAddon:
     @command.command("oatf.verdicts")
     def verdicts(self) -> str:
         """The verdicts of the runs concluded so far."""
-        return summary_table(self.concluded) if self.concluded else "no run has concluded yet"
+        concluded = list(self.concluded)  # the receiver thread appends meanwhile
+        return summary_table(concluded) if concluded else "no run has concluded yet"
 
 
 def _update_hook(flow: http.HTTPFlow) -> Any:

@@ -11,8 +11,9 @@ session (Streamable HTTP) against a FastMCP server, through each proxy in turn. 
 The configurations alternate within each round (warm-up first) so that drift on this shared machine hits them
 alike. Printed: requests/s (calls / summed call latency, per round; the median of the rounds), median and p90
 latency over all calls, the proxy's CPU time per call (from /proc, so a busy machine does not inflate it; split
-into mitmproxy's event loop thread and the other threads, among them the addon's monitor worker), and the addon
-configurations against bare mitmdump: throughput ratio (median of the per-round ratios) and added median latency.
+into mitmproxy's event loop thread, its other threads — the addon's queue, sender and receiver threads — and
+its child processes — the addon's monitor process, where evaluation runs), and the addon configurations
+against bare mitmdump: throughput ratio (median of the per-round ratios) and added median latency.
 Targets with the library loaded: >= 85% of bare throughput, <= 2 ms added median latency.
 Afterwards the library proxy is stopped (the addon then reports every open run) and its reports are counted,
 to show the monitor really followed the traffic.
@@ -38,21 +39,32 @@ ATTACKS = ROOT / "attacks"
 BARE, EMPTY, LIBRARY = "bare mitmdump", "addon, no attacks", "addon + library"
 
 
-def cpu_seconds(pid: int) -> tuple[float, float]:
-    """User + system CPU time so far of process `pid`'s main thread (mitmproxy's event loop) and of its other
-    threads together (the addon's monitor worker among them)."""
-    main = others = 0.0
+def _stat(path: Path) -> list[str] | None:
+    """The fields of a /proc `stat` file after the command name (field 3 onwards), None if it is gone."""
+    try:
+        return path.read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+
+
+def cpu_seconds(pid: int) -> tuple[float, float, float]:
+    """User + system CPU time so far of process `pid`'s main thread (mitmproxy's event loop), of its other
+    threads together, and of its child processes (the addon's monitor process)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    main = others = children = 0.0
     for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            fields = (task / "stat").read_text().rpartition(")")[2].split()
-        except OSError:  # the thread ended meanwhile
+        fields = _stat(task / "stat")
+        if fields is None:  # the thread ended meanwhile
             continue
-        seconds = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        seconds = (int(fields[11]) + int(fields[12])) / tick
         if task.name == str(pid):
             main += seconds
         else:
             others += seconds
-    return main, others
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and (fields := _stat(proc / "stat")) is not None and fields[1] == str(pid):
+            children += (int(fields[11]) + int(fields[12])) / tick
+    return main, others, children
 
 
 def configurations(workdir: Path) -> dict[str, tuple[str, ...]]:
@@ -67,7 +79,7 @@ def configurations(workdir: Path) -> dict[str, tuple[str, ...]]:
 
 
 def bench(calls: int, rounds: int) -> tuple[dict[str, list[float]], dict[str, list[float]],
-                                            dict[str, tuple[float, float]], dict[str, int]]:
+                                            dict[str, tuple[float, ...]], dict[str, int]]:
     """Per-call latencies, per-round requests/s and CPU seconds per call (event loop thread, other threads)
     of each configuration; what the library proxy reported at shutdown."""
     from contextlib import ExitStack
@@ -81,7 +93,7 @@ def bench(calls: int, rounds: int) -> tuple[dict[str, list[float]], dict[str, li
             print(f"  {name:18} mitmdump {' '.join(extra)}")
         latencies: dict[str, list[float]] = {name: [] for name in configs}
         rates: dict[str, list[float]] = {name: [] for name in configs}
-        cpu: dict[str, tuple[float, float]] = dict.fromkeys(configs, (0.0, 0.0))
+        cpu: dict[str, tuple[float, ...]] = dict.fromkeys(configs, (0.0, 0.0, 0.0))
         with peers(workdir, kinds=("mcp_http",)) as running, ExitStack() as stack:
             proxies = {name: stack.enter_context(mitmdump(workdir, tap=False, name=f"proxy{i}", extra=extra))
                        for i, (name, extra) in enumerate(configs.items())}
@@ -93,7 +105,8 @@ def bench(calls: int, rounds: int) -> tuple[dict[str, list[float]], dict[str, li
                     before = cpu_seconds(proxy.process.pid)
                     measured = asyncio.run(_calls(url, proxy.url, calls))
                     after = cpu_seconds(proxy.process.pid)
-                    cpu[name] = (cpu[name][0] + after[0] - before[0], cpu[name][1] + after[1] - before[1])
+                    cpu[name] = tuple(
+                        total + end - start for total, start, end in zip(cpu[name], before, after, strict=True))
                     latencies[name] += measured
                     rates[name].append(len(measured) / sum(measured))
         # The proxies stopped (SIGINT): the addon concluded and reported every open run.
@@ -101,7 +114,7 @@ def bench(calls: int, rounds: int) -> tuple[dict[str, list[float]], dict[str, li
                    .splitlines()] if (workdir / "reports-library" / "verdicts.jsonl").exists() else []
         stats = {"runs": len(reports), "attacks": len({r["attack"]["id"] for r in reports}),
                  "messages": sum(r["execution_summary"]["messages_seen"] for r in reports)}
-    per_call = {name: (cpu[name][0] / (rounds * calls), cpu[name][1] / (rounds * calls)) for name in configs}
+    per_call = {name: tuple(seconds / (rounds * calls) for seconds in cpu[name]) for name in configs}
     return latencies, rates, per_call, stats
 
 
@@ -119,7 +132,7 @@ def main() -> None:
         print(f"  {name:18} {statistics.median(rates[name]):7.1f} req/s   median {medians[name] * 1000:6.2f} ms   "
               f"p90 {statistics.quantiles(values, n=10)[-1] * 1000:6.2f} ms   "
               f"proxy CPU/call {sum(cpu[name]) * 1000:5.2f} ms (event loop {cpu[name][0] * 1000:5.2f}, "
-              f"other threads {cpu[name][1] * 1000:5.2f})")
+              f"other threads {cpu[name][1] * 1000:5.2f}, monitor process {cpu[name][2] * 1000:5.2f})")
     for name, target in ((EMPTY, ""), (LIBRARY, "   (targets: >= 85%, <= 2 ms)")):
         ratios = [mine / bare for mine, bare in zip(rates[name], rates[BARE], strict=True)]
         added = (medians[name] - medians[BARE]) * 1000

@@ -1,0 +1,99 @@
+"""The monitor in its child process (`addon.monitor_process`): a real child, the real pipe protocol."""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from addon.monitor import MonitorOptions, Output, RunConcluded
+from addon.monitor.monitor import IndicatorMatched
+from addon.monitor_process import MonitorProcess
+
+from .test_monitor import POISONED_TOOL, attack, call
+
+
+class Collector:
+    def __init__(self) -> None:
+        self.outputs: list[Output] = []
+        self.evaluated = 0
+        self.failures: list[str] = []
+        self.changed = threading.Condition()
+
+    def on_outputs(self, outputs: list[Output]) -> None:
+        with self.changed:
+            self.outputs.extend(outputs)
+            self.changed.notify_all()
+
+    def on_evaluated(self) -> None:
+        with self.changed:
+            self.evaluated += 1
+            self.changed.notify_all()
+
+    def on_failure(self, message: str) -> None:
+        with self.changed:
+            self.failures.append(message)
+            self.changed.notify_all()
+
+    def wait(self, predicate: Any, timeout: float = 30.0) -> bool:
+        with self.changed:
+            return self.changed.wait_for(predicate, timeout)
+
+
+def start(collector: Collector, grace: float = 60.0) -> MonitorProcess:
+    monitor = MonitorProcess(MonitorOptions(grace_period=grace), "", collector.on_outputs, collector.on_evaluated,
+                             collector.on_failure)
+    monitor.replace_attacks([attack(POISONED_TOOL)])
+    return monitor
+
+
+def test_events_are_evaluated_in_the_child_and_shutdown_reports_every_run() -> None:
+    collector = Collector()
+    monitor = start(collector)
+    monitor.observe([call("nothing", 0.0, session="a"), call("-----BEGIN PRIVATE KEY-----", 1.0, session="a")])
+    monitor.observe([call("nothing", 1.0, session="b")])
+    assert collector.wait(lambda: collector.evaluated == 2)  # one answer per batch, in order
+    [matched] = [o for o in collector.outputs if isinstance(o, IndicatorMatched)]
+    assert matched.attack_id == "TEST-001" and "PRIVATE KEY" in matched.evidence
+    status = monitor.status(timeout=10)
+    assert status is not None and sorted(r["run"] for r in status) == ["TEST-001@mcp_session:a",
+                                                                         "TEST-001@mcp_session:b"]
+    assert monitor.shutdown(timeout=30)
+    reports = {o.report["execution_summary"]["session"]: o.report for o in collector.outputs
+               if isinstance(o, RunConcluded)}
+    assert {s: (r["verdict"]["result"], r["execution_summary"]["status"]) for s, r in reports.items()} == {
+        "mcp_session:a": ("exploited", "interrupted"), "mcp_session:b": ("not_exploited", "interrupted")}
+    assert not monitor.alive and collector.failures == []
+
+
+def test_clock_ticks_conclude_runs_in_the_child() -> None:
+    collector = Collector()
+    monitor = start(collector, grace=1.0)
+    monitor.observe([call("-----BEGIN PRIVATE KEY-----", 100.0)])
+    monitor.tick(102.0)
+    assert collector.wait(lambda: any(isinstance(o, RunConcluded) for o in collector.outputs))
+    [report] = [o.report for o in collector.outputs if isinstance(o, RunConcluded)]
+    assert report["execution_summary"]["status"] == "completed"
+    assert monitor.shutdown(timeout=30)
+
+
+def test_the_child_lives_in_a_session_of_its_own() -> None:
+    """A Ctrl-C reaches the whole foreground process group; the child is in another session (so another
+    group) and lives to conclude its runs when the proxy shuts down. The addon's end-to-end tests send
+    SIGINT/SIGTERM to mitmdump's whole process group and read the reports."""
+    collector = Collector()
+    monitor = start(collector)
+    child = monitor._process.pid
+    assert os.getsid(child) == child != os.getsid(0)
+    assert os.getpgid(child) != os.getpgid(0)
+    assert monitor.shutdown(timeout=30)
+
+
+def test_a_dead_child_is_reported_and_status_does_not_hang() -> None:
+    collector = Collector()
+    monitor = start(collector)
+    monitor._process.kill()
+    assert collector.wait(lambda: bool(collector.failures))
+    assert "ended unexpectedly" in collector.failures[0]
+    assert monitor.status(timeout=5) is None and not monitor.alive
+    assert not monitor.shutdown(timeout=1)
