@@ -18,18 +18,20 @@ replay); `MitmTap` records each streamed response chunk's arrival in `flow.metad
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mitmproxy import ctx, exceptions, http
 from mitmproxy.utils import human
 
 from addon.events import ObservedEvent
 from addon.wire import DecoderConfig, Diagnostic, WireDecoder, parse_overrides
+
+if TYPE_CHECKING:
+    from addon.flow_file import AnyHTTPFlow
 
 log = logging.getLogger("oatf.wire")
 
@@ -203,56 +205,74 @@ class MitmTap:
                   exc_info=exc)
 
 
-def decode_flows(decoder: WireDecoder, flows: Iterable[http.HTTPFlow]) -> list[ObservedEvent]:
+def decode_flows(decoder: WireDecoder, flows: Iterable[AnyHTTPFlow]) -> list[ObservedEvent]:
     """All events of recorded flows (offline replay), each timestamped as recorded, fed to `decoder` in the
     order things happened on the wire across flows: request start, request end, response start, each
     streamed chunk at its recorded arrival (`flow.metadata["wire_chunks"]`, written by `MitmTap`; else the
-    whole body at the response end), then the end, or an abort for a flow that failed. The interleaving
+    whole body as the response begins), then the end, or an abort for a flow that failed. The interleaving
     matters when one exchange answers another: the legacy MCP transport answers POSTs on its SSE stream.
-    Streamed bodies are in a flow file only when recorded with mitmproxy's `store_streamed_bodies`."""
-    steps: list[tuple[float, int, Callable[[], list[ObservedEvent]]]] = []
+    Streamed bodies are in a flow file only when recorded with mitmproxy's `store_streamed_bodies`.
+    `flows` are mitmproxy's or `addon.flow_file`'s views of them; steps at the same time keep flow order."""
+    steps: list[_Step] = []
     for flow in flows:
-        steps += [(at, len(steps) + i, action) for i, (at, action) in enumerate(_flow_steps(decoder, flow))]
-    steps.sort(key=lambda step: (step[0], step[1]))
-    return [event for _, _, action in steps for event in action()]
+        steps += _flow_steps(decoder, flow)
+    steps.sort(key=_step_time)  # stable
+    events: list[ObservedEvent] = []
+    for _, feed, args in steps:
+        events += feed(*args)
+    return events
 
 
-def decode_flow(decoder: WireDecoder, flow: http.HTTPFlow) -> list[ObservedEvent]:
+def decode_flow(decoder: WireDecoder, flow: AnyHTTPFlow) -> list[ObservedEvent]:
     """All events of one recorded flow (`decode_flows` of that flow alone)."""
     return decode_flows(decoder, [flow])
 
 
-def _flow_steps(decoder: WireDecoder, flow: http.HTTPFlow) -> list[tuple[float, Callable[[], list[ObservedEvent]]]]:
-    """(when, what to feed) for each step of one recorded flow, in wire order, times made non-decreasing."""
+_Step = tuple[float, Callable[..., list[ObservedEvent]], tuple[Any, ...]]
+"""When, which decoder call, and its arguments."""
+
+
+def _step_time(step: _Step) -> float:
+    return step[0]
+
+
+def _flow_steps(decoder: WireDecoder, flow: AnyHTTPFlow) -> list[_Step]:
+    """The steps of one recorded flow, in wire order, their times made non-decreasing (each call still gets
+    its recorded time)."""
     request, response, fid = flow.request, flow.response, flow.id
     start, end = request.timestamp_start, request.timestamp_end or request.timestamp_start
-    steps: list[tuple[float, Callable[[], list[ObservedEvent]]]] = [
-        (start, lambda: decoder.request_headers(fid, request.method, request.url, request.headers, _client(flow),
-                                                start)),
-        (end, lambda: decoder.request_data(fid, request.raw_content or b"", end) + decoder.request_end(fid, end)),
+    steps: list[_Step] = [
+        (start, decoder.request_headers, (fid, request.method, request.url, request.headers, _client(flow), start)),
+        (end, decoder.request_data, (fid, request.raw_content or b"", end)),
+        (end, decoder.request_end, (fid, end)),
     ]
     if response is not None:
         began = response.timestamp_start
-        steps.append((began, lambda: decoder.response_headers(fid, response.status_code, response.headers, began)))
+        steps.append((began, decoder.response_headers, (fid, response.status_code, response.headers, began)))
         body, offset = response.raw_content or b"", 0
-        for at, size in flow.metadata.get("wire_chunks", ()):
-            chunk, offset = body[offset:offset + size], offset + size
-            steps.append((at, lambda at=at, chunk=chunk: decoder.response_data(fid, chunk, at)))
-        finished = response.timestamp_end or max(at for at, _ in steps)
+        chunks = flow.metadata.get("wire_chunks")
+        for at, size in chunks or ():
+            steps.append((at, decoder.response_data, (fid, body[offset:offset + size], at)))
+            offset += size
+        finished = response.timestamp_end or max(step[0] for step in steps)
         if body[offset:]:
             # Without recorded chunk times the body is fed as the response begins: a stream's messages are
             # sent from then on, and replies to them (POSTed while the stream is open) must come after them.
-            rest_at = began if not flow.metadata.get("wire_chunks") else finished
-            steps.append((rest_at, lambda: decoder.response_data(fid, body[offset:], rest_at)))
+            rest_at = finished if chunks else began
+            steps.append((rest_at, decoder.response_data, (fid, body[offset:], rest_at)))
         if flow.error is None:
-            steps.append((finished, lambda: decoder.response_end(fid, finished)))
+            steps.append((finished, decoder.response_end, (fid, finished)))
     if response is None or flow.error is not None:
-        failed = flow.error.timestamp if flow.error is not None else max(at for at, _ in steps)
-        steps.append((failed, lambda: decoder.abort(fid, failed)))
-    times = itertools.accumulate((at for at, _ in steps), max)
-    return [(at, action) for at, (_, action) in zip(times, steps, strict=True)]
+        failed = flow.error.timestamp if flow.error is not None else max(step[0] for step in steps)
+        steps.append((failed, decoder.abort, (fid, failed)))
+    latest = start
+    for n, (at, feed, args) in enumerate(steps):
+        latest = max(latest, at)
+        if at != latest:
+            steps[n] = (latest, feed, args)
+    return steps
 
 
-def _client(flow: http.HTTPFlow) -> str:
+def _client(flow: AnyHTTPFlow) -> str:
     peer = flow.client_conn.peername
     return f"{peer[0]}:{peer[1]}" if peer else ""

@@ -10,11 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mitmproxy import http
 from mitmproxy.exceptions import FlowReadException
-from mitmproxy.io import FlowReader
 
 from addon.events import ObservedEvent
+from addon.flow_file import AnyHTTPFlow, read_flow_file
 from addon.mitm_tap import decode_flows
 from addon.monitor import LoadedAttack, LoadProblem, Monitor, MonitorOptions, RunConcluded, load_library
 from addon.wire import WireDecoder
@@ -32,16 +31,19 @@ class ReplayResult:
     flows: int
 
 
-def read_flows(path: str) -> list[http.HTTPFlow]:
-    """The HTTP flows of a mitmproxy flow file or a HAR file, in recorded order."""
+def read_flows(path: str) -> list[AnyHTTPFlow]:
+    """The HTTP flows of a mitmproxy flow file or a HAR file, in recorded order (`addon.flow_file`)."""
     try:
         with open(path, "rb") as handle:
-            flows = [f for f in FlowReader(handle).stream() if isinstance(f, http.HTTPFlow)]
+            flows = read_flow_file(handle.read())
     except OSError as exc:
         raise ReplayError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except (FlowReadException, ValueError, KeyError) as exc:
+    except FlowReadException as exc:
         raise ReplayError(f"{path}: not a mitmproxy flow file or HAR: {exc}") from None
-    return sorted(flows, key=lambda f: f.request.timestamp_start)
+    try:
+        return sorted(flows, key=lambda f: f.request.timestamp_start)
+    except TypeError:
+        raise ReplayError(f"{path}: not a mitmproxy flow file or HAR: a request without a start time") from None
 
 
 def decode_recordings(flow_paths: list[str]) -> tuple[list[ObservedEvent], int]:

@@ -43,11 +43,16 @@ from .jsonrpc import Correlator, Invalid, JsonRpcId, Kind, Message, Pending, cla
 from .recognition import IGNORE, Override, find_override, protocol_of_method
 from .sse import SSEEvent, SSEParser
 
-Headers = Mapping[str, str] | Iterable[tuple[str, str]]
+Headers = Mapping[str, str] | Iterable[tuple[str, str]] | Iterable[tuple[bytes, bytes]]
+"""A request's or response's headers: a mapping of names to values, or the header fields as (name, value) pairs,
+text or raw bytes as on the wire (decoded as UTF-8, undecodable bytes surrogate-escaped, as mitmproxy decodes
+them); mitmproxy's `Headers` are read through their raw `fields`. A repeated field's values are joined by ", "
+(RFC 9110 §5.3), as mitmproxy's `Headers` mapping joins them."""
 
 _KEPT_HEADERS = frozenset({
     "content-type", "content-encoding", mcp.SESSION_HEADER, mcp.VERSION_HEADER, "a2a-version", "x-a2a-version",
 })
+_KEPT_RAW_HEADERS = {name.encode(): name for name in _KEPT_HEADERS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -521,12 +526,22 @@ class WireDecoder:
 
 
 def _kept(headers: Headers) -> dict[str, str]:
-    """The request/response headers the decoder reads, by lower-case name."""
-    kept = {}
-    for name, value in headers.items() if isinstance(headers, Mapping) else headers:
-        lower = name.lower()
-        if lower in _KEPT_HEADERS:
-            kept[lower] = value
+    """The request/response headers the decoder reads, by lower-case name (see `Headers`)."""
+    fields = getattr(headers, "fields", None)  # mitmproxy's `Headers`: its raw fields, not its (slow) mapping
+    if fields is None:
+        fields = headers.items() if isinstance(headers, Mapping) else headers
+    kept: dict[str, str] = {}
+    for name, value in fields:
+        if type(name) is bytes:
+            key = _KEPT_RAW_HEADERS.get(name.lower())
+            if key is None:
+                continue
+            value = value.decode("utf-8", "surrogateescape")
+        else:
+            key = name.lower()
+            if key not in _KEPT_HEADERS:
+                continue
+        kept[key] = f"{kept[key]}, {value}" if key in kept else value
     return kept
 
 

@@ -89,6 +89,26 @@ def test_mcp_streamable_http_json_and_sse_answers_with_session() -> None:
     assert h.diagnostics == []
 
 
+def test_headers_in_every_form_read_the_same() -> None:
+    """A mapping, mitmproxy's `Headers`, raw byte fields and text pairs: names in any case, a repeated field
+    folded (RFC 9110 §5.3), bytes decoded as mitmproxy decodes them."""
+    from mitmproxy.http import Headers
+
+    fields = [(b"Content-Type", b"application/json"), (b"MCP-Session-Id", b"s1"), (b"mcp-session-id", b"\xff"),
+              (b"X-Other", b"x")]
+    text = [(name.decode(), value.decode("utf-8", "surrogateescape")) for name, value in fields]
+    forms = {"mapping": Headers(fields), "raw": Headers(fields).fields, "bytes": fields, "text": text,
+             "dict": {"content-type": "application/json", "mcp-session-id": "s1, \udcff"}}
+    seen = {}
+    for form, headers in forms.items():
+        h = Harness()
+        events = h.exchange("POST", "http://mcp.local:8000/mcp", rpc(1, "tools/list"), request_headers=headers,
+                            response_headers=headers, response=result(1, {"tools": []}))
+        seen[form] = [(e.event_type, e.session_keys) for e in events]
+    assert seen["dict"] == [("tools/list", {"mcp_session": "s1, \udcff"})] * 2
+    assert all(events == seen["dict"] for events in seen.values()), seen
+
+
 def test_mcp_server_request_on_get_stream_answered_by_client_post() -> None:
     h = Harness()
     url = "http://mcp.local:8000/mcp"
