@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 from addon.events import ObservedEvent  # noqa: E402
 from addon.mitm_tap import decode_flows  # noqa: E402
 from addon.monitor import load_library  # noqa: E402
-from addon.replay import evaluate_events, read_flows, replay  # noqa: E402
+from addon.replay import collector_paused, evaluate_events, read_flows, replay  # noqa: E402
 from addon.wire import WireDecoder  # noqa: E402
 from tests.attacks import sessions  # noqa: E402
 
@@ -124,10 +124,12 @@ def _client(n: int) -> str:
 
 
 def timed[T](function: Callable[..., T], *args: Any) -> tuple[T, float, float]:
-    """`function(*args)`, its wall-clock seconds and this process's CPU seconds."""
-    wall, cpu = time.perf_counter(), time.process_time()
-    result = function(*args)
-    return result, time.perf_counter() - wall, time.process_time() - cpu
+    """`function(*args)`, its wall-clock seconds and this process's CPU seconds, with the cyclic garbage
+    collector paused as `replay` pauses it."""
+    with collector_paused():
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = function(*args)
+        return result, time.perf_counter() - wall, time.process_time() - cpu
 
 
 def measure(label: str, path: Path, library_size: int, repeats: int, profile: int) -> None:
