@@ -107,6 +107,7 @@ class Monitor:
         outputs: list[Output] = []
         runs = self.runs
         for attack_key, loaded in self._by_protocol.get(event.protocol, ()):
+            selection = loaded.plan.selection(event.protocol, event.event_type)
             key = (attack_key, session)
             run = runs.get(key)
             if run is None:
@@ -120,7 +121,7 @@ class Monitor:
                 if not actors:
                     continue
                 runs.move_to_end(key)
-            changes, matched = run.observe(event, actors, self.cel, self.semantic)
+            changes, matched = run.observe(event, actors, selection, self.cel, self.semantic)
             if changes:
                 outputs.extend(PhaseChanged(run.id, c) for c in changes)
                 self._schedule(key, run)

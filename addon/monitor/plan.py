@@ -3,23 +3,31 @@ work per message is proportional to what matters to each attack rather than to t
 
 - `protocols`: the protocols of the attack's actors (format spec §5.1 `actor.mode`); traffic of any other
   protocol cannot concern the attack.
-- `indicators_for(protocol, event_type)`: the indicators that steps 1 and 2 of the trace-filtering procedure
-  (format spec §6.1: protocol, then `surface`) keep for an event of that type, in document order. Steps 3
-  and 4 (actor, direction) depend on the run and the message and stay with `IndicatorTracker.accepts`.
-- `moves_actors(protocol, event_type)`: whether such an event can change an actor's state in some phase — a
-  trigger naming it (format spec §5.3: a trigger's `event` must equal the event type) or an extractor (which
-  reads every message of its actor). When it cannot, the run only counts the message.
+- `selection(protocol, event_type)`, what an event of that type can do to a run of the attack:
+  - `indicators`: the indicators that steps 1 and 2 of the trace-filtering procedure (format spec §6.1:
+    protocol, then `surface`) keep, in document order. Steps 3 and 4 (actor, direction) depend on the run and
+    the message and stay with `IndicatorTracker.accepts`;
+  - `moves_actors`: whether it can change an actor's state in some phase — a trigger naming it (format spec
+    §5.3: a trigger's `event` must equal the event type) or an extractor (which reads every message of its
+    actor). When it can do neither, the run only counts the message.
 - `header`: the report's `attack` section (id, name, version, file, severity, classification).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import oatf
 
 MAX_REMEMBERED_EVENT_TYPES = 1024
 """Event types whose indicator selection is remembered (event names come from the traffic: bounded)."""
+
+
+class Selection(NamedTuple):
+    """What an event of one protocol and type can do to a run (see the module docstring)."""
+
+    indicators: tuple[int, ...]
+    moves_actors: bool
 
 
 class AttackPlan:
@@ -46,18 +54,16 @@ class AttackPlan:
             "severity": severity.to_dict() if severity is not None else None,
             "classification": classification.to_dict() if classification is not None else None,
         }
-        self._selections: dict[tuple[str, str], tuple[int, ...]] = {}
+        self._selections: dict[tuple[str, str], Selection] = {}
 
-    def indicators_for(self, protocol: str, event_type: str) -> tuple[int, ...]:
-        """Positions of the indicators format spec §6.1 steps 1–2 keep for this protocol and event type."""
+    def selection(self, protocol: str, event_type: str) -> Selection:
+        """What an event of this protocol and type can do to a run of the attack (see the module docstring)."""
         selected = self._selections.get((protocol, event_type))
         if selected is None:
-            selected = tuple(i for i, indicator in enumerate(self.indicators) if indicator.protocol == protocol
-                             and (indicator.surface is None or indicator.surface == event_type))
+            selected = Selection(
+                tuple(i for i, indicator in enumerate(self.indicators) if indicator.protocol == protocol
+                      and (indicator.surface is None or indicator.surface == event_type)),
+                protocol in self._extracting or (protocol, event_type) in self._triggering)
             if len(self._selections) < MAX_REMEMBERED_EVENT_TYPES:
                 self._selections[(protocol, event_type)] = selected
         return selected
-
-    def moves_actors(self, protocol: str, event_type: str) -> bool:
-        """Whether an event of this type can change an actor's state (see the module docstring)."""
-        return protocol in self._extracting or (protocol, event_type) in self._triggering

@@ -20,6 +20,7 @@ from .actors import ActorMachine, PhaseChange
 from .indicators import IndicatorTracker
 from .library import LoadedAttack
 from .options import MonitorOptions
+from .plan import Selection
 
 MAX_CITED_FLOWS = 50
 
@@ -73,16 +74,16 @@ class AttackRun:
         bound = self._bindings
         return [a for a in actors if a.name not in bound or bound[a.name].accepts(event)]
 
-    def observe(self, event: ObservedEvent, actors: list[ActorMachine], cel: oatf.CelEvaluator | None,
-                semantic: oatf.SemanticEvaluator | None) -> tuple[list[PhaseChange], list[IndicatorTracker]]:
-        """Feed one event of this run's traffic (`actors`: `actors_for(event)`, not empty): phase changes,
-        and indicators that matched for the first time."""
+    def observe(self, event: ObservedEvent, actors: list[ActorMachine], selection: Selection,
+                cel: oatf.CelEvaluator | None, semantic: oatf.SemanticEvaluator | None,
+                ) -> tuple[list[PhaseChange], list[IndicatorTracker]]:
+        """Feed one event of this run's traffic (`actors`: `actors_for(event)`, not empty; `selection`: the
+        plan's for the event): phase changes, and indicators that matched for the first time."""
         if event.timestamp > self.last_event_at:
             self.last_event_at = event.timestamp
         self.messages += 1
-        plan = self.loaded.plan
         changes: list[PhaseChange] = []
-        if plan.moves_actors(event.protocol, event.event_type):
+        if selection.moves_actors:
             for actor in actors:
                 change = actor.observe(event)
                 if change is not None:
@@ -91,10 +92,9 @@ class AttackRun:
             for actor in actors:
                 actor.messages += 1
         newly: list[IndicatorTracker] = []
-        selected = plan.indicators_for(event.protocol, event.event_type)
-        if selected:
+        if selection.indicators:
             names = {a.name for a in actors}
-            for position in selected:
+            for position in selection.indicators:
                 tracker = self.indicators[position]
                 if tracker.open and tracker.accepts(event, names) and tracker.observe(event, cel, semantic):
                     newly.append(tracker)

@@ -333,12 +333,17 @@ def test_timer_queue_stays_bounded_by_live_runs() -> None:
 
 
 def test_plan_selects_indicators_by_protocol_and_surface_in_document_order() -> None:
-    """Format spec §6.1 steps 1–2 are worked out once per attack and event type."""
+    """Format spec §6.1 steps 1–2, and whether a trigger or extractor can use the event, are worked out once
+    per attack and event type."""
     plan = attack(RUG_PULL).plan
-    assert plan.indicators_for("mcp", "tools/call") == (0, 1)
-    assert plan.indicators_for("mcp", "tools/list") == ()
-    assert plan.indicators_for("a2a", "tools/call") == ()
+    # RUG_PULL's first phase has an extractor: every MCP event may move its actor
+    assert plan.selection("mcp", "tools/call") == ((0, 1), True)
+    assert plan.selection("mcp", "tools/list") == ((), True)
+    assert plan.selection("a2a", "tools/call") == ((), False)
     assert plan.protocols == frozenset({"mcp"}) and plan.grace_period == 5.0
+    timed = attack(TIMED).plan  # an `after` trigger and no extractor: events only count, but the indicator
+    assert timed.selection("mcp", "tools/list") == ((), False)
+    assert timed.selection("mcp", "tools/call") == ((0,), False)
     for n in range(3 * MAX_REMEMBERED_EVENT_TYPES):  # event names come from the traffic: memory is bounded
-        assert plan.indicators_for("mcp", f"custom/{n}") == ()
+        assert plan.selection("mcp", f"custom/{n}") == ((), True)
     assert len(plan._selections) <= MAX_REMEMBERED_EVENT_TYPES
