@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import multiprocessing
+import operator
+import threading
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +22,8 @@ from mitmproxy.exceptions import FlowReadException
 from addon.events import ObservedEvent
 from addon.flow_file import AnyHTTPFlow, read_flow_file
 from addon.mitm_tap import decode_flows
-from addon.monitor import LoadedAttack, LoadProblem, Monitor, MonitorOptions, RunConcluded, load_library
+from addon.monitor import LoadedAttack, LoadProblem, Monitor, MonitorOptions, RunConcluded, SessionKey, load_library
+from addon.monitor.sessions import SessionResolver
 from addon.wire import WireDecoder
 
 
@@ -32,6 +37,8 @@ class ReplayResult:
     problems: list[LoadProblem]
     events: int
     flows: int
+    workers: int = 1
+    """Processes that evaluated the sessions (`evaluate_events`)."""
 
 
 def read_flows(path: str) -> list[AnyHTTPFlow]:
@@ -59,18 +66,94 @@ def decode_recordings(flow_paths: list[str]) -> tuple[list[ObservedEvent], int]:
     return events, len(flows)
 
 
+Placed = tuple[ObservedEvent, str]
+"""An event and the session it belongs to."""
+
+PARALLEL_MIN_EVENTS = 5_000
+"""Below this many events a replay stays in one process: starting workers would cost more than it saves."""
+
+
+def place_events(events: list[ObservedEvent], policy: SessionKey) -> list[Placed]:
+    """Every event with its session, in the order a `Monitor` fed `events` one by one would observe them
+    (keyless events held by the `SessionResolver` are released as the recorded clock passes their hold, and
+    at the end of the recording)."""
+    resolver = SessionResolver(policy)
+    placed: list[Placed] = []
+    now = float("-inf")
+    for event in events:
+        now = max(now, event.timestamp)
+        if resolver.next_release() <= now:
+            placed += resolver.expire(now)
+        placed += resolver.resolve(event)
+    placed += resolver.flush()
+    return placed
+
+
 def evaluate_events(attacks: list[LoadedAttack], events: list[ObservedEvent],
-                    options: MonitorOptions | None = None) -> list[dict[str, Any]]:
-    """The reports of every run over recorded events; the recording's end concludes the runs."""
+                    options: MonitorOptions | None = None, workers: int = 1) -> list[dict[str, Any]]:
+    """The reports of every run over recorded events (in time order), in the order the runs ended.
+
+    The recording's end concludes the runs: the clock moves one grace period (the longest any loaded attack
+    or `options` sets) past the last event, so runs whose actors are all terminal conclude `completed`, and
+    the others are concluded `interrupted`. Sessions are independent, so with `workers` > 1 (and enough
+    events) they are split over that many forked processes, each following its share of the sessions; the
+    reports are the same as with one process (`oatf_max_runs` then bounds each process's live runs)."""
+    options = options or MonitorOptions()
+    placed = place_events(events, options.session_key)
+    end = max((event.timestamp for event in events), default=0.0)
+    final = end + max([options.grace_period, *(a.plan.grace_period or 0.0 for a in attacks)])
+    shards = worker_count(len(events), workers)
+    reports = (_evaluate_placed(attacks, placed, options, final) if shards == 1
+               else _evaluate_in_parallel(attacks, placed, options, final, shards))
+    ended = operator.itemgetter("ended_at")
+    return sorted(reports, key=lambda report: ended(report["execution_summary"]))
+
+
+def _evaluate_in_parallel(attacks: list[LoadedAttack], placed: list[Placed], options: MonitorOptions,
+                          final: float, shards: int) -> list[dict[str, Any]]:
+    """`_evaluate_placed` with the sessions split over `shards` forked processes (by a hash of the session)."""
+    split: list[list[Placed]] = [[] for _ in range(shards)]
+    for item in placed:
+        split[zlib.crc32(item[1].encode("utf-8", "surrogatepass")) % shards].append(item)
+    global _SHARDS
+    _SHARDS = (attacks, split, options, final)
+    try:
+        with multiprocessing.get_context("fork").Pool(shards) as pool:
+            results = pool.map(_evaluate_shard, range(shards))
+    finally:
+        _SHARDS = None
+    return [report for shard in results for report in shard]
+
+
+def _evaluate_placed(attacks: list[LoadedAttack], placed: list[Placed], options: MonitorOptions,
+                     final: float) -> list[dict[str, Any]]:
     monitor = Monitor(attacks, options)
     outputs = []
-    for event in events:
-        outputs.extend(monitor.observe(event))
-    end = events[-1].timestamp if events else 0.0
-    grace = max((run.grace_period for run in monitor.runs.values()), default=0.0)
-    outputs.extend(monitor.tick(end + grace))
+    for event, session in placed:
+        outputs.extend(monitor.observe(event, session))
+    outputs.extend(monitor.tick(final))
     outputs.extend(monitor.shutdown())
     return [o.report for o in outputs if isinstance(o, RunConcluded)]
+
+
+_SHARDS: tuple[list[LoadedAttack], list[list[Placed]], MonitorOptions, float] | None = None
+"""What forked workers evaluate (inherited, not pickled): attacks, placed events per worker, options, end."""
+
+
+def _evaluate_shard(index: int) -> list[dict[str, Any]]:
+    assert _SHARDS is not None
+    attacks, split, options, final = _SHARDS
+    with collector_paused():
+        return _evaluate_placed(attacks, split[index], options, final)
+
+
+def worker_count(events: int, workers: int) -> int:
+    """The processes `evaluate_events` uses for `events` events when asked for `workers`: one below
+    `PARALLEL_MIN_EVENTS` events, or where forking is unsafe (other threads running: a forked child would
+    get only the calling thread) or unavailable."""
+    if workers <= 1 or events < PARALLEL_MIN_EVENTS or threading.active_count() > 1:
+        return 1
+    return workers if "fork" in multiprocessing.get_all_start_methods() else 1
 
 
 @contextlib.contextmanager
@@ -88,13 +171,16 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def replay(attack_paths: list[str], flow_paths: list[str], options: MonitorOptions | None = None) -> ReplayResult:
-    """Evaluate the attacks under `attack_paths` over the recordings in `flow_paths`."""
+def replay(attack_paths: list[str], flow_paths: list[str], options: MonitorOptions | None = None,
+           workers: int = 1) -> ReplayResult:
+    """Evaluate the attacks under `attack_paths` over the recordings in `flow_paths` (`workers`: see
+    `evaluate_events`)."""
     with collector_paused():
         library = load_library(attack_paths)
         events, flow_count = decode_recordings(flow_paths)
-        reports = evaluate_events(list(library.attacks), events, options)
-    return ReplayResult(reports, list(library.problems), len(events), flow_count)
+        reports = evaluate_events(list(library.attacks), events, options, workers)
+    return ReplayResult(reports, list(library.problems), len(events), flow_count,
+                        worker_count(len(events), workers))
 
 
 def replay_flows(attack_paths: list[str], flow_paths: list[str], *, grace_period: float | None = None) -> list[dict]:
@@ -103,5 +189,5 @@ def replay_flows(attack_paths: list[str], flow_paths: list[str], *, grace_period
     return replay(attack_paths, flow_paths, options).reports
 
 
-__all__ = ["ReplayError", "ReplayResult", "collector_paused", "decode_recordings", "evaluate_events", "read_flows",
-           "replay", "replay_flows"]
+__all__ = ["ReplayError", "ReplayResult", "collector_paused", "decode_recordings", "evaluate_events", "place_events",
+           "read_flows", "replay", "replay_flows", "worker_count"]

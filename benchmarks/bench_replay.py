@@ -1,7 +1,7 @@
 """Offline replay throughput (`oatf evaluate`'s engine) with the whole `attacks/` library loaded.
 
     .venv/bin/python benchmarks/bench_replay.py [--workload both] [--repeats 20] [--sessions 20] [--calls 500]
-        [--stagger 1.0] [--profile 0]
+        [--stagger 1.0] [--workers N] [--profile 0]
 
 Two recordings, each written to one mitmproxy flow file:
 - `library`: every attack's recorded sessions (`tests/attacks/sessions.py`: each document's complying and
@@ -17,7 +17,8 @@ Two recordings, each written to one mitmproxy flow file:
 Figures (messages = decoded protocol events, the unit the monitor consumes), CPU seconds of this process
 unless said otherwise:
 - `addon.replay.replay` end to end (load the library, read the flow file, decode, monitor, conclude), wall
-  clock and CPU; target >= 5,000 messages/s;
+  clock and CPU, in one process and with the sessions split over `--workers` forked processes (default: the
+  CPUs available, as `oatf evaluate --jobs`); target >= 5,000 messages/s. The two must report the same;
 - its stages separately: reading the flow file, decoding (`decode_flows`), and the monitor (the same loop as
   `replay`: `Monitor.observe` per event, a final tick past the grace period, `shutdown`), and the monitor
   with an empty library (the per-event floor);
@@ -31,6 +32,7 @@ import argparse
 import cProfile
 import dataclasses
 import io
+import os
 import pstats
 import resource
 import sys
@@ -132,14 +134,23 @@ def timed[T](function: Callable[..., T], *args: Any) -> tuple[T, float, float]:
         return result, time.perf_counter() - wall, time.process_time() - cpu
 
 
-def measure(label: str, path: Path, library_size: int, repeats: int, profile: int) -> None:
-    """replay() end to end, then its stages one by one, over the recording at `path`."""
-    result, wall, cpu = timed(replay, [ATTACKS], [str(path)])
-    messages = result.events
-    print(f"  replay() end to end: {messages:,} messages, {len(result.reports):,} runs reported "
-          f"({len(result.reports) / messages:.2f} per message)")
-    print(f"    {messages / wall:>9,.0f} messages/s wall ({wall:.1f} s)   {messages / cpu:>9,.0f} messages/s CPU "
-          f"({cpu:.1f} s)   (target >= 5,000)")
+def measure(label: str, path: Path, library_size: int, repeats: int, workers: int, profile: int) -> None:
+    """replay() end to end (one process, then `workers`), then its stages one by one, over the recording at
+    `path`."""
+    runs: dict[int, list] = {}
+    for count in sorted({1, workers}):
+        result, wall, cpu = timed(replay, [ATTACKS], [str(path)], None, count)
+        messages = result.events
+        runs[count] = sorted((r["attack"]["id"], r["execution_summary"]["session"], r["verdict"]["result"],
+                              r["execution_summary"]["status"]) for r in result.reports)
+        if count == 1:
+            print(f"  replay() end to end: {messages:,} messages, {len(result.reports):,} runs reported "
+                  f"({len(result.reports) / messages:.2f} per message)")
+        print(f"    {result.workers} process(es): {messages / wall:>9,.0f} messages/s wall ({wall:.1f} s)   "
+              f"{messages / cpu:>9,.0f} messages/s CPU of the main process ({cpu:.1f} s)   (target >= 5,000)")
+    if len(runs) > 1:
+        print(f"    same runs, verdicts and statuses with {workers} processes as with one: "
+              f"{runs[1] == runs[workers]}")
     flows, _, read_cpu = timed(read_flows, str(path))
 
     def decode() -> list[ObservedEvent]:
@@ -185,6 +196,8 @@ def main() -> None:
     parser.add_argument("--stagger", type=float, default=1.0, help="seconds between the starts of two sessions")
     parser.add_argument("--sessions", type=int, default=20, help="mcp-loop: MCP sessions")
     parser.add_argument("--calls", type=int, default=500, help="mcp-loop: tools/call per session")
+    parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)),
+                        help="processes for the parallel end-to-end replay (default: the CPUs available)")
     parser.add_argument("--profile", type=int, default=0, metavar="N", help="print the N costliest functions "
                         "of the monitor stage")
     args = parser.parse_args()
@@ -209,7 +222,7 @@ def main() -> None:
             del flows
             print(f"{name}: {what}: {count:,} sessions, {path.stat().st_size / 1e6:.1f} MB flow file "
                   f"(built in {build_wall:.1f} s)")
-            measure(name, path, len(library.attacks), repeats, args.profile)
+            measure(name, path, len(library.attacks), repeats, args.workers, args.profile)
     print(f"peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB "
           "(replay holds every flow and event of a recording)")
 

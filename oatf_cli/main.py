@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -88,6 +89,13 @@ def cmd_normalize(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
+    return value
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """Replay recordings through the decoders and monitor; print the verdict table; write reports."""
     from addon.monitor import MonitorOptions, SessionKey
@@ -102,7 +110,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     options = MonitorOptions(session_key=SessionKey(args.session_key), grace_period=grace)
     attack_paths = [p for arg in args.attacks for p in arg.split(",") if p]
     try:
-        result = replay(attack_paths, args.flows, options)
+        result = replay(attack_paths, args.flows, options, args.jobs)
     except ReplayError as exc:
         print(f"oatf evaluate: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
@@ -118,7 +126,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     else:
         print(summary_table(result.reports) if result.reports
               else "no run: no recorded traffic matched a loaded attack")
-        print(f"{result.flows} flow(s), {result.events} event(s), {len(result.reports)} run(s)"
+        print(f"{result.flows} flow(s), {result.events} event(s), {len(result.reports)} run(s), "
+              f"{result.workers} evaluation process(es)"
               + (f"; reports in {args.report_dir}" if args.report_dir else ""), file=sys.stderr)
     if not result.reports:
         return EXIT_UNREADABLE  # a CI gate must not pass on nothing: no loaded attack saw any traffic
@@ -165,6 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--session-key", default="auto",
                           choices=("auto", "mcp_session", "a2a_context", "ag_ui_thread", "connection", "global"))
     evaluate.add_argument("--format", choices=("text", "json"), default="text")
+    evaluate.add_argument("--jobs", type=_positive, default=len(os.sched_getaffinity(0)), metavar="N",
+                          help="processes that evaluate sessions in parallel (default: the CPUs available; "
+                          "small recordings use one)")
     evaluate.set_defaults(func=cmd_evaluate)
     export = sub.add_parser("export-trace", help="write recorded agent sessions as Attest v1 traces")
     export.add_argument("--flows", nargs="+", required=True, metavar="FILE", help="mitmproxy flow files or HAR")

@@ -88,13 +88,14 @@ class ActorMachine:
         return self._advance(result, event.flow_id, event.timestamp)
 
     def tick(self, now: float) -> PhaseChange | None:
-        """Fire an `after` timer that has elapsed."""
+        """Fire an `after` timer that has elapsed: the phase changes at the timer's deadline (not at `now`,
+        which may be later), so the times in a report do not depend on when the clock was read."""
         trigger = self.phase.trigger
         if trigger is None or trigger.after is None:
             return None
         result = oatf.evaluate_trigger(trigger, None, timedelta(seconds=max(0.0, now - self.entered_at)),
                                        self.trigger_state)
-        return self._advance(result, None, now)
+        return self._advance(result, None, min(now, self.deadline()))
 
     def _advance(self, result: oatf.TriggerResult, flow_id: str | None, now: float) -> PhaseChange | None:
         if not result.advanced or self.index + 1 >= len(self.actor.phases):

@@ -89,9 +89,11 @@ class Monitor:
         self._set_attacks(attacks)
         return outputs
 
-    def observe(self, event: ObservedEvent) -> list[Output]:
+    def observe(self, event: ObservedEvent, session: str | None = None) -> list[Output]:
         """Feed one event: the clock advances to its time (timers due by then fire first), then every
-        relevant run of its session sees it."""
+        relevant run of its session sees it. `session`: the event's session when the caller placed it
+        already (`SessionResolver`, as offline replay does to split sessions over processes); by default
+        this monitor's resolver places it."""
         timers = self._timers
         if (timers and timers[0][0] <= event.timestamp) or self.sessions.next_release() <= event.timestamp:
             outputs = self.tick(event.timestamp)
@@ -99,8 +101,10 @@ class Monitor:
             outputs = []
             self.now = max(self.now, event.timestamp)
         self.events_seen += 1
-        for placed, session in self.sessions.resolve(event):
-            outputs.extend(self._observe(placed, session))
+        if session is not None:
+            return outputs + self._observe(event, session)
+        for placed, placed_session in self.sessions.resolve(event):
+            outputs.extend(self._observe(placed, placed_session))
         return outputs
 
     def _observe(self, event: ObservedEvent, session: str) -> list[Output]:
@@ -111,7 +115,7 @@ class Monitor:
             key = (attack_key, session)
             run = runs.get(key)
             if run is None:
-                run = AttackRun(loaded, session, self.now, self.options, self.semantic is not None)
+                run = AttackRun(loaded, session, event.timestamp, self.options, self.semantic is not None)
                 actors = run.actors_for(event)
                 if not actors:
                     continue
@@ -145,9 +149,9 @@ class Monitor:
                 continue  # concluded, or superseded by an earlier deadline that has already fired
             run.scheduled = float("inf")
             outputs.extend(PhaseChanged(run.id, c) for c in run.tick(self.now))
-            status = run.due(self.now)
-            if status is not None:
-                outputs.append(self._conclude(key, status))
+            due = run.due(self.now)
+            if due is not None:
+                outputs.append(self._conclude(key, *due))
             else:
                 self._schedule(key, run)
         return outputs
@@ -198,12 +202,13 @@ class Monitor:
         self._schedule(key, run)
         return outputs
 
-    def _conclude(self, key: tuple[str, str], status: str) -> RunConcluded:
+    def _conclude(self, key: tuple[str, str], status: str, ended_at: float | None = None) -> RunConcluded:
+        """Conclude a run: its report, with `status` and `ended_at` (default: now)."""
         run = self.runs.pop(key)
         self.concluded += 1
         report = {
             "attack": dict(run.loaded.plan.header),
             "verdict": run.verdict().to_dict(),
-            "execution_summary": run.execution_summary(status, self.now),
+            "execution_summary": run.execution_summary(status, self.now if ended_at is None else ended_at),
         }
         return RunConcluded(run.id, report)

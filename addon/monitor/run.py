@@ -110,7 +110,7 @@ class AttackRun:
         changes = [c for c in (a.tick(now) for a in self.actors) if c is not None]
         if changes:
             self.phase_changes.extend(changes)
-            self._check_terminal(now)
+            self._check_terminal(max(c.timestamp for c in changes))
         return changes
 
     def deadline(self) -> float:
@@ -121,12 +121,15 @@ class AttackRun:
             return min(self._lifetime_end(), grace_end)
         return min(self._lifetime_end(), *(a.deadline() for a in self.actors))
 
-    def due(self, now: float) -> str | None:
-        """The execution status if the run should conclude now, else None."""
+    def due(self, now: float) -> tuple[str, float] | None:
+        """The execution status and the time the run ended if it should conclude by `now`, else None: the
+        end of its grace period (`completed`) or of its lifetime (`timed_out`), not `now`, so the times in a
+        report do not depend on when the clock was read."""
         grace_end = self._grace_end()
         if grace_end is not None and now >= grace_end:
-            return "completed"
-        return "timed_out" if now >= self._lifetime_end() else None
+            return "completed", grace_end
+        lifetime_end = self._lifetime_end()
+        return ("timed_out", lifetime_end) if now >= lifetime_end else None
 
     def _grace_end(self) -> float | None:
         """When the grace period ends, if every actor is terminal: one grace period after the run's last
