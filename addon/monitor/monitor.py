@@ -16,6 +16,7 @@ from ..events import ObservedEvent
 from .actors import PhaseChange
 from .library import LoadedAttack
 from .options import MonitorOptions
+from .plan import MAX_REMEMBERED_EVENT_TYPES, Selection
 from .run import AttackRun
 from .sessions import SessionResolver
 
@@ -72,6 +73,7 @@ class Monitor:
         for loaded in self.attacks:
             for protocol in sorted(loaded.protocols):
                 self._by_protocol.setdefault(protocol, []).append((loaded.key, loaded))
+        self._concerned: dict[tuple[str, str], list[tuple[str, LoadedAttack, Selection]]] = {}
 
     def set_options(self, options: MonitorOptions) -> None:
         """New options apply to runs created from now on."""
@@ -110,8 +112,7 @@ class Monitor:
     def _observe(self, event: ObservedEvent, session: str) -> list[Output]:
         outputs: list[Output] = []
         runs = self.runs
-        for attack_key, loaded in self._by_protocol.get(event.protocol, ()):
-            selection = loaded.plan.selection(event.protocol, event.event_type)
+        for attack_key, loaded, selection in self._concerned_by(event.protocol, event.event_type):
             key = (attack_key, session)
             run = runs.get(key)
             if run is None:
@@ -133,6 +134,17 @@ class Monitor:
                 outputs.extend(IndicatorMatched(run.id, attack_key, t.id, event.flow_id, t.matched.evidence or "")
                                for t in matched if t.matched is not None)
         return outputs
+
+    def _concerned_by(self, protocol: str, event_type: str) -> list[tuple[str, LoadedAttack, Selection]]:
+        """The attacks of `protocol`, each with its plan's selection for `event_type` (remembered for a bounded
+        number of event types)."""
+        concerned = self._concerned.get((protocol, event_type))
+        if concerned is None:
+            concerned = [(key, loaded, loaded.plan.selection(protocol, event_type))
+                         for key, loaded in self._by_protocol.get(protocol, ())]
+            if len(self._concerned) < MAX_REMEMBERED_EVENT_TYPES:
+                self._concerned[(protocol, event_type)] = concerned
+        return concerned
 
     def tick(self, now: float) -> list[Output]:
         """Advance the clock (never backwards): release held keyless events that are due, fire the `after`
