@@ -82,6 +82,7 @@ class OatfAddon:
         self.backlog_warned = 0
         self.lock = threading.Lock()
         self.monitor: MonitorProcess | None = None
+        self.options = MonitorOptions()
         self.writer: ReportWriter | None = None
         self.library = Library((), ())
         self.concluded: deque[dict[str, Any]] = deque(maxlen=MAX_SUMMARY_ROWS)
@@ -135,14 +136,21 @@ class OatfAddon:
             log.error("oatf: invalid option: %s", exc)
             return
         with self.lock:
+            self.options = options
             if self.monitor is None or "oatf_semantic_evaluator" in updated:
-                previous = self.monitor
-                if previous is not None:
-                    self._stop_monitor(previous)
-                self.monitor = MonitorProcess(options, ctx.options.oatf_semantic_evaluator, self._handle,
-                                              self._evaluated, self._failure)
+                if self.monitor is not None:
+                    self._stop_monitor(self.monitor)
+                self.monitor = self._start_monitor()
             self.monitor.set_options(options)
         self.reload()
+
+    def _start_monitor(self) -> MonitorProcess:
+        """A monitor process with the current options, semantic evaluator and library."""
+        monitor = MonitorProcess(self.options, ctx.options.oatf_semantic_evaluator, self._handle, self._evaluated,
+                                 self._failure)
+        if self.library.attacks:
+            monitor.replace_attacks(list(self.library.attacks))
+        return monitor
 
     def _monitor_options(self) -> MonitorOptions:
         opts = ctx.options
@@ -218,6 +226,11 @@ class OatfAddon:
             try:
                 batch = [first, *self._drain(MAX_BATCH - 1)] if first is not None else []
                 with self.lock:
+                    if self.monitor is not None and not self.monitor.alive and not self.stopping.is_set():
+                        # Its failure is logged (receiver thread); what it followed is gone with it.
+                        log.error("oatf: starting a new monitor process; evaluation goes on with new runs")
+                        self._stop_monitor(self.monitor)
+                        self.monitor = self._start_monitor()
                     if self.monitor is not None:
                         if batch:
                             self._send(batch)
@@ -255,7 +268,10 @@ class OatfAddon:
 
     def _stop_monitor(self, monitor: MonitorProcess) -> None:
         """Conclude every open run of `monitor` (its reports are written before this returns) and end it."""
-        if not monitor.shutdown(SHUTDOWN_SECONDS):
+        if not monitor.alive:
+            log.error("oatf: the monitor process had ended: the runs it followed are not reported")
+            monitor.shutdown(timeout=1.0)
+        elif not monitor.shutdown(SHUTDOWN_SECONDS):
             log.error("oatf: the monitor did not conclude its runs within %d s; some reports are missing",
                       SHUTDOWN_SECONDS)
         self.in_evaluation.clear()

@@ -4,7 +4,9 @@ problem once (file:line:col and rule), and the `oatf.reload` command and the wat
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 from pathlib import Path
 
 from tests.e2e_wire.clients import ag_ui_run, raw_exchange
@@ -151,3 +153,34 @@ def test_hostile_session_keys_cannot_suppress_reports(attackers: Peers, tmp_path
     expected = sorted(f"ag_ui_thread:{thread}" for thread in threads)
     assert sorted(r["execution_summary"]["session"] for r in proxy.jsonl()) == expected
     assert sorted(r["execution_summary"]["session"] for r in proxy.reports()) == expected
+
+
+def monitor_processes(proxy_pid: int) -> list[int]:
+    """The addon's monitor process(es): children of mitmdump running `addon.monitor_process`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            stat = (proc / "stat").read_text().rpartition(")")[2].split()
+            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if stat[1] == str(proxy_pid) and b"addon.monitor_process" in command:
+            found.append(int(proc.name))
+    return found
+
+
+def test_a_killed_monitor_process_is_replaced(attackers: Peers, tmp_path: Path) -> None:
+    """The monitor process dies (killed here): the addon says so, starts a new one with the same library,
+    and the next agent session is evaluated and reported as usual."""
+    url = attackers.url("mcp_poisoned", "/mcp")
+    with oatf_proxy(tmp_path, "respawn", [TOOL_POISONING]) as proxy:
+        assert "1 attack(s) loaded" in proxy.command("oatf.status")  # running (an error at start-up ends mitmdump)
+        [first] = monitor_processes(proxy.process.pid)
+        os.kill(first, signal.SIGKILL)
+        proxy.wait_for_log(lambda log: "starting a new monitor process" in log)
+        assert "the monitor process ended unexpectedly" in proxy.log()
+        [second] = monitor_processes(proxy.process.pid)
+        assert second != first
+        session = run(agents.mcp_poisoned_agent(url, proxy.url, "naive"))
+        report = proxy.wait_for("DEMO-001", session)
+    assert verdict_of(report)[0] == "exploited"
