@@ -11,6 +11,7 @@ import contextlib
 import gc
 import multiprocessing
 import operator
+import os
 import threading
 import zlib
 from collections.abc import Iterator
@@ -147,6 +148,12 @@ def _evaluate_shard(index: int) -> list[dict[str, Any]]:
         return _evaluate_placed(attacks, split[index], options, final)
 
 
+def available_cpus() -> int:
+    """The CPUs this process may run on (the default number of replay workers)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
 def worker_count(events: int, workers: int) -> int:
     """The processes `evaluate_events` uses for `events` events when asked for `workers`: one below
     `PARALLEL_MIN_EVENTS` events, or where forking is unsafe (other threads running: a forked child would
@@ -189,5 +196,5 @@ def replay_flows(attack_paths: list[str], flow_paths: list[str], *, grace_period
     return replay(attack_paths, flow_paths, options).reports
 
 
-__all__ = ["ReplayError", "ReplayResult", "collector_paused", "decode_recordings", "evaluate_events", "place_events",
-           "read_flows", "replay", "replay_flows", "worker_count"]
+__all__ = ["ReplayError", "ReplayResult", "available_cpus", "collector_paused", "decode_recordings", "evaluate_events",
+           "place_events", "read_flows", "replay", "replay_flows", "worker_count"]

@@ -32,7 +32,6 @@ import argparse
 import cProfile
 import dataclasses
 import io
-import os
 import pstats
 import resource
 import sys
@@ -49,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 from addon.events import ObservedEvent  # noqa: E402
 from addon.mitm_tap import decode_flows  # noqa: E402
 from addon.monitor import load_library  # noqa: E402
-from addon.replay import collector_paused, evaluate_events, read_flows, replay  # noqa: E402
+from addon.replay import available_cpus, collector_paused, evaluate_events, read_flows, replay  # noqa: E402
 from addon.wire import WireDecoder  # noqa: E402
 from tests.attacks import sessions  # noqa: E402
 
@@ -196,7 +195,7 @@ def main() -> None:
     parser.add_argument("--stagger", type=float, default=1.0, help="seconds between the starts of two sessions")
     parser.add_argument("--sessions", type=int, default=20, help="mcp-loop: MCP sessions")
     parser.add_argument("--calls", type=int, default=500, help="mcp-loop: tools/call per session")
-    parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)),
+    parser.add_argument("--workers", type=int, default=available_cpus(),
                         help="processes for the parallel end-to-end replay (default: the CPUs available)")
     parser.add_argument("--profile", type=int, default=0, metavar="N", help="print the N costliest functions "
                         "of the monitor stage")

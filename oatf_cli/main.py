@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -99,7 +98,7 @@ def _positive(text: str) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """Replay recordings through the decoders and monitor; print the verdict table; write reports."""
     from addon.monitor import MonitorOptions, SessionKey
-    from addon.replay import ReplayError, replay
+    from addon.replay import ReplayError, available_cpus, replay
     from addon.reports import ReportWriter, exit_status, summary_table
 
     try:
@@ -110,7 +109,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     options = MonitorOptions(session_key=SessionKey(args.session_key), grace_period=grace)
     attack_paths = [p for arg in args.attacks for p in arg.split(",") if p]
     try:
-        result = replay(attack_paths, args.flows, options, args.jobs)
+        result = replay(attack_paths, args.flows, options, args.jobs or available_cpus())
     except ReplayError as exc:
         print(f"oatf evaluate: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
@@ -174,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--session-key", default="auto",
                           choices=("auto", "mcp_session", "a2a_context", "ag_ui_thread", "connection", "global"))
     evaluate.add_argument("--format", choices=("text", "json"), default="text")
-    evaluate.add_argument("--jobs", type=_positive, default=len(os.sched_getaffinity(0)), metavar="N",
+    evaluate.add_argument("--jobs", type=_positive, metavar="N",
                           help="processes that evaluate sessions in parallel (default: the CPUs available; "
                           "small recordings use one)")
     evaluate.set_defaults(func=cmd_evaluate)
