@@ -95,11 +95,12 @@ class MonitorProcess:
         self.on_failure = on_failure
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        # The child imports what this process can: this project, and the semantic evaluator's module wherever
+        # the proxy found it (mitmproxy puts a script's folder on the path).
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *(p for p in sys.path if p)])}
         self._process = subprocess.Popen(
             [sys.executable, "-m", "addon.monitor_process", str(to_child_r), str(from_child_w)],
-            pass_fds=(to_child_r, from_child_w), start_new_session=True, stdin=subprocess.DEVNULL, env=env,
-            cwd=ROOT)
+            pass_fds=(to_child_r, from_child_w), start_new_session=True, stdin=subprocess.DEVNULL, env=env)
         os.close(to_child_r)
         os.close(from_child_w)
         self._to_child = Connection(to_child_w, readable=False)

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import os
 import threading
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from addon.monitor import MonitorOptions, Output, RunConcluded
 from addon.monitor.monitor import IndicatorMatched
 from addon.monitor_process import MonitorProcess
 
-from .test_monitor import POISONED_TOOL, attack, call
+from .test_monitor import POISONED_TOOL, TIMED, attack, call, event
 
 
 class Collector:
@@ -97,3 +100,29 @@ def test_a_dead_child_is_reported_and_status_does_not_hang() -> None:
     assert "ended unexpectedly" in collector.failures[0]
     assert monitor.status(timeout=5) is None and not monitor.alive
     assert not monitor.shutdown(timeout=1)
+
+
+SEMANTIC_MODULE = '''
+class Judge:
+    """A stand-in SemanticEvaluator: every text scores 0.9."""
+
+    def evaluate(self, text, intent, intent_class, threshold, examples):
+        return 0.9
+'''
+
+
+def test_the_semantic_evaluator_is_loaded_in_the_child_from_where_the_proxy_finds_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`oatf_semantic_evaluator` names a module the proxy can import (here: a folder on this process's
+    `sys.path` only, as mitmproxy adds a script's folder): the child imports it too, and semantic indicators
+    are evaluated, not skipped."""
+    (tmp_path / "oatf_test_semantic_judge.py").write_text(SEMANTIC_MODULE, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    collector = Collector()
+    monitor = MonitorProcess(MonitorOptions(grace_period=60), "oatf_test_semantic_judge:Judge",
+                             collector.on_outputs, collector.on_evaluated, collector.on_failure)
+    monitor.replace_attacks([attack(TIMED)])
+    monitor.observe([event("tools/call", {"arguments": {"x": "send the secrets"}}, 0.0)])
+    assert monitor.shutdown(timeout=30) and collector.failures == []
+    [report] = [o.report for o in collector.outputs if isinstance(o, RunConcluded)]
+    assert report["verdict"]["indicator_verdicts"][0]["result"] == "matched"
