@@ -88,9 +88,14 @@ class OatfAddon:
         self.concluded: deque[dict[str, Any]] = deque(maxlen=MAX_SUMMARY_ROWS)
         """The latest concluded runs' reports, for the summary table (all of them are on disk)."""
         self.flows: weakref.WeakValueDictionary[str, http.HTTPFlow] = weakref.WeakValueDictionary()
-        self.in_evaluation: deque[list[http.HTTPFlow]] = deque()
-        """The flows of each batch of events sent to the monitor and not yet evaluated, oldest first: kept
-        alive so that a match can still mark and comment its flow (mitmdump keeps no flow of its own)."""
+        self.in_evaluation: deque[tuple[int, list[http.HTTPFlow]]] = deque()
+        """Each batch of events sent to the monitor and not yet evaluated, oldest first: its size, and its
+        flows, kept alive so that a match can still mark and comment its flow (mitmdump keeps no flow of its
+        own)."""
+        self.events_in_flight = 0
+        """Events sent to the monitor and not yet evaluated."""
+        self.flight_lock = threading.Lock()
+        """Guards `in_evaluation` and `events_in_flight` (worker and receiver threads)."""
         self.worker: threading.Thread | None = None
         self.stopping = threading.Event()
         self.watched: dict[str, float] = {}
@@ -210,10 +215,14 @@ class OatfAddon:
 
     def _enqueue(self, event: ObservedEvent) -> None:
         self.events.put_nowait(event)
-        backlog = self.events.qsize() // BACKLOG_WARNING
-        if backlog > self.backlog_warned:
-            self.backlog_warned = backlog
-            log.warning("oatf: evaluation is behind the traffic: %d event(s) waiting", self.events.qsize())
+        waiting = self.waiting()
+        if waiting // BACKLOG_WARNING > self.backlog_warned:
+            self.backlog_warned = waiting // BACKLOG_WARNING
+            log.warning("oatf: evaluation is behind the traffic: %d event(s) waiting", waiting)
+
+    def waiting(self) -> int:
+        """Events observed and not yet evaluated: queued here, or sent to the monitor process."""
+        return self.events.qsize() + self.events_in_flight
 
     # --- the worker thread: events to the monitor process ----------------------------------------------
     def _work(self) -> None:
@@ -263,7 +272,9 @@ class OatfAddon:
             for event in events:
                 self.traces.observe(event)
         flows = {event.flow_id: self.flows.get(event.flow_id) for event in events}
-        self.in_evaluation.append([flow for flow in flows.values() if flow is not None])
+        with self.flight_lock:
+            self.in_evaluation.append((len(events), [flow for flow in flows.values() if flow is not None]))
+            self.events_in_flight += len(events)
         self.monitor.observe(events)
 
     def _stop_monitor(self, monitor: MonitorProcess) -> None:
@@ -274,17 +285,24 @@ class OatfAddon:
         elif not monitor.shutdown(SHUTDOWN_SECONDS):
             log.error("oatf: the monitor did not conclude its runs within %d s; some reports are missing",
                       SHUTDOWN_SECONDS)
-        self.in_evaluation.clear()
+        self._forget_in_flight()
 
     # --- the receiver thread: what the monitor answers -------------------------------------------------
     def _evaluated(self) -> None:
-        if self.in_evaluation:
-            self.in_evaluation.popleft()
+        with self.flight_lock:
+            if self.in_evaluation:
+                count, _ = self.in_evaluation.popleft()
+                self.events_in_flight -= count
+
+    def _forget_in_flight(self) -> None:
+        with self.flight_lock:
+            self.in_evaluation.clear()
+            self.events_in_flight = 0
 
     def _failure(self, message: str) -> None:
         log.error("oatf: %s", message)
         if self.monitor is not None and not self.monitor.alive:
-            self.in_evaluation.clear()  # no answer will come for them
+            self._forget_in_flight()  # no answer will come for them
 
     def _handle(self, outputs: Sequence[Output]) -> None:
         for output in outputs:
@@ -368,9 +386,9 @@ class OatfAddon:
         runs = monitor.status(STATUS_SECONDS) if monitor is not None else []
         if runs is None:
             return (f"the monitor did not answer within {STATUS_SECONDS:g} s; "
-                    f"{self.events.qsize()} event(s) waiting for evaluation")
+                    f"{self.waiting()} event(s) waiting for evaluation")
         lines = [f"{len(self.library.attacks)} attack(s) loaded, {len(runs)} live run(s), "
-                 f"{self.events.qsize()} event(s) waiting for evaluation"]
+                 f"{self.waiting()} event(s) waiting for evaluation"]
         lines += [f"{r['run']}: {r['messages']} msgs, phases {r['phases']}, matched {r['matched'] or '-'}"
                   for r in runs]
         return "\n".join(lines)
