@@ -79,15 +79,8 @@ def place_events(events: list[ObservedEvent], policy: SessionKey) -> list[Placed
     (keyless events held by the `SessionResolver` are released as the recorded clock passes their hold, and
     at the end of the recording)."""
     resolver = SessionResolver(policy)
-    placed: list[Placed] = []
-    now = float("-inf")
-    for event in events:
-        now = max(now, event.timestamp)
-        if resolver.next_release() <= now:
-            placed += resolver.expire(now)
-        placed += resolver.resolve(event)
-    placed += resolver.flush()
-    return placed
+    placed = [item for event in events for item in resolver.place(event)]
+    return placed + resolver.flush()
 
 
 def evaluate_events(attacks: list[LoadedAttack], events: list[ObservedEvent],

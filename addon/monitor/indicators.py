@@ -1,7 +1,7 @@
 """One indicator's verdict over a run's traffic (format spec §6 trace filtering, SDK spec §4.4).
 
 The filter keeps events of the indicator's protocol, surface, actor and direction (steps 1–2 are selected per
-attack by `AttackPlan.indicators_for`, steps 3–4 by `accepts`); every kept event is evaluated with the
+attack by `AttackPlan.selection`, steps 3–4 by `accepts`); every kept event is evaluated with the
 indicator's compiled judge (`oatf.compile_indicator`: `evaluate_indicator` without a verdict per message)
 until the first match, which keeps its evidence (flow, event, path and excerpt) and ends evaluation for that
 indicator. Counters, not messages, are retained.

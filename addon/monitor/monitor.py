@@ -49,7 +49,7 @@ class Monitor:
     """Follows every loaded attack over every session of the observed traffic.
 
     Work per event: the runs of its session for the attacks of its protocol, and for each only the
-    indicators its plan selects (`AttackPlan.indicators_for`). Timers (`after` triggers, ends of grace
+    indicators its plan selects (`AttackPlan.selection`). Timers (`after` triggers, ends of grace
     periods and of run lifetimes) wait in a heap keyed by each run's `deadline()`: the clock only touches
     the runs that are due."""
 
@@ -95,18 +95,13 @@ class Monitor:
         """Feed one event: the clock advances to its time (timers due by then fire first), then every
         relevant run of its session sees it. `session`: the event's session when the caller placed it
         already (`SessionResolver`, as offline replay does to split sessions over processes); by default
-        this monitor's resolver places it."""
-        timers = self._timers
-        if (timers and timers[0][0] <= event.timestamp) or self.sessions.next_release() <= event.timestamp:
-            outputs = self.tick(event.timestamp)
-        else:
-            outputs = []
-            self.now = max(self.now, event.timestamp)
+        this monitor's resolver places it (`SessionResolver.place`), as replay does."""
         self.events_seen += 1
-        if session is not None:
-            return outputs + self._observe(event, session)
-        for placed, placed_session in self.sessions.resolve(event):
-            outputs.extend(self._observe(placed, placed_session))
+        placed = [(event, session)] if session is not None else self.sessions.place(event)
+        outputs: list[Output] = []
+        for item, item_session in placed:
+            outputs.extend(self._advance(item.timestamp))
+            outputs.extend(self._observe(item, item_session))
         return outputs
 
     def _observe(self, event: ObservedEvent, session: str) -> list[Output]:
@@ -149,10 +144,15 @@ class Monitor:
     def tick(self, now: float) -> list[Output]:
         """Advance the clock (never backwards): release held keyless events that are due, fire the `after`
         timers that are due and conclude the runs whose grace period or lifetime has ended."""
+        outputs: list[Output] = []
+        for placed, session in self.sessions.expire(max(self.now, now)):
+            outputs.extend(self._observe(placed, session))
+        return outputs + self._advance(now)
+
+    def _advance(self, now: float) -> list[Output]:
+        """Move the clock to `now` (never backwards) and fire the timers due by then."""
         self.now = max(self.now, now)
         outputs: list[Output] = []
-        for placed, session in self.sessions.expire(self.now):
-            outputs.extend(self._observe(placed, session))
         timers = self._timers
         while timers and timers[0][0] <= self.now:
             at, _, key = heapq.heappop(timers)

@@ -71,6 +71,13 @@ class SessionResolver:
         placed = [(e, session) for e in held.events] if held else []
         return [*placed, (event, session)]
 
+    def place(self, event: ObservedEvent) -> list[tuple[ObservedEvent, str]]:
+        """The events that can be placed once `event` is seen, in order: held events whose hold the clock
+        (the latest event time) has passed, then `event` and any held events it releases."""
+        self._clock = max(self._clock, event.timestamp)
+        released = self.expire(self._clock) if self.next_release() <= self._clock else []
+        return released + self.resolve(event)
+
     def next_release(self) -> float:
         """When the oldest hold expires (infinity when nothing is held)."""
         for held in self.held.values():

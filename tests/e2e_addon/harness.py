@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e_wire.clients import http_client
-from tests.e2e_wire.harness import PYTHON, ROOT, Peers, Proxy, free_port, mitmdump, stop, wait_for_port
-from tests.e2e_wire.harness import _start as start_process
+from tests.e2e_wire.harness import PYTHON, ROOT, Peers, Proxy, mitmdump, peer_process
 
 from .command_script import CONTROL_HOST
 
@@ -39,17 +38,8 @@ def run[T](coroutine: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
 @contextlib.contextmanager
 def attacker_peers(workdir: Path) -> Iterator[Peers]:
     """Every peer of `peers.py`, each on a free port, in one process."""
-    ports = {kind: free_port() for kind in PEER_KINDS}
-    args = [str(PYTHON), str(HERE / "peers.py")]
-    for kind, port in ports.items():
-        args += [f"--{kind.replace('_', '-')}", str(port)]
-    process = start_process(args, workdir / "attacker-peers.log")
-    try:
-        for port in ports.values():
-            wait_for_port(port, process)
-        yield Peers(process, ports)
-    finally:
-        stop(process)
+    with peer_process(HERE / "peers.py", PEER_KINDS, workdir / "attacker-peers.log") as running:
+        yield running
 
 
 @dataclass

@@ -75,22 +75,31 @@ class Peers:
 
 
 @contextlib.contextmanager
-def peers(workdir: Path, kinds: tuple[str, ...] = PEER_KINDS, replay: list[Path] | None = None) -> Iterator[Peers]:
-    """Start the given peers (and the replay server of `replay` flow files) in one process."""
+def peer_process(script: Path, kinds: tuple[str, ...], log: Path,
+                 replay: list[Path] | None = None) -> Iterator[Peers]:
+    """Run the peers script `script` serving `kinds` (`--kind-name PORT` each, on free ports; and the replay
+    server of `replay` flow files) in one process, until every port accepts connections."""
     ports = {kind: free_port() for kind in kinds}
-    args = [str(PYTHON), str(HERE / "peers.py")]
+    args = [str(PYTHON), str(script)]
     for kind, port in ports.items():
         args += [f"--{kind.replace('_', '-')}", str(port)]
     if replay:
         ports["replay"] = free_port()
         args += ["--replay", str(ports["replay"]), *map(str, replay)]
-    process = _start(args, workdir / "peers.log")
+    process = _start(args, log)
     try:
         for port in ports.values():
             wait_for_port(port, process)
         yield Peers(process, ports)
     finally:
         stop(process)
+
+
+@contextlib.contextmanager
+def peers(workdir: Path, kinds: tuple[str, ...] = PEER_KINDS, replay: list[Path] | None = None) -> Iterator[Peers]:
+    """Start the given peers (and the replay server of `replay` flow files) in one process."""
+    with peer_process(HERE / "peers.py", kinds, workdir / "peers.log", replay) as running:
+        yield running
 
 
 @dataclass
