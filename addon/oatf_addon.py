@@ -321,8 +321,7 @@ class OatfAddon:
                 except OSError as exc:  # one unwritable report must not drop the others
                     log.error("oatf %s: report not written: %s", output.run, exc)
                     path = None
-                verdict = output.report["verdict"]
-                log.warning("oatf %s: %s (%s) -> %s", output.run, verdict["result"],
+                log.warning("oatf %s: %s (%s) -> %s", output.run, output.report["outcome"],
                             output.report["execution_summary"]["status"], path or "-")
 
     def _mark(self, output: IndicatorMatched) -> None:

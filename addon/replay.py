@@ -40,6 +40,8 @@ class ReplayResult:
     flows: int
     workers: int = 1
     """Processes that evaluated the sessions (`evaluate_events`)."""
+    attack_ids: tuple[str, ...] = ()
+    """The attacks loaded (their keys: id, else file), whether or not any run of them was produced."""
 
 
 def read_flows(path: str) -> list[AnyHTTPFlow]:
@@ -180,7 +182,7 @@ def replay(attack_paths: list[str], flow_paths: list[str], options: MonitorOptio
         events, flow_count = decode_recordings(flow_paths)
         reports = evaluate_events(list(library.attacks), events, options, workers)
     return ReplayResult(reports, list(library.problems), len(events), flow_count,
-                        worker_count(len(events), workers))
+                        worker_count(len(events), workers), tuple(a.key for a in library.attacks))
 
 
 def replay_flows(attack_paths: list[str], flow_paths: list[str], *, grace_period: float | None = None) -> list[dict]:

@@ -52,27 +52,57 @@ class ReportWriter:
         return path
 
 
+OUTCOMES = ("exploited", "partial", "resisted", "not_delivered", "error")
+"""A run's `outcome` (`addon.monitor.delivery.outcome`), most severe first."""
+
+EXIT_OK, EXIT_EXPLOITED, EXIT_ERROR, EXIT_NOT_DELIVERED = 0, 1, 2, 3
+
+
+def _label(outcome: str) -> str:
+    return outcome.replace("_", " ")
+
+
 def summary_table(reports: Iterable[dict[str, Any]]) -> str:
-    """A fixed-width table of concluded runs: attack, session, result, matched/total, tier, status."""
-    rows = [("ATTACK", "SESSION", "RESULT", "MATCHED", "MAX TIER", "STATUS")]
+    """A fixed-width table of concluded runs (attack, session, outcome, matched/total, tier, status), then
+    the count of each outcome: *resisted* and *not delivered* are never merged."""
+    rows = [("ATTACK", "SESSION", "OUTCOME", "MATCHED", "MAX TIER", "STATUS")]
     for report in reports:
         summary = report["verdict"]["evaluation_summary"]
         total = sum(summary.values())
         rows.append((
             str(report["attack"]["id"] or report["attack"]["file"]),
             str(report["execution_summary"]["session"])[:40],
-            report["verdict"]["result"],
+            _label(report["outcome"]),
             f"{summary['matched']}/{total}",
             report["verdict"].get("max_tier") or "-",
             report["execution_summary"]["status"],
         ))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+    table = [("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()) for row in rows]
+    return "\n".join([*table, outcome_summary(reports)])
 
 
-def exit_status(reports: Iterable[dict[str, Any]]) -> int:
-    """0 nothing exploited, 1 something exploited or partial, 2 some verdict is an error (CI semantics)."""
+def outcome_summary(reports: Iterable[dict[str, Any]]) -> str:
+    """`N run(s): a exploited, b partial, c resisted, d not delivered, e error`."""
+    counts = dict.fromkeys(OUTCOMES, 0)
+    for report in reports:
+        counts[report["outcome"]] += 1
+    return f"{sum(counts.values())} run(s): " + ", ".join(f"{n} {_label(o)}" for o, n in counts.items())
+
+
+def undelivered_attacks(reports: Iterable[dict[str, Any]], attack_ids: Iterable[str]) -> list[str]:
+    """The attacks among `attack_ids` no run of which was delivered (including attacks with no run)."""
+    delivered = {r["attack"]["id"] for r in reports if r["execution_summary"]["delivered"]}
+    return [attack_id for attack_id in attack_ids if attack_id not in delivered]
+
+
+def exit_status(reports: Iterable[dict[str, Any]], undelivered: Iterable[str] = ()) -> int:
+    """CI semantics: 1 something exploited or partial; else 2 some verdict is an error; else 3 when
+    `undelivered` (attacks `--require-delivered` asked about that never reached the agent) is not empty;
+    else 0."""
     results = {r["verdict"]["result"] for r in reports}
     if results & {"exploited", "partial"}:
-        return 1
-    return 2 if "error" in results else 0
+        return EXIT_EXPLOITED
+    if "error" in results:
+        return EXIT_ERROR
+    return EXIT_NOT_DELIVERED if list(undelivered) else EXIT_OK

@@ -28,6 +28,7 @@ from .evaluation import (
     evaluate_indicator,
     evaluate_pattern,
     judge_indicator,
+    timestamp_at,
     timestamp_now,
 )
 from .extension_points import CelEvaluator, GenerationProvider, SemanticEvaluator
@@ -178,6 +179,7 @@ __all__ = [
     "resolve_wildcard_path",
     "select_response",
     "serialize",
+    "timestamp_at",
     "timestamp_now",
     "validate",
 ]

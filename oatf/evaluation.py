@@ -61,6 +61,7 @@ __all__ = [
     "evaluate_indicator",
     "evaluate_pattern",
     "judge_indicator",
+    "timestamp_at",
     "timestamp_now",
 ]
 
@@ -101,6 +102,15 @@ def timestamp_now() -> str:
     stamp = f"{prefix}.{millisecond:03d}Z"
     _millisecond_stamp = (milliseconds, stamp)
     return stamp
+
+
+def timestamp_at(seconds: float) -> str:
+    """`seconds` since the epoch in the form of `timestamp_now` (ISO 8601, UTC, milliseconds). Evaluators
+    that follow an event clock (replay of a recording) stamp verdicts with it, so the same traffic gives
+    the same verdicts whenever it is evaluated."""
+    milliseconds = round(seconds * 1000)
+    second, millisecond = divmod(milliseconds, 1000)
+    return f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(second))}.{millisecond:03d}Z"
 
 
 def _bounded(text: str, limit: int = EVIDENCE_LIMIT) -> str:

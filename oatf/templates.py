@@ -50,6 +50,13 @@ def _scan(template: str) -> Iterator[tuple[str, str | None]]:
     yield "".join(literal), None
 
 
+def template_literals(template: str) -> list[str]:
+    """The literal text between the references of `template`, in order (escapes resolved; format spec §5.6).
+    Whatever a reference interpolates to, an interpolated string holds these pieces in this order: the
+    monitor uses them to recognise a document's payload on the wire (`addon.monitor.delivery`)."""
+    return [literal for literal, _ in _scan(template)]
+
+
 def template_references(template: str) -> list[str]:
     """The references of `template` in order (`name`, `actor.name`, `request.a.b`, …), escaped `\\{{…}}`
     excluded; used to report W-004 (a) (unknown extractor reference) at validate time."""

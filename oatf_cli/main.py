@@ -2,8 +2,8 @@
 
 - `oatf validate FILE|DIR…`: exit 0 every document valid, 1 some document invalid, 2 some file unreadable.
 - `oatf normalize FILE`: the canonical YAML form of a valid document.
-- `oatf evaluate --attacks PATH --flows FILE…`: replay recorded traffic against an attack library; exit 0
-  nothing exploited, 1 something exploited or partial, 2 errors (unreadable input, error verdicts).
+- `oatf evaluate --attacks PATH --flows FILE…`: replay recorded traffic against an attack library; exit
+  statuses in `EVALUATE_EXIT_STATUSES`.
 - `oatf export-trace --flows FILE… --out DIR`: each recorded agent session as an Attest v1 trace.
 """
 
@@ -20,6 +20,11 @@ import oatf
 from .diagnostics import Finding, parse_findings, validation_findings
 
 EXIT_OK, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
+EVALUATE_EXIT_STATUSES = """exit status:
+  0  no attack exploited (every run resisted or was not delivered)
+  1  some run exploited or partial
+  2  errors: unreadable input, no run produced, or some verdict is `error`
+  3  --require-delivered: some attack never reached the agent (no run of it was delivered)"""
 DOCUMENT_SUFFIXES = (".yaml", ".yml")
 
 
@@ -99,7 +104,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     """Replay recordings through the decoders and monitor; print the verdict table; write reports."""
     from addon.monitor import MonitorOptions, SessionKey
     from addon.replay import ReplayError, available_cpus, replay
-    from addon.reports import ReportWriter, exit_status, summary_table
+    from addon.reports import ReportWriter, exit_status, outcome_summary, summary_table, undelivered_attacks
 
     try:
         grace = oatf.parse_duration(args.grace_period).total_seconds()
@@ -128,9 +133,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print(f"{result.flows} flow(s), {result.events} event(s), {len(result.reports)} run(s), "
               f"{result.workers} evaluation process(es)"
               + (f"; reports in {args.report_dir}" if args.report_dir else ""), file=sys.stderr)
+    if args.format == "json" and result.reports:
+        print(outcome_summary(result.reports), file=sys.stderr)
+    undelivered = undelivered_attacks(result.reports, result.attack_ids) if args.require_delivered else []
+    for attack_id in undelivered:
+        print(f"oatf evaluate: {attack_id}: never delivered (no run saw its payload reach the agent)",
+              file=sys.stderr)
     if not result.reports:
         return EXIT_UNREADABLE  # a CI gate must not pass on nothing: no loaded attack saw any traffic
-    return exit_status(result.reports)
+    return exit_status(result.reports, undelivered)
 
 
 def cmd_export_trace(args: argparse.Namespace) -> int:
@@ -164,7 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     normalize = sub.add_parser("normalize", help="print a valid document's canonical YAML form")
     normalize.add_argument("file")
     normalize.set_defaults(func=cmd_normalize)
-    evaluate = sub.add_parser("evaluate", help="replay recorded traffic (.mitm flows or HAR) against attacks")
+    evaluate = sub.add_parser("evaluate", help="replay recorded traffic (.mitm flows or HAR) against attacks",
+                              epilog=EVALUATE_EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter)
     evaluate.add_argument("--attacks", action="append", required=True, metavar="PATH",
                           help="attack documents: files or directories (repeat or comma-separate)")
     evaluate.add_argument("--flows", nargs="+", required=True, metavar="FILE", help="mitmproxy flow files or HAR")
@@ -173,6 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--session-key", default="auto",
                           choices=("auto", "mcp_session", "a2a_context", "ag_ui_thread", "connection", "global"))
     evaluate.add_argument("--format", choices=("text", "json"), default="text")
+    evaluate.add_argument("--require-delivered", action="store_true",
+                          help="exit 3 when an attack loaded was never delivered to the agent (see exit status)")
     evaluate.add_argument("--jobs", type=_positive, metavar="N",
                           help="processes that evaluate sessions in parallel (default: the CPUs available; "
                           "small recordings use one)")

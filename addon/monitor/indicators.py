@@ -60,11 +60,11 @@ class IndicatorTracker:
             return False
         if result is oatf.IndicatorResult.SKIPPED:
             if self.skipped is None:
-                self.skipped = oatf.IndicatorVerdict(self.id, result, oatf.timestamp_now(), evidence)
+                self.skipped = oatf.IndicatorVerdict(self.id, result, oatf.timestamp_at(event.timestamp), evidence)
             return False
         if result is oatf.IndicatorResult.ERROR and self.error is not None:
             return False
-        verdict = oatf.IndicatorVerdict(self.id, result, oatf.timestamp_now(), (
+        verdict = oatf.IndicatorVerdict(self.id, result, oatf.timestamp_at(event.timestamp), (
             f"{event.event_type} {event.direction} (flow {event.flow_id}): {evidence or ''}")[:EVIDENCE_LIMIT])
         if result is oatf.IndicatorResult.ERROR:
             self.error = verdict

@@ -14,6 +14,7 @@ import oatf
 
 from ..events import ObservedEvent
 from .actors import PhaseChange
+from .delivery import MessageText
 from .library import LoadedAttack
 from .options import MonitorOptions
 from .plan import MAX_REMEMBERED_EVENT_TYPES, Selection
@@ -107,6 +108,7 @@ class Monitor:
     def _observe(self, event: ObservedEvent, session: str) -> list[Output]:
         outputs: list[Output] = []
         runs = self.runs
+        text = MessageText(event.content)
         for attack_key, loaded, selection in self._concerned_by(event.protocol, event.event_type):
             key = (attack_key, session)
             run = runs.get(key)
@@ -121,7 +123,7 @@ class Monitor:
                 if not actors:
                     continue
                 runs.move_to_end(key)
-            changes, matched = run.observe(event, actors, selection, self.cel, self.semantic)
+            changes, matched = run.observe(event, actors, selection, self.cel, self.semantic, text)
             if changes:
                 outputs.extend(PhaseChanged(run.id, c) for c in changes)
                 self._schedule(key, run)
@@ -218,9 +220,4 @@ class Monitor:
         """Conclude a run: its report, with `status` and `ended_at` (default: now)."""
         run = self.runs.pop(key)
         self.concluded += 1
-        report = {
-            "attack": dict(run.loaded.plan.header),
-            "verdict": run.verdict().to_dict(),
-            "execution_summary": run.execution_summary(status, self.now if ended_at is None else ended_at),
-        }
-        return RunConcluded(run.id, report)
+        return RunConcluded(run.id, run.report(status, self.now if ended_at is None else ended_at))

@@ -11,6 +11,8 @@ work per message is proportional to what matters to each attack rather than to t
     §5.3: a trigger's `event` must equal the event type) or an extractor (which reads every message of its
     actor). When it can do neither, the run only counts the message.
 - `header`: the report's `attack` section (id, name, version, file, severity, classification).
+- `payloads`: each actor's payload, in actor order (`delivery.actor_payload`: what must reach the agent for
+  the attack to count as delivered).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import oatf
+
+from .delivery import PayloadText, actor_payload
 
 MAX_REMEMBERED_EVENT_TYPES = 1024
 """Event types whose indicator selection is remembered (event names come from the traffic: bounded)."""
@@ -34,7 +38,7 @@ class AttackPlan:
     """The precomputed selections of one attack (see the module docstring)."""
 
     __slots__ = ("_extracting", "_selections", "_triggering", "grace_period", "header", "indicators", "key",
-                 "protocols")
+                 "payloads", "protocols")
 
     def __init__(self, path: str, attack: oatf.Attack) -> None:
         self.key: str = attack.id or path
@@ -55,6 +59,7 @@ class AttackPlan:
             "classification": classification.to_dict() if classification is not None else None,
         }
         self._selections: dict[tuple[str, str], Selection] = {}
+        self.payloads: tuple[tuple[PayloadText, ...], ...] = tuple(actor_payload(a) for a in actors or ())
 
     def selection(self, protocol: str, event_type: str) -> Selection:
         """What an event of this protocol and type can do to a run of the attack (see the module docstring)."""

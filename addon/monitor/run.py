@@ -6,6 +6,13 @@ its first message — starting the timer at terminal-phase entry would conclude 
 report a false `not_exploited`. So, for an observer, a run is complete when every actor is in its terminal
 phase **and the run has gone quiet**: while every actor is terminal, each event of the run restarts the
 grace timer, and the verdict is computed one grace period after the run's last event.
+
+Whether the attack reached the agent is followed beside the verdict (`delivery`): each actor's payload is
+looked for in the messages its side sends to the agent. The report says `delivered` and gives the evidence;
+its `outcome` tells *resisted* (delivered, not exploited) from *not delivered*.
+
+Every time in a report follows the event clock (the traffic's timestamps), never the wall clock, so the
+same traffic gives the same report live and in replay, however often it is replayed.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import oatf
 
 from ..events import ObservedEvent
 from .actors import ActorMachine, PhaseChange
+from .delivery import Delivery, MessageText, outcome
 from .indicators import IndicatorTracker
 from .library import LoadedAttack
 from .options import MonitorOptions
@@ -51,6 +59,10 @@ class AttackRun:
         attack = self.loaded.attack
         assert attack.execution is not None and attack.execution.actors is not None
         self.actors = [ActorMachine(actor, self.started_at) for actor in attack.execution.actors]
+        self.deliveries = [Delivery(machine.name, payload)
+                           for machine, payload in zip(self.actors, plan.payloads, strict=True)]
+        self._delivery_of = {id(machine): d for machine, d in zip(self.actors, self.deliveries, strict=True)}
+        self._undelivered = len(self.deliveries)
         self._by_protocol: dict[str, list[ActorMachine]] = {}
         for actor in self.actors:
             self._by_protocol.setdefault(actor.protocol, []).append(actor)
@@ -76,12 +88,15 @@ class AttackRun:
 
     def observe(self, event: ObservedEvent, actors: list[ActorMachine], selection: Selection,
                 cel: oatf.CelEvaluator | None, semantic: oatf.SemanticEvaluator | None,
-                ) -> tuple[list[PhaseChange], list[IndicatorTracker]]:
+                text: MessageText | None = None) -> tuple[list[PhaseChange], list[IndicatorTracker]]:
         """Feed one event of this run's traffic (`actors`: `actors_for(event)`, not empty; `selection`: the
-        plan's for the event): phase changes, and indicators that matched for the first time."""
+        plan's for the event; `text`: the event's strings, shared by the runs that see it): phase changes,
+        and indicators that matched for the first time."""
         if event.timestamp > self.last_event_at:
             self.last_event_at = event.timestamp
         self.messages += 1
+        if self._undelivered:
+            self._look_for_payload(event, actors, text or MessageText(event.content))
         changes: list[PhaseChange] = []
         if selection.moves_actors:
             for actor in actors:
@@ -104,6 +119,27 @@ class AttackRun:
             self._cite(event.flow_id)
             self._check_terminal(self.last_event_at)
         return changes, newly
+
+    def _look_for_payload(self, event: ObservedEvent, actors: list[ActorMachine], text: MessageText) -> None:
+        """Delivery: a message an actor's side sends to the agent may carry that actor's payload."""
+        for actor in actors:
+            if event.sender == actor.agent_side:
+                continue  # the agent's own message
+            delivery = self._delivery_of[id(actor)]
+            if delivery.observe(event, text, actor.phase.name or f"phase-{actor.index + 1}"):
+                self._undelivered -= 1
+                self._cite(event.flow_id)
+
+    @property
+    def delivered(self) -> bool:
+        """Every actor that took part in the run (saw a message of it) delivered its payload, and one did.
+
+        Runs follow one protocol session, so an actor of another protocol may have no traffic in this run:
+        it neither delivers nor blocks delivery here (see `delivery`)."""
+        if self._undelivered == 0:
+            return True
+        taking_part = [d for a, d in zip(self.actors, self.deliveries, strict=True) if a.messages]
+        return bool(taking_part) and all(d.delivered for d in taking_part)
 
     def tick(self, now: float) -> list[PhaseChange]:
         """Fire the `after` timers that are due."""
@@ -152,13 +188,24 @@ class AttackRun:
         if flow_id not in self.cited_flows and len(self.cited_flows) < MAX_CITED_FLOWS:
             self.cited_flows.append(flow_id)
 
-    def verdict(self) -> oatf.AttackVerdict:
-        """SDK spec §4.5 over this run's indicator verdicts."""
-        timestamp = oatf.timestamp_now()
+    def verdict(self, at: float) -> oatf.AttackVerdict:
+        """SDK spec §4.5 over this run's indicator verdicts, stamped `at` (event time: the run's end)."""
+        timestamp = oatf.timestamp_at(at)
         verdicts = {t.id: t.verdict(timestamp) for t in self.indicators}
         verdict = oatf.compute_verdict(self.loaded.attack, verdicts)
         return oatf.AttackVerdict(verdict.attack_id, verdict.result, verdict.indicator_verdicts,
-                                  verdict.evaluation_summary, verdict.timestamp, "oatf-watch", verdict.max_tier)
+                                  verdict.evaluation_summary, timestamp, "oatf-watch", verdict.max_tier)
+
+    def report(self, status: str, ended_at: float) -> dict[str, Any]:
+        """The run's report: `attack`, `verdict` (the OATF AttackVerdict, as §9.3 computes it), `outcome`
+        (what a person reads: exploited, partial, error, resisted or not_delivered) and `execution_summary`."""
+        verdict = self.verdict(ended_at).to_dict()
+        return {
+            "attack": dict(self.loaded.plan.header),
+            "verdict": verdict,
+            "outcome": outcome(verdict["result"], self.delivered),
+            "execution_summary": self.execution_summary(status, ended_at),
+        }
 
     def execution_summary(self, status: str, now: float) -> dict[str, Any]:
         return {
@@ -168,13 +215,15 @@ class AttackRun:
             "ended_at": now,
             "grace_period_seconds": self.grace_period,
             "grace_applied": status == "completed",
+            "delivered": self.delivered,
+            "delivery_evidence": [d.evidence for d in self.deliveries if d.evidence is not None],
             "messages_seen": self.messages,
             "flows_cited": list(self.cited_flows),
             "actors": [{
                 "name": a.name, "mode": a.actor.mode, "phases_reached": list(a.phases_reached),
                 "current_phase": a.phase.name, "terminal_reached": a.terminal, "messages_seen": a.messages,
-                "extractors": dict(a.extracted),
-            } for a in self.actors],
+                "extractors": dict(a.extracted), "delivered": d.delivered,
+            } for a, d in zip(self.actors, self.deliveries, strict=True)],
             "phase_changes": [{"actor": c.actor, "from": c.from_phase, "to": c.to_phase, "reason": c.reason,
                                "flow": c.flow_id, "at": c.timestamp} for c in self.phase_changes[:100]],
         }

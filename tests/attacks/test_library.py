@@ -153,18 +153,40 @@ def test_replayed_session_verdict(attack_id: str, variant: str, flow_dir: Path) 
 
     reports = replay_flows([str(DOCUMENTS[attack_id])], [str(flow_dir / f"{attack_id}.{variant}.mitm")])
     assert harness.outcome(reports, attack_id) == EXPECTED[variant], harness.describe(reports)
+    assert any(r["execution_summary"]["delivered"] for r in reports), "the session carries the attack's payload"
 
 
 def test_no_document_fires_on_any_resisting_session(flow_dir: Path) -> None:
-    """The whole library over every resisting session at once: no false positive anywhere."""
+    """The whole library over every resisting session at once: no false positive anywhere, and no other
+    attack counts as delivered (its `not_exploited` says `not_delivered`, never `resisted`)."""
     from addon.replay import replay_flows
 
-    exploited = []
+    exploited, delivered = [], []
     for attack_id in IDS:
         reports = replay_flows([str(sessions.ATTACKS)], [str(flow_dir / f"{attack_id}.resisting.mitm")])
         exploited += [f"{r['attack']['id']} on {attack_id}'s resisting session"
                       for r in reports if r["verdict"]["result"] not in ("not_exploited",)]
+        delivered += [f"{r['attack']['id']} on {attack_id}'s resisting session: {r['execution_summary']}"
+                      for r in reports if r["attack"]["id"] != attack_id and r["outcome"] != "not_delivered"]
     assert exploited == []
+    assert delivered == []
+
+
+@pytest.mark.parametrize("recording", ["mcp_http", "mcp_sse", "a2a_v1", "a2a_v03", "ag_ui"])
+def test_the_library_over_honest_traffic_is_not_delivered_not_resisted(recording: str, tmp_path: Path) -> None:
+    """Real SDK peers with honest tools (`tests/wire/fixtures`): no attack reached the agent. Every run says
+    `delivered: false`, the summary counts them as not delivered, and `--require-delivered` exits 3."""
+    oatf_script = Path(sys.executable).parent / "oatf"
+    flows = Path(__file__).parents[1] / "wire" / "fixtures" / f"{recording}.mitm"
+    result = subprocess.run([str(oatf_script), "evaluate", "--attacks", str(sessions.ATTACKS), "--flows", str(flows),
+                             "--report-dir", str(tmp_path), "--require-delivered"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 3, result.stdout + result.stderr
+    reports = [json.loads(line) for line in (tmp_path / "verdicts.jsonl").read_text().splitlines()]
+    assert reports and all(r["execution_summary"]["delivered"] is False for r in reports)
+    assert {r["outcome"] for r in reports} == {"not_delivered"}
+    assert f"{len(reports)} run(s): 0 exploited, 0 partial, 0 resisted, {len(reports)} not delivered" in result.stdout
+    assert result.stderr.count("never delivered") == len(IDS)
 
 
 def test_oatf_evaluate_exit_status(flow_dir: Path, tmp_path: Path) -> None:

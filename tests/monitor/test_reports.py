@@ -5,17 +5,21 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from addon.reports import JSONL_NAME, ReportWriter, exit_status, summary_table
+from addon.monitor.delivery import outcome
+from addon.reports import JSONL_NAME, ReportWriter, exit_status, summary_table, undelivered_attacks
 
 
-def report(result: str, session: str = "mcp_session:abc/1", attack_id: str | None = "ACME-001") -> dict:
+def report(result: str, session: str = "mcp_session:abc/1", attack_id: str | None = "ACME-001",
+           delivered: bool = True) -> dict:
     return {
         "attack": {"id": attack_id, "name": "x", "version": 1, "file": "attacks/x.yaml", "severity": None,
                    "classification": None},
         "verdict": {"attack_id": attack_id, "result": result, "indicator_verdicts": [],
                     "evaluation_summary": {"matched": 1, "not_matched": 1, "error": 0, "skipped": 0},
                     "max_tier": "ingested"},
-        "execution_summary": {"status": "completed", "session": session, "ended_at": 1234.5},
+        "outcome": outcome(result, delivered),
+        "execution_summary": {"status": "completed", "session": session, "ended_at": 1234.5,
+                              "delivered": delivered},
     }
 
 
@@ -34,12 +38,24 @@ def test_writer_writes_one_file_per_run_and_appends_jsonl(tmp_path: Path) -> Non
 def test_summary_table_and_exit_status() -> None:
     table = summary_table([report("exploited"), report("not_exploited", attack_id=None)])
     lines = table.splitlines()
-    assert lines[0].split() == ["ATTACK", "SESSION", "RESULT", "MATCHED", "MAX", "TIER", "STATUS"]
+    assert lines[0].split() == ["ATTACK", "SESSION", "OUTCOME", "MATCHED", "MAX", "TIER", "STATUS"]
     assert "exploited" in lines[1] and "1/2" in lines[1] and "attacks/x.yaml" in lines[2]
     assert exit_status([report("not_exploited")]) == 0
     assert exit_status([report("not_exploited"), report("partial")]) == 1
     assert exit_status([report("error"), report("not_exploited")]) == 2
     assert exit_status([]) == 0
+
+
+def test_resisted_and_not_delivered_are_never_merged() -> None:
+    """`not_exploited` reads "resisted" only when the attack reached the agent; the table counts both."""
+    reports = [report("not_exploited", delivered=True), report("not_exploited", attack_id="ACME-002",
+                                                                delivered=False)]
+    lines = summary_table(reports).splitlines()
+    assert "resisted" in lines[1] and "not delivered" in lines[2]
+    assert lines[-1] == "2 run(s): 0 exploited, 0 partial, 1 resisted, 1 not delivered, 0 error"
+    assert undelivered_attacks(reports, ["ACME-001", "ACME-002", "ACME-003"]) == ["ACME-002", "ACME-003"]
+    assert exit_status(reports, ["ACME-002"]) == 3, "--require-delivered: an attack never delivered"
+    assert exit_status([*reports, report("exploited")], ["ACME-002"]) == 1, "exploited wins"
 
 
 def test_hostile_session_keys_get_distinct_bounded_file_names(tmp_path: Path) -> None:
