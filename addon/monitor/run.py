@@ -127,8 +127,7 @@ class AttackRun:
                 continue  # the agent's own message
             delivery = self._delivery_of[id(actor)]
             if delivery.observe(event, text, actor.phase.name or f"phase-{actor.index + 1}"):
-                self._undelivered -= 1
-                self._cite(event.flow_id)
+                self._undelivered -= 1  # the evidence names its flow; `flows_cited` keeps matches and phases
 
     @property
     def delivered(self) -> bool:

@@ -50,7 +50,9 @@ def assert_jsonl_matches(reports: list[Report], jsonl: list[Report]) -> None:
 
 def test_tool_poisoning_complying_and_careful_agents(attackers: Peers, tmp_path: Path) -> None:
     """Single-phase MCP tool poisoning: the agent that passes the SSH key is `exploited` (with evidence that
-    cites the flow), the one that ignores the description `not_exploited`; each session is its own run."""
+    cites the flow), the one that ignores the description `not_exploited` and `resisted` (the poisoned
+    description reached it: delivery evidence from the real server's `tools/list`); each session is its own
+    run."""
     url = attackers.url("mcp_poisoned", "/mcp")
     with oatf_proxy(tmp_path, "poisoning", [TOOL_POISONING]) as proxy:
         naive = run(agents.mcp_poisoned_agent(url, proxy.url, "naive"))
@@ -81,6 +83,13 @@ def test_tool_poisoning_complying_and_careful_agents(attackers: Peers, tmp_path:
 
         assert verdict_of(resisted) == ("not_exploited", {"DEMO-001-01": "not_matched"})
         assert "examined" in indicator(resisted, "DEMO-001-01")["evidence"]
+        # Both agents received the poisoned description: the careful one resisted, it was not spared.
+        for report in (exploited, resisted):
+            [delivery] = report["execution_summary"]["delivery_evidence"]
+            assert report["execution_summary"]["delivered"] is True and delivery["event"] == "tools/list"
+            assert delivery["payload"] == "phases[0].state.tools[0].description"
+            assert "~/.ssh/id_rsa" in delivery["excerpt"]
+        assert (exploited["outcome"], resisted["outcome"]) == ("exploited", "resisted")
         assert resisted["execution_summary"]["flows_cited"] == []
         assert_jsonl_matches([exploited, resisted], proxy.jsonl())
         live = proxy.reports()
