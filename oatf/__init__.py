@@ -83,6 +83,7 @@ from .paths import NOT_FOUND, resolve_simple_path, resolve_wildcard_path
 from .protocols import extract_protocol
 from .responses import select_response
 from .serialize import serialize
+from .strict import strict_errors
 from .templates import interpolate_template, interpolate_value
 from .triggers import AdvanceReason, TriggerResult, TriggerState, evaluate_trigger
 from .validation import ValidationResult, validate
@@ -178,6 +179,7 @@ __all__ = [
     "resolve_wildcard_path",
     "select_response",
     "serialize",
+    "strict_errors",
     "timestamp_now",
     "validate",
 ]
