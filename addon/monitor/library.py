@@ -82,13 +82,17 @@ LENIENT_HINT = "refused by strict loading; oatf evaluate --lenient or --set oatf
 
 
 def document_files(paths: list[str]) -> tuple[list[Path], list[LoadProblem]]:
-    """The documents named by `paths` (files, or `.yaml`/`.yml` files under directories), sorted."""
+    """The documents named by `paths` (files, or `.yaml`/`.yml` files under directories), sorted; a path that
+    names no document (missing, or a directory without any) is a problem."""
     files: list[Path] = []
     problems: list[LoadProblem] = []
     for name in paths:
         path = Path(name)
         if path.is_dir():
-            files.extend(sorted(p for p in path.rglob("*") if p.suffix in DOCUMENT_SUFFIXES and p.is_file()))
+            found = sorted(p for p in path.rglob("*") if p.suffix in DOCUMENT_SUFFIXES and p.is_file())
+            if not found:
+                problems.append(LoadProblem(name, "no-documents", "no OATF document (.yaml, .yml) in this directory"))
+            files.extend(found)
         elif path.is_file():
             files.append(path)
         else:

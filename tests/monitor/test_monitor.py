@@ -272,6 +272,13 @@ def test_library_refuses_what_can_never_fire_unless_lenient(tmp_path: Path) -> N
     assert [p.rule for p in lenient.waived] == ["S-001"]
 
 
+def test_library_directory_without_documents_is_a_problem(tmp_path: Path) -> None:
+    """A path in the library that names no document is reported: a CI gate given it must not pass."""
+    (tmp_path / "notes.txt").write_text("not a document")
+    [problem] = load_library([str(tmp_path)]).problems
+    assert str(problem) == f"{tmp_path}: no-documents: no OATF document (.yaml, .yml) in this directory"
+
+
 @pytest.mark.parametrize("binding", ["bad", "a=", "a=host:port"])
 def test_bad_actor_binding_is_a_clear_error(binding: str) -> None:
     from addon.monitor import ActorBinding
