@@ -112,15 +112,17 @@ def load_attack(path: Path, lenient: bool = False) -> tuple[LoadedAttack | None,
     except oatf.OATFParseError as exc:
         return None, [_problem(str(path), e) for e in exc.errors]
     result = oatf.validate(document)
-    strict = [_problem(str(path), e, "" if lenient else LENIENT_HINT) for e in oatf.strict_errors(document)]
-    if result.errors or (strict and not lenient):
-        return None, [_problem(str(path), e) for e in result.errors] + ([] if lenient else strict)
+    strict = list(oatf.strict_errors(document))
+    refused = [] if lenient else [_problem(str(path), e, LENIENT_HINT) for e in strict]
+    if result.errors or refused:
+        return None, [_problem(str(path), e) for e in result.errors] + refused
     attack = document.attack
     if attack is None or not attack.indicators:
         return None, [LoadProblem(str(path), "no-indicators",
                                   "the document has no indicators: it can be simulated but not evaluated "
                                   "(format spec §11.4), so it is not loaded")]
-    return LoadedAttack(str(path), oatf.normalize(document), tuple(result.warnings)), strict
+    return LoadedAttack(str(path), oatf.normalize(document), tuple(result.warnings)), [
+        _problem(str(path), e) for e in strict]
 
 
 def _problem(path: str, error: oatf.OATFError, hint: str = "") -> LoadProblem:
