@@ -14,6 +14,7 @@ that do one thing, commands for users):
 
 from __future__ import annotations
 
+import difflib
 import logging
 import queue
 import sys
@@ -105,6 +106,8 @@ class OatfAddon:
     # --- options ---------------------------------------------------------------------------------------
     def load(self, loader: Any) -> None:
         loader.add_option("oatf_attacks", str, "", "OATF documents to evaluate: files or directories, comma-separated.")
+        loader.add_option("oatf_lenient", bool, False, "Load documents that fail the strict checks (an indicator or "
+                          "trigger that can never fire, e.g. a mistyped surface) anyway, with a warning.")
         loader.add_option("oatf_report_dir", str, "oatf-reports", "Directory for verdict reports (JSON per run, "
                           "verdicts.jsonl).")
         loader.add_option("oatf_grace_period", str, "10s", "Quiet time after every actor is terminal before the "
@@ -127,7 +130,7 @@ class OatfAddon:
         except Exception as exc:  # the tap's option errors: reported without a traceback (see below)
             log.error("oatf: invalid option: %s", exc)
             return
-        if not updated & {"oatf_attacks", "oatf_report_dir", "oatf_grace_period", "oatf_session_key",
+        if not updated & {"oatf_attacks", "oatf_lenient", "oatf_report_dir", "oatf_grace_period", "oatf_session_key",
                           "oatf_actor_bindings", "oatf_max_run_lifetime", "oatf_max_runs",
                           "oatf_semantic_evaluator"}:
             return
@@ -174,9 +177,20 @@ class OatfAddon:
         import asyncio
 
         self.loop = asyncio.get_running_loop()
+        self._warn_unknown_options()
         if self.worker is None:
             self.worker = threading.Thread(target=self._work, name="oatf-monitor", daemon=True)
             self.worker.start()
+
+    def _warn_unknown_options(self) -> None:
+        """mitmproxy keeps a `--set` of an option no addon declares as deferred, silently: an `oatf_` one is
+        almost certainly a typo (`oatf_atacks`) that leaves the proxy watching nothing."""
+        known = [name for name, _ in ctx.options.items() if name.startswith("oatf_")]
+        for name in sorted(ctx.options.deferred):
+            if name.startswith("oatf_"):
+                close = difflib.get_close_matches(name, known, n=1)
+                hint = f"; did you mean {close[0]}?" if close else f" (known: {', '.join(sorted(known))})"
+                log.warning("oatf: unknown option %s is ignored%s", name, hint)
 
     def done(self) -> None:
         """Shutdown (SIGINT/SIGTERM or end of a replay): conclude and report every open run."""
@@ -359,18 +373,24 @@ class OatfAddon:
     def reload(self) -> None:
         """Load (again) every document named by `oatf_attacks`; report each problem once."""
         self.watched = self._snapshot()
-        library = load_library(self._paths())
-        seen = {str(p) for p in self.library.problems}
+        library = load_library(self._paths(), ctx.options.oatf_lenient)
+        seen = {str(p) for p in (*self.library.problems, *self.library.waived)}
+        # Warnings, not errors: mitmdump exits on errors logged at start-up, and one bad document must not
+        # stop the proxy or the other attacks.
         for problem in library.problems:
             if str(problem) not in seen:
-                # A warning, not an error: mitmdump exits on errors logged at start-up, and one bad
-                # document must not stop the proxy or the other attacks.
                 log.warning("oatf: not loaded: %s", problem)
+        for waived in library.waived:
+            if str(waived) not in seen:
+                log.warning("oatf: loaded anyway (oatf_lenient): %s", waived)
         self.library = library
         with self.lock:
             if self.monitor is not None:
                 self.monitor.replace_attacks(list(library.attacks))
         log.info("oatf: %d attack(s) loaded, %d problem(s)", len(library.attacks), len(library.problems))
+        if not library.attacks:
+            log.warning("oatf: no attack loaded: the proxy evaluates nothing%s",
+                        "" if self._paths() else " (oatf_attacks is empty)")
 
     # --- commands --------------------------------------------------------------------------------------
     @command.command("oatf.reload")

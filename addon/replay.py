@@ -15,7 +15,7 @@ import os
 import threading
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mitmproxy.exceptions import FlowReadException
@@ -42,6 +42,8 @@ class ReplayResult:
     """Processes that evaluated the sessions (`evaluate_events`)."""
     attack_ids: tuple[str, ...] = ()
     """The attacks loaded (their keys: id, else file), whether or not any run of them was produced."""
+    waived: list[LoadProblem] = field(default_factory=list)
+    """Strict-check findings of documents loaded anyway (`lenient`)."""
 
 
 def read_flows(path: str) -> list[AnyHTTPFlow]:
@@ -174,15 +176,16 @@ def collector_paused() -> Iterator[None]:
 
 
 def replay(attack_paths: list[str], flow_paths: list[str], options: MonitorOptions | None = None,
-           workers: int = 1) -> ReplayResult:
+           workers: int = 1, lenient: bool = False) -> ReplayResult:
     """Evaluate the attacks under `attack_paths` over the recordings in `flow_paths` (`workers`: see
-    `evaluate_events`)."""
+    `evaluate_events`; `lenient`: see `load_library`)."""
     with collector_paused():
-        library = load_library(attack_paths)
+        library = load_library(attack_paths, lenient)
         events, flow_count = decode_recordings(flow_paths)
         reports = evaluate_events(list(library.attacks), events, options, workers)
     return ReplayResult(reports, list(library.problems), len(events), flow_count,
-                        worker_count(len(events), workers), tuple(a.key for a in library.attacks))
+                        worker_count(len(events), workers), attack_ids=tuple(a.key for a in library.attacks),
+                        waived=list(library.waived))
 
 
 def replay_flows(attack_paths: list[str], flow_paths: list[str], *, grace_period: float | None = None) -> list[dict]:

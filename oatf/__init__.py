@@ -84,6 +84,7 @@ from .paths import NOT_FOUND, resolve_simple_path, resolve_wildcard_path
 from .protocols import extract_protocol
 from .responses import select_response
 from .serialize import serialize
+from .strict import strict_errors  # not an SDK spec entry point: this project's strict checks (S-001…)
 from .templates import interpolate_template, interpolate_value
 from .triggers import AdvanceReason, TriggerResult, TriggerState, evaluate_trigger
 from .validation import ValidationResult, validate
@@ -179,6 +180,7 @@ __all__ = [
     "resolve_wildcard_path",
     "select_response",
     "serialize",
+    "strict_errors",
     "timestamp_at",
     "timestamp_now",
     "validate",

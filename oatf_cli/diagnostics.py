@@ -35,8 +35,12 @@ def parse_findings(file: str, errors: list[oatf.ParseError]) -> list[Finding]:
             for e in errors]
 
 
+def error_findings(file: str, errors: list[oatf.ValidationError]) -> list[Finding]:
+    return [Finding(file, "error", e.rule, e.path, e.message, e.line, e.column) for e in errors]
+
+
 def validation_findings(file: str, document: oatf.Document, result: oatf.ValidationResult) -> list[Finding]:
-    findings = [Finding(file, "error", e.rule, e.path, e.message, e.line, e.column) for e in result.errors]
+    findings = error_findings(file, result.errors)
     for w in result.warnings:
         located = document.source.locate(w.path or "") if document.source else None
         line, column = located if located else (None, None)

@@ -1,9 +1,11 @@
 """`oatf` console script.
 
-- `oatf validate FILE|DIR…`: exit 0 every document valid, 1 some document invalid, 2 some file unreadable.
+- `oatf validate [--strict] FILE|DIR…`: exit 0 every document valid, 1 some document invalid, 2 some file
+  unreadable. `--strict` adds the strict checks (`oatf.strict_errors`: S-001…) as errors.
 - `oatf normalize FILE`: the canonical YAML form of a valid document.
-- `oatf evaluate --attacks PATH --flows FILE…`: replay recorded traffic against an attack library; exit
-  statuses in `EVALUATE_EXIT_STATUSES`.
+- `oatf evaluate [--lenient] --attacks PATH --flows FILE…`: replay recorded traffic against an attack
+  library; exit statuses in `EVALUATE_EXIT_STATUSES` (strict loading refuses documents with strict-check
+  errors unless `--lenient`).
 - `oatf export-trace --flows FILE… --out DIR`: each recorded agent session as an Attest v1 trace.
 """
 
@@ -17,13 +19,14 @@ from pathlib import Path
 
 import oatf
 
-from .diagnostics import Finding, parse_findings, validation_findings
+from .diagnostics import Finding, error_findings, parse_findings, validation_findings
 
 EXIT_OK, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
 EVALUATE_EXIT_STATUSES = """exit status:
   0  no attack exploited (every run resisted or was not delivered)
   1  some run exploited or partial
-  2  errors: unreadable input, no run produced, or some verdict is `error`
+  2  errors: any document not loaded (invalid, unreadable, or refused by strict loading), unreadable
+     flows, no run produced, or some verdict is `error`
   3  --require-delivered: some attack never reached the agent (no run of it was delivered)"""
 DOCUMENT_SUFFIXES = (".yaml", ".yml")
 
@@ -38,8 +41,9 @@ def documents_in(paths: list[str]) -> Iterator[Path]:
             yield path
 
 
-def check_file(path: Path) -> tuple[list[Finding], bool, oatf.Document | None]:
-    """Findings for one file, whether it could be read, and the parsed document when it parsed."""
+def check_file(path: Path, strict: bool = False) -> tuple[list[Finding], bool, oatf.Document | None]:
+    """Findings for one file (with `strict`, the strict checks' errors too), whether it could be read, and the
+    parsed document when it parsed."""
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -48,7 +52,10 @@ def check_file(path: Path) -> tuple[list[Finding], bool, oatf.Document | None]:
         document = oatf.parse(data)
     except oatf.OATFParseError as exc:
         return parse_findings(str(path), exc.errors), True, None
-    return validation_findings(str(path), document, oatf.validate(document)), True, document
+    findings = validation_findings(str(path), document, oatf.validate(document))
+    if strict:
+        findings += error_findings(str(path), list(oatf.strict_errors(document)))
+    return findings, True, document
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -60,7 +67,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     records: list[dict[str, object]] = []
     invalid = 0
     for path in files:
-        findings, readable, _ = check_file(path)
+        findings, readable, _ = check_file(path, args.strict)
         if not readable:
             status = EXIT_UNREADABLE
         elif any(f.severity == "error" for f in findings):
@@ -114,10 +121,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     options = MonitorOptions(session_key=SessionKey(args.session_key), grace_period=grace)
     attack_paths = [p for arg in args.attacks for p in arg.split(",") if p]
     try:
-        result = replay(attack_paths, args.flows, options, args.jobs or available_cpus())
+        result = replay(attack_paths, args.flows, options, args.jobs or available_cpus(), args.lenient)
     except ReplayError as exc:
         print(f"oatf evaluate: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
+    for waived in result.waived:
+        print(f"warning: loaded anyway (--lenient): {waived}", file=sys.stderr)
     for problem in result.problems:
         print(f"not loaded: {problem}", file=sys.stderr)
     if args.report_dir:
@@ -133,12 +142,18 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print(f"{result.flows} flow(s), {result.events} event(s), {len(result.reports)} run(s), "
               f"{result.workers} evaluation process(es)"
               + (f"; reports in {args.report_dir}" if args.report_dir else ""), file=sys.stderr)
+    if result.problems:  # a CI gate must not pass without the attacks it was given
+        documents = len({problem.path for problem in result.problems})
+        print(f"oatf evaluate: {documents} document(s) not loaded ({len(result.problems)} problem(s) above): "
+              "their attacks were not evaluated", file=sys.stderr)
     if args.format == "json" and result.reports:
         print(outcome_summary(result.reports), file=sys.stderr)
     undelivered = undelivered_attacks(result.reports, result.attack_ids) if args.require_delivered else []
     for attack_id in undelivered:
         print(f"oatf evaluate: {attack_id}: never delivered (no run saw its payload reach the agent)",
               file=sys.stderr)
+    if result.problems:
+        return EXIT_UNREADABLE
     if not result.reports:
         return EXIT_UNREADABLE  # a CI gate must not pass on nothing: no loaded attack saw any traffic
     return exit_status(result.reports, undelivered)
@@ -171,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("paths", nargs="+", metavar="FILE|DIR")
     validate.add_argument("--format", choices=("text", "json"), default="text")
     validate.add_argument("-q", "--quiet", action="store_true", help="no summary line")
+    validate.add_argument("--strict", action="store_true",
+                          help="also report, as errors, what can never fire in its binding (S-001…S-004: unknown "
+                          "surface, event, mode or protocol, target in the JSON-RPC envelope)")
     validate.set_defaults(func=cmd_validate)
     normalize = sub.add_parser("normalize", help="print a valid document's canonical YAML form")
     normalize.add_argument("file")
@@ -187,6 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--format", choices=("text", "json"), default="text")
     evaluate.add_argument("--require-delivered", action="store_true",
                           help="exit 3 when an attack loaded was never delivered to the agent (see exit status)")
+    evaluate.add_argument("--lenient", action="store_true",
+                          help="load documents that fail the strict checks (S-001…: an indicator or trigger that can "
+                          "never fire) anyway, with a warning, instead of refusing them")
     evaluate.add_argument("--jobs", type=_positive, metavar="N",
                           help="processes that evaluate sessions in parallel (default: the CPUs available; "
                           "small recordings use one)")

@@ -103,3 +103,63 @@ def test_normalize_prints_canonical_yaml(docs: Path) -> None:
     document = oatf.parse(result.stdout)
     assert document == oatf.normalize(oatf.parse(VALID))
     assert run("normalize", str(docs / "nested" / "bad.yml")).returncode == 1
+
+
+# --- strict checks: `validate --strict`, `evaluate` refusing what can never fire, `--lenient` -----------------
+
+
+@pytest.fixture
+def mistyped(tmp_path: Path) -> tuple[Path, Path]:
+    """OW-001 with its surfaces mistyped (`tools/call` → `tool/call`), and a recording in which the agent sends
+    the credentials the attack asks for (judged `exploited` with the correct document)."""
+    from tests.attacks import sessions
+
+    text = (ROOT / "attacks" / "OW-001_invoice-tool-credential-harvest.yaml").read_text(encoding="utf-8")
+    document = tmp_path / "mistyped.yaml"
+    document.write_text(text.replace("surface: tools/call", "surface: tool/call"), encoding="utf-8")
+    sessions.write_session("OW-001", "complying", tmp_path)
+    return document, tmp_path / "OW-001.complying.mitm"
+
+
+def test_validate_strict_reports_strict_errors(mistyped: tuple[Path, Path]) -> None:
+    document, _ = mistyped
+    conformant = run("validate", str(document))
+    assert conformant.returncode == 0 and "warning V-018" in conformant.stdout  # the spec's rule: a warning
+    result = run("validate", "--strict", str(document))
+    assert result.returncode == 1, result.stdout + result.stderr
+    line = next(ln for ln in result.stdout.splitlines() if "S-001" in ln)
+    assert line.startswith(f"{document}:69:16: S-001 attack.indicators[0].surface: surface 'tool/call'")
+    assert line.endswith("did you mean 'tools/call'?")
+
+
+def test_evaluate_refuses_a_document_that_can_never_fire(mistyped: tuple[Path, Path]) -> None:
+    document, flows = mistyped
+    result = run("evaluate", "--attacks", str(document), "--flows", str(flows))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"not loaded: {document}:69:16: S-001 attack.indicators[0].surface" in result.stderr
+    assert "did you mean 'tools/call'?" in result.stderr and "--lenient" in result.stderr
+    assert "1 document(s) not loaded" in result.stderr and "not_exploited" not in result.stdout
+
+
+def test_evaluate_lenient_loads_it_with_a_warning(mistyped: tuple[Path, Path]) -> None:
+    document, flows = mistyped
+    result = run("evaluate", "--lenient", "--attacks", str(document), "--flows", str(flows))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"warning: loaded anyway (--lenient): {document}:69:16: S-001" in result.stderr
+    assert "not loaded" not in result.stderr and "OW-001" in result.stdout
+
+
+def test_evaluate_exits_two_when_any_document_fails_to_load(mistyped: tuple[Path, Path], docs: Path) -> None:
+    """One broken document beside a good one that produced runs (and found the exploit): still exit 2."""
+    _, flows = mistyped
+    good = ROOT / "attacks" / "OW-001_invoice-tool-credential-harvest.yaml"
+    result = run("evaluate", "--attacks", f"{good},{docs / 'nested' / 'bad.yml'}", "--flows", str(flows))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "exploited" in result.stdout
+    assert f"not loaded: {docs / 'nested' / 'bad.yml'}:10:13: V-027" in result.stderr
+    assert "1 document(s) not loaded" in result.stderr
+
+
+def test_evaluate_help_names_the_exit_statuses() -> None:
+    result = run("evaluate", "--help")
+    assert "--lenient" in result.stdout and "any document not loaded" in result.stdout.replace("\n", " ")

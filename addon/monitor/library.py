@@ -1,8 +1,13 @@
 """Loading a library of attack documents for evaluation (format spec §11.4: evaluation tools).
 
-Files and directories are loaded with the SDK's `load`; an invalid document is reported once with file,
-line and rule and the others keep working; a document without indicators is rejected (§11.4 item 2: an
-evaluation tool must not silently pass a simulation-only document).
+Files and directories are parsed, validated and normalized with the SDK (`load`'s three steps); an invalid
+document is reported once with file, line and rule and the others keep working; a document without
+indicators is rejected (§11.4 item 2: an evaluation tool must not silently pass a simulation-only document).
+
+Loading is strict by default: a document with an `oatf.strict_errors` finding (an indicator or trigger that
+can never fire in its binding: a mistyped surface, event, mode, protocol or envelope target) is refused,
+because evaluating it would report a false `not_exploited`. With `lenient`, it is loaded anyway and each
+finding is kept in `Library.waived` for the caller to warn about.
 """
 
 from __future__ import annotations
@@ -68,16 +73,26 @@ class LoadProblem:
 class Library:
     attacks: tuple[LoadedAttack, ...]
     problems: tuple[LoadProblem, ...]
+    """Why each document that is not loaded was refused."""
+    waived: tuple[LoadProblem, ...] = ()
+    """Strict-check findings of documents loaded anyway (`lenient`): the caller warns about each."""
+
+
+LENIENT_HINT = "refused by strict loading; oatf evaluate --lenient or --set oatf_lenient=true loads it anyway"
 
 
 def document_files(paths: list[str]) -> tuple[list[Path], list[LoadProblem]]:
-    """The documents named by `paths` (files, or `.yaml`/`.yml` files under directories), sorted."""
+    """The documents named by `paths` (files, or `.yaml`/`.yml` files under directories), sorted; a path that
+    names no document (missing, or a directory without any) is a problem."""
     files: list[Path] = []
     problems: list[LoadProblem] = []
     for name in paths:
         path = Path(name)
         if path.is_dir():
-            files.extend(sorted(p for p in path.rglob("*") if p.suffix in DOCUMENT_SUFFIXES and p.is_file()))
+            found = sorted(p for p in path.rglob("*") if p.suffix in DOCUMENT_SUFFIXES and p.is_file())
+            if not found:
+                problems.append(LoadProblem(name, "no-documents", "no OATF document (.yaml, .yml) in this directory"))
+            files.extend(found)
         elif path.is_file():
             files.append(path)
         else:
@@ -85,39 +100,49 @@ def document_files(paths: list[str]) -> tuple[list[Path], list[LoadProblem]]:
     return files, problems
 
 
-def load_attack(path: Path) -> LoadedAttack | list[LoadProblem]:
-    """One document, loaded and normalized; or the problems that stop it from being evaluated."""
+def load_attack(path: Path, lenient: bool = False) -> tuple[LoadedAttack | None, list[LoadProblem]]:
+    """One document, parsed, validated, strictly checked and normalized, and its problems: when the attack is
+    None they are why it is not loaded, else (only with `lenient`) the strict findings it was loaded despite."""
     try:
         data = path.read_bytes()
     except OSError as exc:
-        return [LoadProblem(str(path), "unreadable", exc.strerror or str(exc))]
+        return None, [LoadProblem(str(path), "unreadable", exc.strerror or str(exc))]
     try:
-        loaded = oatf.load(data)
-    except oatf.OATFLoadError as exc:
-        return [_problem(str(path), e) for e in exc.errors]
-    attack = loaded.document.attack
+        document = oatf.parse(data)
+    except oatf.OATFParseError as exc:
+        return None, [_problem(str(path), e) for e in exc.errors]
+    result = oatf.validate(document)
+    strict = list(oatf.strict_errors(document))
+    refused = [] if lenient else [_problem(str(path), e, LENIENT_HINT) for e in strict]
+    if result.errors or refused:
+        return None, [_problem(str(path), e) for e in result.errors] + refused
+    attack = document.attack
     if attack is None or not attack.indicators:
-        return [LoadProblem(str(path), "no-indicators",
-                            "the document has no indicators: it can be simulated but not evaluated "
-                            "(format spec §11.4), so it is not loaded")]
-    return LoadedAttack(str(path), loaded.document, tuple(loaded.warnings))
+        return None, [LoadProblem(str(path), "no-indicators",
+                                  "the document has no indicators: it can be simulated but not evaluated "
+                                  "(format spec §11.4), so it is not loaded")]
+    return LoadedAttack(str(path), oatf.normalize(document), tuple(result.warnings)), [
+        _problem(str(path), e) for e in strict]
 
 
-def _problem(path: str, error: oatf.OATFError) -> LoadProblem:
+def _problem(path: str, error: oatf.OATFError, hint: str = "") -> LoadProblem:
     if isinstance(error, oatf.ParseError):
         return LoadProblem(path, f"parse/{error.kind.value}", error.message, error.path or "", error.line, error.column)
-    return LoadProblem(path, error.rule, error.message, error.path, error.line, error.column)
+    message = f"{error.message} ({hint})" if hint else error.message
+    return LoadProblem(path, error.rule, message, error.path, error.line, error.column)
 
 
-def load_library(paths: list[str]) -> Library:
-    """Every document under `paths`; attacks with duplicate ids after the first are reported, not loaded."""
+def load_library(paths: list[str], lenient: bool = False) -> Library:
+    """Every document under `paths` (strictly checked unless `lenient`); attacks with duplicate ids after the
+    first are reported, not loaded."""
     files, problems = document_files(paths)
     attacks: list[LoadedAttack] = []
+    waived: list[LoadProblem] = []
     seen: dict[str, str] = {}
     for path in files:
-        result = load_attack(path)
-        if isinstance(result, list):
-            problems.extend(result)
+        result, found = load_attack(path, lenient)
+        if result is None:
+            problems.extend(found)
             continue
         if result.key in seen:
             problems.append(LoadProblem(str(path), "duplicate-id", f"attack id {result.key} is already loaded "
@@ -125,4 +150,5 @@ def load_library(paths: list[str]) -> Library:
             continue
         seen[result.key] = str(path)
         attacks.append(result)
-    return Library(tuple(attacks), tuple(problems))
+        waived.extend(found)
+    return Library(tuple(attacks), tuple(problems), tuple(waived))

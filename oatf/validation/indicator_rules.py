@@ -48,18 +48,23 @@ def check_indicators(attack: Attack, report: Report) -> None:
             seen_ids.add(indicator.id)
             check_indicator_id(indicator.id, attack.id, f"{path}.id", report)
         check_indicator(indicator, path, report)
-        protocol = indicator.protocol
-        if protocol is None and execution_mode is None:
+        if indicator.protocol is None and execution_mode is None:
             report.error("V-028", f"{path}.protocol",
                          "without execution.mode every indicator must declare its protocol")
-        if protocol is None and execution_mode is not None:
-            protocol = extract_protocol(execution_mode)
+        protocol = indicator_protocol(indicator, execution_mode)
         check_surface(indicator, protocol, path, report)
         if protocol is not None and actor_protocols and protocol not in actor_protocols:
             report.warn("W-005", f"{path}.protocol", f"no actor of this attack speaks protocol {protocol!r}")
         if indicator.actor is not None and indicator.actor not in actor_names:
             report.error("V-048", f"{path}.actor", f"indicator.actor {indicator.actor!r} names no actor "
                          f"(actors: {', '.join(sorted(actor_names)) or 'none'})")
+
+
+def indicator_protocol(indicator: Indicator, execution_mode: str | None) -> str | None:
+    """Format spec §6.1 `indicator.protocol`: as declared, else the protocol of `execution.mode` (N-004)."""
+    if indicator.protocol is not None or execution_mode is None:
+        return indicator.protocol
+    return extract_protocol(execution_mode)
 
 
 def check_indicator_id(indicator_id: str, attack_id: str | None, path: str, report: Report) -> None:

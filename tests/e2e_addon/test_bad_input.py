@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import time
 from pathlib import Path
 
 from tests.e2e_wire.clients import ag_ui_run, raw_exchange
@@ -137,6 +138,46 @@ def test_bad_option_values(attackers: Peers, tmp_path: Path) -> None:
         assert report["execution_summary"]["grace_period_seconds"] == 1.0
         assert report["execution_summary"]["session"] == f"mcp_session:{session}"
     assert "Traceback" not in proxy.log()
+
+
+def test_strict_loading_and_mistyped_options_warn(tmp_path: Path) -> None:
+    """At log level warning (info suppressed): a document whose indicator can never fire (mistyped surface)
+    is refused with file:line:col, rule and suggestion; a directory without documents is a problem; with
+    nothing loaded the proxy says it evaluates nothing; a mistyped `oatf_` option is named with a suggestion."""
+    mistyped, empty, log = tmp_path / "mistyped.yaml", tmp_path / "empty", tmp_path / "strict.log"
+    mistyped.write_text(TOOL_POISONING.read_text(encoding="utf-8").replace("surface: tools/call", "surface: tool/call"),
+                        encoding="utf-8")
+    empty.mkdir()
+    process = start_process([str(MITMDUMP), "--listen-host", "127.0.0.1", "--listen-port", str(free_port()),
+                             "-s", str(ADDON), "--set", "termlog_verbosity=warning",
+                             "--set", f"oatf_attacks={mistyped},{empty}", "--set", "oatf_atacks=attacks/",
+                             "--set", f"oatf_report_dir={tmp_path / 'reports'}"], log)
+    try:
+        deadline = time.monotonic() + 30
+        while "unknown option" not in log.read_text(encoding="utf-8") and process.poll() is None:
+            assert time.monotonic() < deadline, log.read_text(encoding="utf-8")
+            time.sleep(0.1)
+        assert process.poll() is None  # warnings only: the proxy keeps running
+    finally:
+        stop(process)
+    text = log.read_text(encoding="utf-8")
+    assert f"oatf: not loaded: {mistyped}:27:16: S-001 attack.indicators[0].surface: surface 'tool/call'" in text
+    assert "did you mean 'tools/call'?" in text
+    assert f"oatf: not loaded: {empty}: no-documents" in text
+    assert "oatf: no attack loaded: the proxy evaluates nothing" in text
+    assert "oatf: unknown option oatf_atacks is ignored; did you mean oatf_attacks?" in text
+    assert "attack(s) loaded," not in text  # the info line is filtered: the lines above are warnings
+    assert "Traceback" not in text
+
+
+def test_lenient_loads_a_mistyped_document_with_a_warning(tmp_path: Path) -> None:
+    mistyped = tmp_path / "mistyped.yaml"
+    mistyped.write_text(TOOL_POISONING.read_text(encoding="utf-8").replace("surface: tools/call", "surface: tool/call"),
+                        encoding="utf-8")
+    with oatf_proxy(tmp_path, "lenient", [mistyped], options={"oatf_lenient": "true"}) as proxy:
+        log = proxy.log()
+    assert f"oatf: loaded anyway (oatf_lenient): {mistyped}:27:16: S-001" in log
+    assert loads(log) == [(1, 0)] and "no attack loaded" not in log
 
 
 def test_hostile_session_keys_cannot_suppress_reports(attackers: Peers, tmp_path: Path) -> None:

@@ -256,6 +256,29 @@ def test_library_reports_problems_once_and_rejects_documents_without_indicators(
     assert str(broken).startswith(f"{tmp_path / 'broken.yaml'}:3:7: V-023 attack.id")
 
 
+def test_library_refuses_what_can_never_fire_unless_lenient(tmp_path: Path) -> None:
+    """Strict loading: a mistyped surface (only the spec's V-018 warning) is a load problem with its location,
+    rule and suggestion; `lenient` loads it and keeps the finding in `waived`."""
+    mistyped = tmp_path / "mistyped.yaml"
+    mistyped.write_text(POISONED_TOOL.replace("surface: tools/call", "surface: tool/call"))
+    strict = load_library([str(mistyped)])
+    assert strict.attacks == () and strict.waived == ()
+    [problem] = strict.problems
+    assert str(problem).startswith(f"{mistyped}:{problem.line}:{problem.column}: S-001 attack.indicators[0].surface")
+    assert problem.line is not None and "did you mean 'tools/call'?" in problem.message
+    assert "oatf_lenient" in problem.message
+    lenient = load_library([str(mistyped)], lenient=True)
+    assert [a.key for a in lenient.attacks] == ["TEST-001"] and lenient.problems == ()
+    assert [p.rule for p in lenient.waived] == ["S-001"]
+
+
+def test_library_directory_without_documents_is_a_problem(tmp_path: Path) -> None:
+    """A path in the library that names no document is reported: a CI gate given it must not pass."""
+    (tmp_path / "notes.txt").write_text("not a document")
+    [problem] = load_library([str(tmp_path)]).problems
+    assert str(problem) == f"{tmp_path}: no-documents: no OATF document (.yaml, .yml) in this directory"
+
+
 @pytest.mark.parametrize("binding", ["bad", "a=", "a=host:port"])
 def test_bad_actor_binding_is_a_clear_error(binding: str) -> None:
     from addon.monitor import ActorBinding
