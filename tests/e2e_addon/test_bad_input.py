@@ -161,7 +161,7 @@ def test_strict_loading_and_mistyped_options_warn(tmp_path: Path) -> None:
     finally:
         stop(process)
     text = log.read_text(encoding="utf-8")
-    assert f"oatf: not loaded: {mistyped}:27:16: S-001 attack.indicators[0].surface: surface 'tool/call'" in text
+    assert f"oatf: not loaded: {mistyped}:29:16: S-001 attack.indicators[0].surface: surface 'tool/call'" in text
     assert "did you mean 'tools/call'?" in text
     assert f"oatf: not loaded: {empty}: no-documents" in text
     assert "oatf: no attack loaded: the proxy evaluates nothing" in text
@@ -176,7 +176,7 @@ def test_lenient_loads_a_mistyped_document_with_a_warning(tmp_path: Path) -> Non
                         encoding="utf-8")
     with oatf_proxy(tmp_path, "lenient", [mistyped], options={"oatf_lenient": "true"}) as proxy:
         log = proxy.log()
-    assert f"oatf: loaded anyway (oatf_lenient): {mistyped}:27:16: S-001" in log
+    assert f"oatf: loaded anyway (oatf_lenient): {mistyped}:29:16: S-001" in log
     assert loads(log) == [(1, 0)] and "no attack loaded" not in log
 
 
