@@ -167,6 +167,26 @@ def test_constraint_counts_steps() -> None:
     )
 
 
+@pytest.mark.parametrize("absent", [{}, {"steps": None}], ids=["omitted", "null"])
+def test_trace_without_steps_has_no_steps(absent: dict[str, Any]) -> None:
+    # §3.2: `steps` is optional ("May be empty"); omitted, or null (§7: null counts as absent), it is [].
+    trace = refund_trace()
+    del trace["steps"]
+    trace.update(absent)
+    for field in ("steps.length", "steps[?type=='tool_call'].length"):
+        result = one("constraint", trace, field=field, operator="eq", value=0)
+        assert (result["status"], result["explanation"]) == ("pass", f"{field} = 0, constraint eq 0 satisfied."), field
+    assert one("trace", trace, check="required_tools", tools=["lookup_order"])["status"] == "hard_fail"
+
+
+def test_sub_trace_without_steps_has_no_steps() -> None:
+    trace = refund_trace()
+    sub = {key: value for key, value in refund_trace().items() if key != "steps"}
+    trace["steps"].append({"type": "agent_call", "name": "helper", "sub_trace": sub})
+    result = one("constraint", trace, field="steps[?name=='helper'].sub_trace.steps.length", operator="eq", value=0)
+    assert result["status"] == "pass", result
+
+
 def test_constraint_on_every_selected_value() -> None:
     field = "steps[?type=='tool_call'].metadata.duration_ms"
     assert one("constraint", field=field, operator="lte", value=120)["status"] == "pass"
