@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import oatf
-from oatf.yaml_source import MAX_DOCUMENT_BYTES
+from oatf.yaml_source import MAX_DOCUMENT_BYTES, MAX_INTEGER_DIGITS, resolve_plain_scalar
 
 # YAML streams may not carry raw control characters or surrogates; documents write them as escapes
 # (test_control_characters_round_trip_through_escapes).
@@ -130,6 +130,19 @@ def test_malformed_inputs_name_the_problem(text: str | bytes, fragment: str | No
         with pytest.raises(oatf.OATFParseError) as failure:
             oatf.parse(text)
         assert fragment in failure.value.errors[0].message
+
+
+@given(st.integers(min_value=1, max_value=2 * MAX_INTEGER_DIGITS), st.sampled_from(["", "-", "0x", "0o"]))
+def test_integers_resolve_within_the_digit_limit(digits: int, form: str) -> None:
+    # YAML 1.2 core schema ints; beyond MAX_INTEGER_DIGITS decimal digits a ValueError naming the limit
+    # (load_yaml locates it), never Python's int/str conversion error.
+    value = 10**digits - 1  # `digits` nines
+    text = {"": "9" * digits, "-": "-" + "9" * digits, "0x": f"0x{value:x}", "0o": f"0o{value:o}"}[form]
+    if digits <= MAX_INTEGER_DIGITS:
+        assert abs(resolve_plain_scalar(text)) == value
+    else:
+        with pytest.raises(ValueError, match=f"more than {MAX_INTEGER_DIGITS} decimal digits"):
+            resolve_plain_scalar(text)
 
 
 def test_type_mismatch_carries_path_line_and_column() -> None:
