@@ -78,7 +78,7 @@ from typing import Any, Final
 import lark
 from celpy.celparser import CELParseError, CELParser
 
-from oatf.errors import EvaluationError, EvaluationErrorKind
+from oatf.errors import EvaluationError, EvaluationErrorKind, echo
 from oatf.regex import RegexSyntaxError, search
 
 __all__ = [
@@ -194,14 +194,6 @@ def _kind(value: Any) -> str:
     if isinstance(value, list | tuple):
         return "list"
     raise _CelError(f"unsupported value of Python type {type(value).__name__}")
-
-
-def _excerpt(value: Any, limit: int = 60) -> str:
-    try:
-        text = repr(value)
-    except Exception:  # a hostile __repr__ must not escape
-        text = f"<{type(value).__name__}>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _no_overload(operator: str, *operands: Any) -> _CelError:
@@ -443,7 +435,7 @@ def _index(value: Any, key: Any, where: str) -> Any:
         found, item = _map_get(value, key)
         if found:
             return item
-        raise _CelError(f"no such key: {_excerpt(key)} (in `{where}`)")
+        raise _CelError(f"no such key: {echo(key)} (in `{where}`)")
     raise _no_overload("_[_]", value, key)
 
 
@@ -512,7 +504,7 @@ def _to_int(value: Any) -> int:
         return int(value)
     if kind == "string" and len(value) <= 32 and _INT_TEXT.match(value):
         return _checked_int(int(value), "int()")
-    raise _CelError(f"int() cannot convert {kind} {_excerpt(value)}")
+    raise _CelError(f"int() cannot convert {kind} {echo(value)}")
 
 
 def _to_uint(value: Any) -> _CelUint:
@@ -525,7 +517,7 @@ def _to_uint(value: Any) -> _CelUint:
         return _CelUint(int(value))
     if kind == "string" and len(value) <= 32 and _UINT_TEXT.match(value):
         return _checked_uint(int(value), "uint()")
-    raise _CelError(f"uint() cannot convert {kind} {_excerpt(value)}")
+    raise _CelError(f"uint() cannot convert {kind} {echo(value)}")
 
 
 def _to_double(value: Any) -> float:
@@ -534,7 +526,7 @@ def _to_double(value: Any) -> float:
         return float(value)
     if kind == "string" and _DOUBLE_TEXT.match(value):
         return float(value)
-    raise _CelError(f"double() cannot convert {kind} {_excerpt(value)}")
+    raise _CelError(f"double() cannot convert {kind} {echo(value)}")
 
 
 def _format_double(value: float) -> str:
@@ -605,7 +597,7 @@ def _to_bool(value: Any) -> bool:
             return True
         if value in _FALSE_TEXT:
             return False
-    raise _CelError(f"bool() cannot convert {kind} {_excerpt(value)}")
+    raise _CelError(f"bool() cannot convert {kind} {echo(value)}")
 
 
 def _type_of(value: Any) -> _CelType:
@@ -953,7 +945,7 @@ class _Compiler:
                     raise _CelError(f"unsupported map key type {_kind(key)}")
                 if key in result:
                     if _map_get(result, key)[0]:
-                        raise _CelError(f"repeated map key {_excerpt(key)}")
+                        raise _CelError(f"repeated map key {echo(key)}")
                     raise _CelError(
                         f"map literal with both the keys {'true' if key else 'false'} and {int(key)}: distinct in "
                         "CEL, but one key in a Python dict (not supported)"
@@ -1253,7 +1245,7 @@ class DefaultCelEvaluator:
             return EvaluationError(EvaluationErrorKind.CEL_ERROR, "evaluation ran out of memory")
         except Exception as exc:  # a defect or a hostile value (e.g. a raising __eq__): still a value
             return EvaluationError(
-                EvaluationErrorKind.CEL_ERROR, f"evaluation failed: {type(exc).__name__}: {_excerpt(exc, 120)}"
+                EvaluationErrorKind.CEL_ERROR, f"evaluation failed: {type(exc).__name__}: {echo(exc, 120)}"
             )
         if result is True or result is False:
             return result
@@ -1263,5 +1255,5 @@ class DefaultCelEvaluator:
             kind = type(result).__name__
         return EvaluationError(
             EvaluationErrorKind.TYPE_ERROR,
-            f"expression evaluated to {kind} {_excerpt(result)}, not bool",
+            f"expression evaluated to {kind} {echo(result)}, not bool",
         )

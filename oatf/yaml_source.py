@@ -30,7 +30,7 @@ from ruamel.yaml.events import (
     StreamEndEvent,
 )
 
-from .errors import OATFParseError, ParseError, ParseErrorKind
+from .errors import OATFParseError, ParseError, ParseErrorKind, echo
 
 MAX_DOCUMENT_BYTES = 10 * 1024 * 1024
 """Largest accepted document (10 MiB): larger input is rejected before parsing."""
@@ -133,7 +133,7 @@ def _tagged_scalar(tag: str, text: str) -> Any:
         return value
     if tag.endswith(":float") and isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
-    raise ValueError(f"value {text!r} does not match its tag {tag}")
+    raise ValueError(f"value {echo(text)} does not match its tag {echo(tag)}")
 
 
 class _Frame:
@@ -210,7 +210,7 @@ def _compose(text: str) -> YamlSource:
             if key == "<<":
                 source.yaml_features.append((child_path(frame.path, key), "merge key `<<`"))
             if key in frame.container:
-                raise _error(f"duplicate key {key!r}", line, column)
+                raise _error(f"duplicate key {echo(key)}", line, column)
             frame.key = key
             source.positions[child_path(frame.path, key)] = (line, column)
             source.key_positions[child_path(frame.path, key)] = (line, column)
@@ -264,9 +264,9 @@ def _compose(text: str) -> YamlSource:
         elif kind is AliasEvent:
             mark = event.start_mark
             line, column = mark.line + 1, mark.column + 1
-            source.yaml_features.append((_current_path(stack), f"alias `*{event.anchor}`"))
+            source.yaml_features.append((_current_path(stack), f"alias *{echo(event.anchor)}"))
             if event.anchor not in anchors:
-                raise _error(f"alias *{event.anchor} refers to an unknown anchor", line, column)
+                raise _error(f"alias *{echo(event.anchor)} refers to an unknown anchor", line, column)
             value, size = anchors[event.anchor]
             expanded += size
             if expanded > MAX_EXPANDED_NODES:
@@ -296,9 +296,9 @@ def _compose(text: str) -> YamlSource:
 def _record_features(source: YamlSource, path: str, anchor: str | None, tag: str | None) -> None:
     """V-020: remember where anchors and custom tags are."""
     if anchor is not None:
-        source.yaml_features.append((path, f"anchor `&{anchor}`"))
+        source.yaml_features.append((path, f"anchor &{echo(anchor)}"))
     if tag is not None and tag not in _CORE_TAGS:
-        source.yaml_features.append((path, f"custom tag `{tag}`"))
+        source.yaml_features.append((path, f"custom tag {echo(tag)}"))
 
 
 def _scalar_key(value: Any) -> str:
