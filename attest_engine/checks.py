@@ -40,20 +40,35 @@ class SpecError(ValueError):
         self.detail = detail
 
 
+def _with_steps(node: Mapping[str, Any]) -> Mapping[str, Any]:
+    """`node` (a validated trace or sub-trace) with an omitted or null `steps` read as `[]`: §3.2 makes
+    `steps` optional ("May be empty for simple agents") and §7 counts a null optional field as absent, so
+    `steps.length` is 0 rather than "not found". Sub-traces of `agent_call` steps (§3.3) likewise; the
+    validated nesting depth bounds the recursion. The caller's trace is never modified."""
+    steps = node.get("steps")
+    if steps is None:
+        return {**node, "steps": []}
+
+    def nested(step: Any) -> bool:
+        return isinstance(step, dict) and isinstance(step.get("sub_trace"), dict)
+
+    if not any(nested(step) for step in steps):
+        return node
+    filled = [{**step, "sub_trace": _with_steps(step["sub_trace"])} if nested(step) else step for step in steps]
+    return {**node, "steps": filled}
+
+
 class TraceView:
     """A validated trace, with the derived data several checks need computed once per batch."""
 
     def __init__(self, trace: Mapping[str, Any]) -> None:
-        self.trace = trace
+        self.trace = _with_steps(trace)
 
     @cached_property
     def tool_calls(self) -> list[tuple[int, str]]:
         """(step index, name) of each `tool_call` step, in order (§4 layer 3 "tools")."""
-        return [
-            (index, step["name"])
-            for index, step in enumerate(self.trace.get("steps") or ())
-            if step.get("type") == "tool_call"
-        ]
+        steps = self.trace["steps"]
+        return [(index, step["name"]) for index, step in enumerate(steps) if step.get("type") == "tool_call"]
 
     def select(self, target: Target) -> Selection:
         return target.select(self.trace)

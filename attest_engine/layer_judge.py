@@ -55,7 +55,7 @@ def _input_text(trace: Mapping[str, Any]) -> str:
 def _context_text(trace: Mapping[str, Any]) -> str:
     parts = [
         f"[{step['name']}] {as_text(step['result'])}"
-        for step in trace.get("steps") or ()
+        for step in trace["steps"]  # a `TraceView` trace: `steps` always present (§3.2)
         if step.get("type") in ("retrieval", "tool_call") and step.get("result") is not None
     ]
     return clip("\n".join(parts), _CONTEXT_CHARS)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from .errors import OATFParseError, ParseError, ParseErrorKind
+from .errors import OATFParseError, ParseError, ParseErrorKind, echo
 from .model import (
     CONDITION_OPERATORS,
     PATTERN_SHORTHAND_OPERATORS,
@@ -117,7 +117,7 @@ class ModelBuilder:
             elif extensions and isinstance(key, str) and key.startswith("x-"):
                 ext[key] = value
             else:
-                self.fail(child_path(path, key), f"unknown field {key!r} in {what} "
+                self.fail(child_path(path, key), f"unknown field {echo(key)} in {what} "
                           f"(allowed: {', '.join(allowed)}{', x-*' if extensions else ''})", key=True)
         return known, (ext or None)
 
@@ -199,13 +199,13 @@ class ModelBuilder:
             self.fail("", f"the document root must be a mapping, got {_type_name(raw)}")
             self.raise_if_failed()
         shape: list[tuple[str, str]] = [
-            (key, f"unknown top-level field {key!r} (allowed: oatf, $schema, attack)")
+            (key, f"unknown top-level field {echo(key)} (allowed: oatf, $schema, attack)")
             for key in raw if key not in _ROOT_KEYS
         ]
         oatf = raw.get("oatf")
         if oatf is not None and not isinstance(oatf, str):
             # An unquoted `oatf: 0.1` is a YAML number; V-001 reports it with the right rule.
-            shape.append(("oatf", f"oatf must be the string \"0.1\", got {_type_name(oatf)} {oatf!r}"))
+            shape.append(("oatf", f"oatf must be the string \"0.1\", got {_type_name(oatf)} {echo(oatf)}"))
             oatf = None
         attack = None
         if "attack" in raw:

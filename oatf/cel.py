@@ -35,9 +35,12 @@ Supported CEL (CEL language definition, cel-spec `langdef.md`)
       and the type names `int uint double bool string bytes list map null_type type`.
     - Values: JSON values as Python gives them (dict, list/tuple, str, int, float, bool, None) plus bytes.
       Python ints are CEL ints (64-bit: arithmetic that leaves the range is an overflow error), floats are
-      doubles; NaN and infinities behave as IEEE doubles. Map keys follow Python's dict semantics (so the
-      keys `true` and `1` coincide, where CEL keeps them apart; JSON maps have string keys only). Any other
-      Python object is a `cel_error` when an operation touches it.
+      doubles; NaN and infinities behave as IEEE doubles, and an int or uint compares with a double exactly
+      (cel-spec "Numbers": on one number line; `9007199254740993 > 9007199254740992.0` is true, the int is
+      never rounded to a double). Map keys are typed as in CEL: a bool key is never found by a number nor a
+      number key by a bool (`true in {1: 'x'}` is false), although a Python dict cannot hold both `true` and
+      `1`; a map literal naming both is a `cel_error` rather than a silent merge. JSON maps have string keys
+      only. Any other Python object is a `cel_error` when an operation touches it.
 
 Not supported (calls return `unsupported_method`)
     `timestamp`, `duration` and their accessor methods (`getFullYear`, `getHours`, ...), message
@@ -47,12 +50,13 @@ Not supported (calls return `unsupported_method`)
 
 Limits (a hostile expression or message cannot stall or exhaust the caller)
     - Time: each evaluation has a deadline (`time_limit`, 100 ms by default, SDK spec §6.1). The deadline is
-      checked cooperatively at every macro iteration and every step of the Python-level loops (container
-      equality, `in`), so any super-linear work (nested macros) stops within one step of the deadline. What
-      is not interruptible is a single primitive (a substring search, an RE2 scan, a concatenation), each
-      linear in operands bounded by the message and the allocation cap below, so the overrun is at most one
-      linear pass. A watchdog thread could not do better: CPython cannot interrupt C code either, and an
-      abandoned evaluation thread would keep burning the core.
+      checked cooperatively at every macro iteration and every `_CHECK_EVERY` steps of the Python-level loops
+      (element by element equality of lists and maps, at any depth, and `in`), so any long or super-linear
+      work (a long `==`, nested macros) stops within a few steps of the deadline. What is not interruptible
+      is a single primitive (a substring search, an RE2 scan, a concatenation), each linear in operands
+      bounded by the message and the allocation cap below, so the overrun is at most one linear pass. A
+      watchdog thread could not do better: CPython cannot interrupt C code either, and an abandoned
+      evaluation thread would keep burning the core.
     - Allocation: the characters, bytes and list elements an evaluation creates (concatenation,
       conversions, `map`/`filter` results, literals) are counted against `max_allocation` (16 Mi units by
       default); exceeding it is a `cel_error`.
@@ -74,7 +78,7 @@ from typing import Any, Final
 import lark
 from celpy.celparser import CELParseError, CELParser
 
-from oatf.errors import EvaluationError, EvaluationErrorKind
+from oatf.errors import EvaluationError, EvaluationErrorKind, echo
 from oatf.regex import RegexSyntaxError, search
 
 __all__ = [
@@ -192,14 +196,6 @@ def _kind(value: Any) -> str:
     raise _CelError(f"unsupported value of Python type {type(value).__name__}")
 
 
-def _excerpt(value: Any, limit: int = 60) -> str:
-    try:
-        text = repr(value)
-    except Exception:  # a hostile __repr__ must not escape
-        text = f"<{type(value).__name__}>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def _no_overload(operator: str, *operands: Any) -> _CelError:
     kinds = []
     for operand in operands:
@@ -226,22 +222,48 @@ def _check_deadline(frame: Frame) -> None:
 # --- equality, ordering, membership ------------------------------------------------------------------
 
 
+def _map_get(mapping: Mapping[Any, Any], key: Any) -> tuple[bool, Any]:
+    """CEL map lookup (cel-spec "Equality" applied to keys): `(found, value)`. Numbers find keys of equal
+    value across int, uint and double, but a bool never finds a number key nor a number a bool key, where
+    Python's dict would (`True == 1`, `hash(True) == hash(1)`)."""
+    try:
+        value = mapping[key]
+    except KeyError:
+        return False, None
+    if type(key) is str or not (key == 0 or key == 1):  # only 0 and 1 collide with false and true
+        return True, value
+    wanted_bool = type(key) is bool
+    return any(stored == key and (type(stored) is bool) == wanted_bool for stored in mapping), value
+
+
 def _equal(frame: Frame, left: Any, right: Any) -> bool:
     """CEL heterogeneous equality (cel-spec "Equality"): different types are unequal, numbers compare
-    by value, lists element-wise, maps by key set and values."""
+    by value, lists element-wise, maps by key set and values. The deadline is checked every
+    `_CHECK_EVERY` elements, so comparing long containers stops at the time limit."""
     if type(left) is str and type(right) is str:
         return left == right
     left_kind, right_kind = _kind(left), _kind(right)
     if left_kind != right_kind:
         return left_kind in _NUMERIC and right_kind in _NUMERIC and left == right
     if left_kind == "list":
-        _check_deadline(frame)
-        return len(left) == len(right) and all(_equal(frame, a, b) for a, b in zip(left, right, strict=True))
-    if left_kind == "map":
-        _check_deadline(frame)
         if len(left) != len(right):
             return False
-        return all(key in right and _equal(frame, value, right[key]) for key, value in left.items())
+        for index, (left_item, right_item) in enumerate(zip(left, right, strict=True)):
+            if index % _CHECK_EVERY == 0:
+                _check_deadline(frame)
+            if not _equal(frame, left_item, right_item):
+                return False
+        return True
+    if left_kind == "map":
+        if len(left) != len(right):
+            return False
+        for index, (key, value) in enumerate(left.items()):
+            if index % _CHECK_EVERY == 0:
+                _check_deadline(frame)
+            found, other = _map_get(right, key)
+            if not (found and _equal(frame, value, other)):
+                return False
+        return True
     return bool(left == right)
 
 
@@ -275,7 +297,7 @@ def _contains_element(frame: Frame, item: Any, container: Any) -> bool:
                 return True
         return False
     if kind == "map" and _kind(item) in _LOOKUP_KINDS:
-        return item in container
+        return _map_get(container, item)[0]
     raise _no_overload("_in_", item, container)
 
 
@@ -410,9 +432,10 @@ def _index(value: Any, key: Any, where: str) -> Any:
     if kind == "map":
         if key_kind not in _LOOKUP_KINDS:
             raise _no_overload("_[_]", value, key)
-        if key in value:
-            return value[key]
-        raise _CelError(f"no such key: {_excerpt(key)} (in `{where}`)")
+        found, item = _map_get(value, key)
+        if found:
+            return item
+        raise _CelError(f"no such key: {echo(key)} (in `{where}`)")
     raise _no_overload("_[_]", value, key)
 
 
@@ -481,7 +504,7 @@ def _to_int(value: Any) -> int:
         return int(value)
     if kind == "string" and len(value) <= 32 and _INT_TEXT.match(value):
         return _checked_int(int(value), "int()")
-    raise _CelError(f"int() cannot convert {kind} {_excerpt(value)}")
+    raise _CelError(f"int() cannot convert {kind} {echo(value)}")
 
 
 def _to_uint(value: Any) -> _CelUint:
@@ -494,7 +517,7 @@ def _to_uint(value: Any) -> _CelUint:
         return _CelUint(int(value))
     if kind == "string" and len(value) <= 32 and _UINT_TEXT.match(value):
         return _checked_uint(int(value), "uint()")
-    raise _CelError(f"uint() cannot convert {kind} {_excerpt(value)}")
+    raise _CelError(f"uint() cannot convert {kind} {echo(value)}")
 
 
 def _to_double(value: Any) -> float:
@@ -503,7 +526,7 @@ def _to_double(value: Any) -> float:
         return float(value)
     if kind == "string" and _DOUBLE_TEXT.match(value):
         return float(value)
-    raise _CelError(f"double() cannot convert {kind} {_excerpt(value)}")
+    raise _CelError(f"double() cannot convert {kind} {echo(value)}")
 
 
 def _format_double(value: float) -> str:
@@ -574,7 +597,7 @@ def _to_bool(value: Any) -> bool:
             return True
         if value in _FALSE_TEXT:
             return False
-    raise _CelError(f"bool() cannot convert {kind} {_excerpt(value)}")
+    raise _CelError(f"bool() cannot convert {kind} {echo(value)}")
 
 
 def _type_of(value: Any) -> _CelType:
@@ -612,7 +635,7 @@ _PASS_THROUGH: Final = frozenset({
 # --- literals ------------------------------------------------------------------------------------------
 
 _LITERAL_PART: Final = re.compile(
-    r"\\(?:([abfnrtv\\'\"`?])|([0-3][0-7]{2})|x([0-9a-fA-F]{2})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8}))"
+    r"\\(?:([abfnrtv\\'\"`?])|([0-3][0-7]{2})|[xX]([0-9a-fA-F]{2})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8}))"
     r"|(\\.?)|([^\\]+)",
     re.DOTALL,
 )
@@ -625,8 +648,8 @@ _SIMPLE_ESCAPES: Final = {
 def _decode_literal(text: str) -> str | bytes:
     """The value of a CEL string or bytes literal token (cel-spec "String and Bytes Literals"): optional
     `b`/`r` prefixes, single or triple quotes, the escapes `\\a \\b \\f \\n \\r \\t \\v \\\\ \\' \\" \\` \\?`,
-    octal `\\ooo` and `\\xHH` (a code point in strings, a byte in bytes), and `\\uHHHH`, `\\UHHHHHHHH` (strings
-    only). Raises ValueError for any other escape."""
+    octal `\\ooo` and `\\xHH` or `\\XHH` (a code point in strings, a byte in bytes), and `\\uHHHH`,
+    `\\UHHHHHHHH` (strings only). Raises ValueError for any other escape."""
     prefix = ""
     while text[0] in "bBrR":
         prefix += text[0].lower()
@@ -921,7 +944,12 @@ class _Compiler:
                 if _kind(key) not in _KEY_KINDS:
                     raise _CelError(f"unsupported map key type {_kind(key)}")
                 if key in result:
-                    raise _CelError(f"repeated map key {_excerpt(key)}")
+                    if _map_get(result, key)[0]:
+                        raise _CelError(f"repeated map key {echo(key)}")
+                    raise _CelError(
+                        f"map literal with both the keys {'true' if key else 'false'} and {int(key)}: distinct in "
+                        "CEL, but one key in a Python dict (not supported)"
+                    )
                 result[key] = value_eval(frame)
             return result
 
@@ -1217,7 +1245,7 @@ class DefaultCelEvaluator:
             return EvaluationError(EvaluationErrorKind.CEL_ERROR, "evaluation ran out of memory")
         except Exception as exc:  # a defect or a hostile value (e.g. a raising __eq__): still a value
             return EvaluationError(
-                EvaluationErrorKind.CEL_ERROR, f"evaluation failed: {type(exc).__name__}: {_excerpt(exc, 120)}"
+                EvaluationErrorKind.CEL_ERROR, f"evaluation failed: {type(exc).__name__}: {echo(exc, 120)}"
             )
         if result is True or result is False:
             return result
@@ -1227,5 +1255,5 @@ class DefaultCelEvaluator:
             kind = type(result).__name__
         return EvaluationError(
             EvaluationErrorKind.TYPE_ERROR,
-            f"expression evaluated to {kind} {_excerpt(result)}, not bool",
+            f"expression evaluated to {kind} {echo(result)}, not bool",
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from functools import lru_cache
 
-from .errors import OATFParseError, ParseError, ParseErrorKind
+from .errors import OATFParseError, ParseError, ParseErrorKind, echo
 from .regex import compile_regex
 
 # Shorthand `{N}s|m|h|d`, or ISO 8601 `P[nD][T[nH][nM][nS]]` with D/H/M/S only, in that order. N is a
@@ -16,7 +16,7 @@ _SHORTHAND_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 
 def _invalid(text: str, why: str) -> OATFParseError:
-    return OATFParseError([ParseError(kind=ParseErrorKind.SYNTAX, message=f"invalid duration {text!r}: {why}")])
+    return OATFParseError([ParseError(kind=ParseErrorKind.SYNTAX, message=f"invalid duration {echo(text)}: {why}")])
 
 
 @lru_cache(maxsize=256)

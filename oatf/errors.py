@@ -9,6 +9,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Final
+
+ECHO_LIMIT: Final = 80
+"""Most characters of one user-controlled value a diagnostic message quotes (see `echo`)."""
+
+
+def echo(value: object, limit: int = ECHO_LIMIT) -> str:
+    """`value` as a diagnostic message quotes it (SDK spec §7: messages name the offending value): its
+    `repr`, or for a longer value its first `limit` characters, an ellipsis and the full length, so a
+    1 MB id cannot make a 1 MB message. Every message that echoes a document or message value uses this;
+    a value whose `repr` raises is shown by its type."""
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return repr(value)
+        return f"{value[:limit]!r}… ({len(value)} characters)"
+    try:
+        text = repr(value)
+    except Exception:  # a hostile __repr__, or an int beyond Python's int/str conversion limit
+        return f"<{type(value).__name__}>"
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
 
 
 class ParseErrorKind(StrEnum):

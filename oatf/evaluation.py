@@ -36,7 +36,7 @@ from json.encoder import encode_basestring as _encode_json_string
 from typing import Any, Final
 
 from oatf.conditions import SCREEN_SEPARATOR, CompiledCondition, compile_condition
-from oatf.errors import EvaluationError, EvaluationErrorKind
+from oatf.errors import EvaluationError, EvaluationErrorKind, echo
 from oatf.extension_points import CelEvaluator, SemanticEvaluator
 from oatf.model import (
     ExpressionMatch,
@@ -183,7 +183,7 @@ def _failure(kind: EvaluationErrorKind, what: str, exc: Exception) -> Evaluation
 def _too_many(target: str, count: int) -> EvaluationError:
     return EvaluationError(
         EvaluationErrorKind.PATH_RESOLUTION,
-        f"target {target!r} resolved to {count} values, over the limit of {MAX_RESOLVED_VALUES}",
+        f"target {echo(target)} resolved to {count} values, over the limit of {MAX_RESOLVED_VALUES}",
     )
 
 
@@ -264,7 +264,7 @@ def _pattern_matcher(pattern: PatternMatch, target: str | None) -> Callable[[Val
         try:
             values = resolve(message)
         except Exception as exc:  # a message whose mappings raise
-            return _failure(EvaluationErrorKind.PATH_RESOLUTION, f"resolving {target!r}", exc)
+            return _failure(EvaluationErrorKind.PATH_RESOLUTION, f"resolving {echo(target)}", exc)
         count = len(values)
         if count > MAX_RESOLVED_VALUES:
             return _too_many(target, count)
@@ -297,7 +297,7 @@ def _pattern_matcher(pattern: PatternMatch, target: str | None) -> Callable[[Val
         except RegexSyntaxError as exc:
             return EvaluationError(EvaluationErrorKind.UNSUPPORTED_METHOD, str(exc))
         except Exception as exc:  # a resolved value whose methods raise
-            return _failure(EvaluationErrorKind.TYPE_ERROR, f"matching the value at {target!r}", exc)
+            return _failure(EvaluationErrorKind.TYPE_ERROR, f"matching the value at {echo(target)}", exc)
         return None
 
     return match
@@ -344,7 +344,7 @@ def evaluate_expression(
         try:
             resolved = resolve_simple_path(path, message)
         except Exception as exc:  # a non-string path, or a message whose mappings raise
-            return _failure(EvaluationErrorKind.PATH_RESOLUTION, f"resolving variable {name!r} ({path!r})", exc)
+            return _failure(EvaluationErrorKind.PATH_RESOLUTION, f"resolving variable {echo(name)} ({echo(path)})", exc)
         context[name] = None if resolved is NOT_FOUND else resolved  # an unresolved variable is null
     try:
         result = cel_evaluator.evaluate(expression.cel, context)
@@ -370,7 +370,7 @@ def _match_semantic(
     try:
         values = resolve_wildcard_path(target, message)
     except Exception as exc:  # a message whose mappings raise
-        return _failure(EvaluationErrorKind.PATH_RESOLUTION, f"resolving {target!r}", exc)
+        return _failure(EvaluationErrorKind.PATH_RESOLUTION, f"resolving {echo(target)}", exc)
     count = len(values)
     if count == 0:
         return False, f"{target or '(message root)'}: resolved to nothing"

@@ -18,6 +18,8 @@ from functools import lru_cache
 
 import re2
 
+from .errors import ECHO_LIMIT, echo
+
 Regex = re2._Regexp
 """A compiled RE2 pattern (google-re2's compiled-pattern type)."""
 
@@ -33,7 +35,7 @@ class RegexSyntaxError(ValueError):
     def __init__(self, pattern: str, reason: str):
         self.pattern = pattern
         self.reason = reason
-        super().__init__(f"invalid RE2 regular expression {pattern!r}: {reason}")
+        super().__init__(f"invalid RE2 regular expression {echo(pattern)}: {reason}")
 
 
 @lru_cache(maxsize=_CACHE_SIZE)
@@ -43,7 +45,9 @@ def _compile(pattern: str) -> Regex | str:
         return re2.compile(pattern, _OPTIONS)
     except re2.error as exc:
         reason = exc.args[0] if exc.args else "invalid pattern"
-        return reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
+        text = reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
+        what, _, fragment = text.partition(": ")  # RE2 says "<problem>: <the offending part of the pattern>"
+        return f"{what}: {echo(fragment)}" if len(fragment) > ECHO_LIMIT else text
     except UnicodeEncodeError:  # RE2 reads UTF-8: a lone surrogate (legal in JSON) has no such form
         return "the pattern is not expressible as UTF-8 (it holds a lone surrogate)"
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from .errors import Diagnostic, DiagnosticSeverity
+from .errors import Diagnostic, DiagnosticSeverity, echo
 from .paths import NOT_FOUND, resolve_simple_path
 from .values import compact_json
 
@@ -93,7 +93,7 @@ def _as_text(value: Any) -> str:
 
 def _w004(reference: str, why: str) -> Diagnostic:
     return Diagnostic(
-        severity=DiagnosticSeverity.WARNING, code="W-004", message=f"template reference {{{{{reference}}}}} {why}"
+        severity=DiagnosticSeverity.WARNING, code="W-004", message=f"template reference {echo(reference)} {why}"
     )
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
+from oatf.errors import echo
 from oatf.evaluation import timestamp_now
 from oatf.model import (
     Attack,
@@ -56,7 +57,7 @@ def _slot(verdict: IndicatorVerdict) -> int:
         return _RESULT_SLOT[verdict.result]
     except (KeyError, TypeError):
         raise ValueError(
-            f"indicator verdict {verdict.indicator_id!r} has result {verdict.result!r}; "
+            f"indicator verdict {echo(verdict.indicator_id)} has result {echo(verdict.result)}; "
             f"expected one of {', '.join(IndicatorResult)}"
         ) from None
 
@@ -79,7 +80,7 @@ def _logic(logic: CorrelationLogic | str | None) -> CorrelationLogic:
     try:
         return CorrelationLogic(logic)
     except ValueError:
-        raise ValueError(f"correlation logic {logic!r} is neither 'any' nor 'all'") from None
+        raise ValueError(f"correlation logic {echo(logic)} is neither 'any' nor 'all'") from None
 
 
 def compute_verdict(

@@ -30,7 +30,7 @@ from ruamel.yaml.events import (
     StreamEndEvent,
 )
 
-from .errors import OATFParseError, ParseError, ParseErrorKind
+from .errors import OATFParseError, ParseError, ParseErrorKind, echo
 
 MAX_DOCUMENT_BYTES = 10 * 1024 * 1024
 """Largest accepted document (10 MiB): larger input is rejected before parsing."""
@@ -38,6 +38,11 @@ MAX_NESTING_DEPTH = 256
 """Deepest accepted nesting of mappings and sequences."""
 MAX_EXPANDED_NODES = 1_000_000
 """Most nodes a document may hold once aliases are expanded (alias-bomb guard)."""
+MAX_INTEGER_DIGITS = 4300
+"""Longest integer accepted, in decimal digits (Python's default int/str conversion limit, so that every
+parsed integer can be printed, serialized and echoed in a diagnostic); hex and octal integers are bounded
+by the same magnitude."""
+_INTEGER_BOUND = 10**MAX_INTEGER_DIGITS
 
 _CORE_TAGS = {
     "tag:yaml.org,2002:str", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
@@ -85,11 +90,11 @@ def resolve_plain_scalar(text: str) -> Any:
     if text in _BOOL:
         return _BOOL[text]
     if _INT10.match(text):
-        return int(text)
+        return _integer(text, 10)
     if _INT8.match(text):
-        return int(text[2:], 8)
+        return _integer(text[2:], 8)
     if _INT16.match(text):
-        return int(text[2:], 16)
+        return _integer(text[2:], 16)
     if _FLOAT.match(text):
         return float(text)
     if _INF.match(text):
@@ -97,6 +102,18 @@ def resolve_plain_scalar(text: str) -> Any:
     if _NAN.match(text):
         return math.nan
     return text
+
+
+def _integer(digits: str, base: int) -> int:
+    """`int(digits, base)` within `MAX_INTEGER_DIGITS`; a ValueError naming the limit otherwise. Decimal
+    text is measured before conversion (converting it is what Python limits, and quadratic)."""
+    too_large = f"integer is too large: more than {MAX_INTEGER_DIGITS} decimal digits"
+    if base == 10 and (count := len(digits.lstrip("+-"))) > MAX_INTEGER_DIGITS:
+        raise ValueError(f"{too_large} ({count} digits)")
+    value = int(digits, base)
+    if abs(value) >= _INTEGER_BOUND:
+        raise ValueError(too_large)
+    return value
 
 
 def _error(message: str, line: int | None = None, column: int | None = None) -> OATFParseError:
@@ -116,7 +133,7 @@ def _tagged_scalar(tag: str, text: str) -> Any:
         return value
     if tag.endswith(":float") and isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
-    raise ValueError(f"value {text!r} does not match its tag {tag}")
+    raise ValueError(f"value {echo(text)} does not match its tag {echo(tag)}")
 
 
 class _Frame:
@@ -145,8 +162,10 @@ def load_yaml(text: str | bytes) -> YamlSource:
     if len(text) > MAX_DOCUMENT_BYTES:
         raise _error(f"document is {len(text)} characters; the maximum is {MAX_DOCUMENT_BYTES} bytes")
     if "\x00" in text:
-        line = text.count("\n", 0, text.index("\x00")) + 1
-        raise _error("document contains a NUL character", line)
+        offset = text.index("\x00")
+        line = text.count("\n", 0, offset) + 1
+        column = offset - text.rfind("\n", 0, offset)  # 1-based; rfind gives -1 on the first line
+        raise _error("document contains a NUL character", line, column)
     try:
         return _compose(text)
     except OATFParseError:
@@ -191,7 +210,7 @@ def _compose(text: str) -> YamlSource:
             if key == "<<":
                 source.yaml_features.append((child_path(frame.path, key), "merge key `<<`"))
             if key in frame.container:
-                raise _error(f"duplicate key {key!r}", line, column)
+                raise _error(f"duplicate key {echo(key)}", line, column)
             frame.key = key
             source.positions[child_path(frame.path, key)] = (line, column)
             source.key_positions[child_path(frame.path, key)] = (line, column)
@@ -212,15 +231,15 @@ def _compose(text: str) -> YamlSource:
             anchor, tag = event.anchor, event.tag
             if anchor is not None or tag is not None:
                 _record_features(source, _current_path(stack), anchor, tag)
-            if tag is not None and tag in _CORE_TAGS:
-                try:
+            try:
+                if tag is not None and tag in _CORE_TAGS:
                     value = _tagged_scalar(tag, event.value)
-                except ValueError as exc:
-                    raise _error(str(exc), line, column) from None
-            elif event.style or tag is not None:
-                value = event.value
-            else:
-                value = resolve_plain_scalar(event.value)
+                elif event.style or tag is not None:
+                    value = event.value
+                else:
+                    value = resolve_plain_scalar(event.value)
+            except ValueError as exc:  # a value not matching its tag, an integer too large
+                raise _error(str(exc), line, column) from None
             place(value, line, column, anchor, 1)
         elif kind is MappingEndEvent or kind is SequenceEndEvent:
             frame = stack.pop()
@@ -245,9 +264,9 @@ def _compose(text: str) -> YamlSource:
         elif kind is AliasEvent:
             mark = event.start_mark
             line, column = mark.line + 1, mark.column + 1
-            source.yaml_features.append((_current_path(stack), f"alias `*{event.anchor}`"))
+            source.yaml_features.append((_current_path(stack), f"alias *{echo(event.anchor)}"))
             if event.anchor not in anchors:
-                raise _error(f"alias *{event.anchor} refers to an unknown anchor", line, column)
+                raise _error(f"alias *{echo(event.anchor)} refers to an unknown anchor", line, column)
             value, size = anchors[event.anchor]
             expanded += size
             if expanded > MAX_EXPANDED_NODES:
@@ -277,9 +296,9 @@ def _compose(text: str) -> YamlSource:
 def _record_features(source: YamlSource, path: str, anchor: str | None, tag: str | None) -> None:
     """V-020: remember where anchors and custom tags are."""
     if anchor is not None:
-        source.yaml_features.append((path, f"anchor `&{anchor}`"))
+        source.yaml_features.append((path, f"anchor &{echo(anchor)}"))
     if tag is not None and tag not in _CORE_TAGS:
-        source.yaml_features.append((path, f"custom tag `{tag}`"))
+        source.yaml_features.append((path, f"custom tag {echo(tag)}"))
 
 
 def _scalar_key(value: Any) -> str:

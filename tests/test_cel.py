@@ -7,9 +7,12 @@ import math
 import sys
 import threading
 import time
+from fractions import Fraction
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from oatf import cel
 from oatf.cel import DefaultCelEvaluator, cel_syntax_error
@@ -88,6 +91,88 @@ def test_literals_decode_per_cel_spec() -> None:
     for bad in (r"'\q' == 'q'", r"'\ud800' == ''", r"b'\u00e9' == b''"):
         assert cel_syntax_error(bad) is not None
         assert error_kind(bad) is EvaluationErrorKind.CEL_ERROR
+
+
+def test_hex_escapes_accept_upper_case_x() -> None:
+    # cel-spec "String and Bytes Literals": `\\x` and `\\X` both introduce two hex digits.
+    assert run(r'"\X41" == "A" && "\x41\X42" == "AB" && b"\X41" == b"A"') is True
+    assert cel_syntax_error(r'"\X41"') is None
+
+
+# --- bool is never a number (cel-spec "Equality"; map keys are typed) --------------------------------------
+
+
+@pytest.mark.parametrize(("expression", "expected"), [
+    ('message.flag in {1: "x"}', False),
+    ('message.flag in {true: "x"}', True),
+    ('message.off in {0: "x"}', False),
+    ('1 in {true: "x"}', False),
+    ('1.0 in {true: "x"}', False),
+    ('1u in {true: "x"}', False),
+    ('1.0 in {1: "x"} && 1u in {1: "x"}', True),  # numbers compare by value across int, uint, double
+    ("message.flag == 1 || message.flag in [1, 1.0, 1u] || 1 in [message.flag]", False),
+    ("{1: 'a'} == {true: 'a'} || {true: 'a'} == {1: 'a'}", False),
+    ("m == {true: 'a'} && m != {1: 'a'}", True),
+])
+def test_bool_and_numbers_are_distinct(expression: str, expected: bool) -> None:
+    assert run(expression, message={"flag": True, "off": False}, m={True: "a"}) is expected
+
+
+def test_map_lookup_keeps_bool_and_int_keys_apart() -> None:
+    assert error_kind('{1: "a"}[true] == "a"') is EvaluationErrorKind.CEL_ERROR  # no such key
+    assert error_kind('{true: "a"}[1] == "a"') is EvaluationErrorKind.CEL_ERROR
+    assert run('{true: "a"}[true] == "a" && {1: "a"}[1] == "a" && {1: "a"}[1.0] == "a"') is True
+    assert run("m[true] == 'b'", m={True: "b"}) is True
+    assert error_kind("m[1] == 'b'", m={True: "b"}) is EvaluationErrorKind.CEL_ERROR
+
+
+def test_map_literal_with_both_bool_and_int_key_is_an_error_not_a_merge() -> None:
+    result = run('{true: "a", 1: "b"}.size() == 1')
+    assert isinstance(result, EvaluationError) and "true" in result.message and "1" in result.message
+
+
+@given(flag=st.booleans(), number=st.integers(min_value=-2, max_value=2))
+def test_bool_never_equals_a_number(flag: bool, number: int) -> None:
+    context = {"b": flag, "n": number}
+    assert run("b == n || n == b || b in [n] || n in [b] || b in {n: 0} || n in {b: 0}", **context) is False
+    assert run("b != n && n != b", **context) is True
+
+
+# --- numbers compare exactly across int and double (cel-spec "Numbers": a continuous number line) ---------
+
+INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+NEAR_LIMITS = st.one_of(INT64, st.sampled_from([2**53, 2**53 + 1, 2**63 - 1, -(2**63), -(2**53) - 1]).flatmap(
+    lambda base: st.integers(min_value=max(base - 3, -(2**63)), max_value=min(base + 3, 2**63 - 1))
+))
+
+
+@given(number=NEAR_LIMITS, double=st.floats(allow_nan=False) | st.sampled_from([2.0**53, 2.0**63, -(2.0**63)]))
+def test_int_double_comparison_is_exact(number: int, double: float) -> None:
+    exact = Fraction(number) - Fraction(double) if math.isfinite(double) else -double
+    context = {"i": number, "d": double}
+    assert run("i < d", **context) is (exact < 0)
+    assert run("i == d", **context) is (exact == 0)
+    assert run("d < i", **context) is (exact > 0)
+    assert run("i in [d]", **context) is (exact == 0)
+
+
+def test_int_double_comparison_near_two_to_the_53() -> None:
+    assert run("9007199254740993 > 9007199254740992.0") is True
+    assert run("9007199254740993 != 9007199254740992.0 && 9223372036854775807 < 9223372036854775807.0") is True
+    assert run("x > 9007199254740992.0 && !(x == double(x))", x=2**53 + 1) is True
+
+
+@pytest.mark.parametrize("expression", [
+    "9223372036854775807 + 1 > 0",
+    "-9223372036854775807 - 2 < 0",
+    "4611686018427387904 * 2 > 0",
+    "-(-9223372036854775807 - 1) > 0",
+    "(-9223372036854775807 - 1) / -1 > 0",
+    "(-9223372036854775807 - 1) % -1 == 0",
+    "x * x > 0",
+])
+def test_int64_overflow_is_an_error(expression: str) -> None:
+    assert error_kind(expression, x=2**32) is EvaluationErrorKind.CEL_ERROR
 
 
 def test_macro_variable_is_scoped_to_the_macro() -> None:
@@ -248,6 +333,17 @@ def test_time_limit_applies_to_container_comparisons() -> None:
     evaluator = DefaultCelEvaluator(time_limit=0.02)
     rows = [[index, "x" * 10] for index in range(2_000)]
     result = evaluator.evaluate("m.all(a, m.exists(b, a == b))", {"m": rows})
+    assert isinstance(result, EvaluationError) and "time limit" in result.message
+
+
+def test_time_limit_applies_to_equality_of_long_lists() -> None:
+    # One `==` over 10^6 elements: the deadline is checked inside the element loop, not only per container.
+    evaluator = DefaultCelEvaluator(time_limit=0.005)
+    left, right = list(range(1_000_000)), list(range(1_000_000))
+    result = evaluator.evaluate("a == b", {"a": left, "b": right})
+    assert isinstance(result, EvaluationError) and "time limit" in result.message
+    wide = {str(index): index for index in range(1_000_000)}
+    result = evaluator.evaluate("a == b", {"a": wide, "b": dict(wide)})
     assert isinstance(result, EvaluationError) and "time limit" in result.message
 
 

@@ -163,3 +163,27 @@ def test_evaluate_exits_two_when_any_document_fails_to_load(mistyped: tuple[Path
 def test_evaluate_help_names_the_exit_statuses() -> None:
     result = run("evaluate", "--help")
     assert "--lenient" in result.stdout and "any document not loaded" in result.stdout.replace("\n", " ")
+
+
+def test_nul_byte_is_located_at_its_line_and_column(docs: Path) -> None:
+    (docs / "nul.yaml").write_bytes(b'oatf: "0.1"\nattack:\n  id: "AB\x00C"\n')
+    result = run("validate", str(docs / "nul.yaml"))
+    assert result.returncode == 1
+    assert result.stdout.startswith(f"{docs / 'nul.yaml'}:3:10: parse/syntax: ")
+    assert "NUL" in result.stdout and "None" not in result.stdout
+
+
+@pytest.mark.parametrize("number", ["1" * 100_000, "-" + "9" * 4301, "0x" + "f" * 4000])
+def test_huge_integer_is_a_located_parse_error(docs: Path, number: str) -> None:
+    (docs / "big.yaml").write_text(f'oatf: "0.1"\nattack:\n  id: ACME-001\n  x-size: {number}\n')
+    result = run("validate", str(docs / "big.yaml"))
+    assert result.returncode == 1
+    first = result.stdout.splitlines()[0]
+    assert first.startswith(f"{docs / 'big.yaml'}:4:11: parse/syntax: "), first
+    assert "integer" in first and "4300" in first and "sys.set_int_max_str_digits" not in first
+    assert len(first) < 300  # the number itself is not echoed
+
+
+def test_integers_up_to_the_limit_parse() -> None:
+    document = oatf.parse(f'oatf: "0.1"\nattack:\n  id: ACME-001\n  x-size: {"9" * 4300}\n')
+    assert document.to_dict()["attack"]["x-size"] == 10**4300 - 1

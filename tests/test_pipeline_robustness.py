@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import oatf
-from oatf.yaml_source import MAX_DOCUMENT_BYTES
+from oatf.errors import ECHO_LIMIT, echo
+from oatf.yaml_source import MAX_DOCUMENT_BYTES, MAX_INTEGER_DIGITS, resolve_plain_scalar
 
 # YAML streams may not carry raw control characters or surrogates; documents write them as escapes
 # (test_control_characters_round_trip_through_escapes).
@@ -132,6 +133,19 @@ def test_malformed_inputs_name_the_problem(text: str | bytes, fragment: str | No
         assert fragment in failure.value.errors[0].message
 
 
+@given(st.integers(min_value=1, max_value=2 * MAX_INTEGER_DIGITS), st.sampled_from(["", "-", "0x", "0o"]))
+def test_integers_resolve_within_the_digit_limit(digits: int, form: str) -> None:
+    # YAML 1.2 core schema ints; beyond MAX_INTEGER_DIGITS decimal digits a ValueError naming the limit
+    # (load_yaml locates it), never Python's int/str conversion error.
+    value = 10**digits - 1  # `digits` nines
+    text = {"": "9" * digits, "-": "-" + "9" * digits, "0x": f"0x{value:x}", "0o": f"0o{value:o}"}[form]
+    if digits <= MAX_INTEGER_DIGITS:
+        assert abs(resolve_plain_scalar(text)) == value
+    else:
+        with pytest.raises(ValueError, match=f"more than {MAX_INTEGER_DIGITS} decimal digits"):
+            resolve_plain_scalar(text)
+
+
 def test_type_mismatch_carries_path_line_and_column() -> None:
     text = "oatf: '0.1'\nattack:\n  severity:\n    level: high\n    confidence: fifty\n  execution: {}\n"
     with pytest.raises(oatf.OATFParseError) as failure:
@@ -164,3 +178,49 @@ def test_control_characters_round_trip_through_escapes() -> None:
     document = oatf.normalize(oatf.parse(text))
     assert document.attack.execution.actors[0].phases[0].state == {"tools": "\x07\x7f\u2028\t\U0001F600"}
     assert oatf.normalize(oatf.parse(oatf.serialize(document))) == document
+
+
+HUGE = "Q" * 1_000_000
+LONG = "Q" * 1000  # YAML limits implicit keys to 1024 characters
+ECHO_BOUND = 400  # a message quotes at most ~80 characters of any one value, plus its own words
+
+
+def test_validation_messages_bound_every_echoed_value() -> None:
+    document = {"oatf": "0.1", LONG: 1, "attack": {
+        "id": HUGE,
+        "grace_period": HUGE,
+        "execution": {"mode": HUGE, "state": {"tools": []}},
+        "indicators": [
+            {"id": HUGE, "surface": HUGE, "protocol": HUGE, "target": HUGE, "pattern": {"regex": HUGE + "("}},
+        ],
+    }}
+    messages = []
+    for variant in (document, {**document, "oatf": HUGE}):
+        result = oatf.validate(oatf.parse(json.dumps(variant)))
+        messages += [f"{d.rule}: {d.message}" for d in [*result.errors, *result.warnings]]
+    assert {"V-001", "V-023"} <= {message.split(":")[0] for message in messages}
+    assert [message for message in messages if len(message) > ECHO_BOUND] == []
+    v023 = next(message for message in messages if message.startswith("V-023"))
+    assert "QQQ" in v023 and "1000000 characters" in v023  # a head of the value, and how long it was
+
+
+@pytest.mark.parametrize("text", [
+    f"oatf: '0.1'\nattack: {{{LONG}: 1}}\n",
+    f"oatf: '0.1'\nattack: {{id: ACME-001, x-{LONG}: 1, x-{LONG}: 2}}\n",
+    f"oatf: '0.1'\nattack: {{id: !!int {HUGE}}}\n",
+    f"oatf: '0.1'\nattack: {{id: *{HUGE}}}\n",
+])
+def test_parse_messages_bound_every_echoed_value(text: str) -> None:
+    with pytest.raises(oatf.OATFParseError) as failure:
+        oatf.parse(text)
+    assert [e.message for e in failure.value.errors if len(e.message) > ECHO_BOUND] == []
+
+
+@given(st.text(max_size=300) | st.integers() | st.lists(st.text(max_size=100), max_size=5))
+def test_echo_is_short_and_exact_for_short_values(value: object) -> None:
+    text = echo(value)
+    assert len(text) <= 10 * ECHO_LIMIT + 40  # an escape such as \U0010ffff is 10 characters
+    if len(repr(value)) <= ECHO_LIMIT:
+        assert text == repr(value)
+    if isinstance(value, str) and len(value) > ECHO_LIMIT:
+        assert text.startswith(repr(value[:ECHO_LIMIT])) and text.endswith(f"… ({len(value)} characters)")

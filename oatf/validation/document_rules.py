@@ -6,7 +6,7 @@ import re
 from enum import StrEnum
 
 from ..durations import parse_duration
-from ..errors import OATFParseError
+from ..errors import OATFParseError, echo
 from ..model import (
     Attack,
     Category,
@@ -29,7 +29,7 @@ def bad_enum(value: object, enum: type[StrEnum]) -> bool:
 
 
 def enum_message(field: str, value: object, enum: type[StrEnum]) -> str:
-    return f"{field} {value!r} is not one of: {', '.join(m.value for m in enum)}"
+    return f"{field} {echo(value)} is not one of: {', '.join(m.value for m in enum)}"
 
 
 def check_oatf_version(document: Document, report: Report) -> None:
@@ -40,10 +40,10 @@ def check_oatf_version(document: Document, report: Report) -> None:
     elif document.oatf is None:
         report.error("V-001", "oatf", 'the `oatf` version field is missing; declare oatf: "0.1"')
     elif document.oatf not in SUPPORTED_VERSIONS:
-        report.error("V-001", "oatf", f"oatf version {document.oatf!r} is not supported (supported: 0.1)")
+        report.error("V-001", "oatf", f"oatf version {echo(document.oatf)} is not supported (supported: 0.1)")
     order = document.source.key_order if document.source else ()
     if document.oatf is not None and order and order[0] != "oatf":
-        report.warn("W-001", "oatf", f"`oatf` should be the first key of the document (first is {order[0]!r})")
+        report.warn("W-001", "oatf", f"`oatf` should be the first key of the document (first is {echo(order[0])})")
 
 
 def check_single_attack(document: Document, report: Report) -> None:
@@ -70,7 +70,7 @@ def check_attack_fields(attack: Attack, report: Report) -> None:
     if attack.execution is None:
         report.error("V-004", "attack.execution", "attack.execution is required")
     if attack.id is not None and not ATTACK_ID.match(attack.id):
-        report.error("V-023", "attack.id", f"attack.id {attack.id!r} must match PREFIX-NNN "
+        report.error("V-023", "attack.id", f"attack.id {echo(attack.id)} must match PREFIX-NNN "
                      "(^[A-Z][A-Z0-9-]*-[0-9]{3,}$), e.g. ACME-001")
     if attack.version is not None and attack.version < 1:
         report.error("V-035", "attack.version", f"attack.version must be a positive integer, got {attack.version}")
@@ -101,9 +101,9 @@ def check_attack_fields(attack: Attack, report: Report) -> None:
             if bad_enum(mapping.relationship, Relationship):
                 report.error("V-005", f"attack.classification.mappings[{i}].relationship",
                              enum_message("relationship", mapping.relationship, Relationship))
-    if attack.grace_period is not None and duration_error(attack.grace_period):
+    if attack.grace_period is not None and (why := duration_error(attack.grace_period)):
         report.error("V-046", "attack.grace_period",
-                     f"grace_period {attack.grace_period!r} is not a duration: {duration_error(attack.grace_period)}")
+                     f"grace_period {echo(attack.grace_period)} is not a duration: {why}")
     if attack.correlation is not None:
         if attack.indicators is None:
             report.error("V-047", "attack.correlation", "correlation is only meaningful with indicators")

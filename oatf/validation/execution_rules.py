@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..bindings import event_is_known, known_modes
+from ..errors import echo
 from ..extractors import jsonpath_syntax_error
 from ..model import (
     Action,
@@ -106,10 +107,10 @@ def check_mode(mode: str | None, path: str, report: Report) -> None:
     if mode is None:
         return
     if not MODE.match(mode):
-        report.error("V-034", path, f"mode {mode!r} must match {{protocol}}_server or {{protocol}}_client "
+        report.error("V-034", path, f"mode {echo(mode)} must match {{protocol}}_server or {{protocol}}_client "
                      "([a-z][a-z0-9_]*_(server|client))")
     elif mode not in known_modes():
-        report.warn("W-002", path, f"mode {mode!r} is not defined by an included binding "
+        report.warn("W-002", path, f"mode {echo(mode)} is not defined by an included binding "
                     f"(known: {', '.join(sorted(known_modes()))}); is it a typo?")
 
 
@@ -124,9 +125,9 @@ def check_actors(execution: Execution, report: Report) -> None:
         if actor.name is None:
             report.error("V-031", path, "every actor must declare a name")
         elif not NAME.match(actor.name):
-            report.error("V-031", f"{path}.name", f"actor name {actor.name!r} must match [a-z][a-z0-9_]*")
+            report.error("V-031", f"{path}.name", f"actor name {echo(actor.name)} must match [a-z][a-z0-9_]*")
         elif actor.name in seen:
-            report.error("V-031", f"{path}.name", f"actor name {actor.name!r} is used by another actor")
+            report.error("V-031", f"{path}.name", f"actor name {echo(actor.name)} is used by another actor")
         if actor.name is not None:
             seen.add(actor.name)
         if actor.mode is None:
@@ -135,7 +136,7 @@ def check_actors(execution: Execution, report: Report) -> None:
         for i, phase in enumerate(actor.phases):
             if phase.mode is not None and actor.mode is not None and phase.mode != actor.mode:
                 report.error("V-044", f"{path}.phases[{i}].mode",
-                             f"phase mode {phase.mode!r} differs from its actor's mode {actor.mode!r}; "
+                             f"phase mode {echo(phase.mode)} differs from its actor's mode {echo(actor.mode)}; "
                              "cross-protocol attacks use separate actors")
 
 
@@ -173,7 +174,7 @@ def check_phase_sequence(site: ActorSite, report: Report) -> None:
     for site_phase in phases:
         name = site_phase.phase.name
         if name is not None and name in names:
-            report.error("V-011", f"{site_phase.path}.name", f"phase name {name!r} is used twice")
+            report.error("V-011", f"{site_phase.path}.name", f"phase name {echo(name)} is used twice")
         if name is not None:
             names.add(name)
 
@@ -201,10 +202,10 @@ def check_trigger(trigger: Trigger, path: str, mode: str | None, report: Report)
         if trigger.count is not None or trigger.match is not None:
             report.error("V-019", path, "trigger `count` and `match` require `event`")
     elif mode is not None and mode in known_modes() and not event_is_known(mode, trigger.event):
-        report.warn("V-029", f"{path}.event", f"event {trigger.event!r} is not defined for mode {mode!r}")
+        report.warn("V-029", f"{path}.event", f"event {echo(trigger.event)} is not defined for mode {echo(mode)}")
     if trigger.after is not None and duration_error(trigger.after):
         report.error("V-036", f"{path}.after",
-                     f"trigger.after {trigger.after!r} is not a duration: {duration_error(trigger.after)}")
+                     f"trigger.after {echo(trigger.after)} is not a duration: {duration_error(trigger.after)}")
     if trigger.match is not None:
         check_predicate(trigger.match, f"{path}.match", report)
 
@@ -216,7 +217,7 @@ def check_predicate(predicate: Any, path: str, report: Report) -> None:
     for key, condition in predicate.items():
         key_path = f"{path}.{key}"
         if not isinstance(key, str) or not is_simple_path(key):
-            report.error("V-027", key_path, f"predicate key {key!r} must be a simple dot-path "
+            report.error("V-027", key_path, f"predicate key {echo(key)} must be a simple dot-path "
                          "(no wildcards or indices)", key=True)
         check_condition_regex(condition, key_path, report)
 
@@ -226,7 +227,7 @@ def check_condition_regex(condition: Any, path: str, report: Report) -> None:
     pattern = condition.regex if isinstance(condition, MatchCondition) else (
         condition.get("regex") if isinstance(condition, dict) else None)
     if isinstance(pattern, str) and (reason := regex_syntax_error(pattern)):
-        report.error("V-013", f"{path}.regex", f"invalid RE2 regular expression {pattern!r}: {reason}")
+        report.error("V-013", f"{path}.regex", f"invalid RE2 regular expression {echo(pattern)}: {reason}")
 
 
 def check_extractors(phase: Phase, path: str, report: Report) -> None:
@@ -237,7 +238,7 @@ def check_extractors(phase: Phase, path: str, report: Report) -> None:
     for i, extractor in enumerate(extractors):
         here = f"{path}[{i}]"
         if extractor.name is not None and not NAME.match(extractor.name):
-            report.error("V-037", f"{here}.name", f"extractor name {extractor.name!r} must match [a-z][a-z0-9_]*")
+            report.error("V-037", f"{here}.name", f"extractor name {echo(extractor.name)} must match [a-z][a-z0-9_]*")
         if bad_enum(extractor.source, ExtractorSource):
             report.error("V-005", f"{here}.source", enum_message("source", extractor.source, ExtractorSource))
         if bad_enum(extractor.type, ExtractorType):
@@ -246,13 +247,13 @@ def check_extractors(phase: Phase, path: str, report: Report) -> None:
         if selector is None:
             continue
         if extractor.type == ExtractorType.JSON_PATH and (reason := jsonpath_syntax_error(selector)):
-            report.error("V-015", f"{here}.selector", f"invalid JSONPath {selector!r}: {reason}")
+            report.error("V-015", f"{here}.selector", f"invalid JSONPath {echo(selector)}: {reason}")
         elif extractor.type == ExtractorType.REGEX:
             if reason := regex_syntax_error(selector):
-                report.error("V-013", f"{here}.selector", f"invalid RE2 regular expression {selector!r}: {reason}")
+                report.error("V-013", f"{here}.selector", f"invalid RE2 regular expression {echo(selector)}: {reason}")
             elif compile_regex(selector).groups < 1:
                 report.error("V-042", f"{here}.selector",
-                             f"regex extractor {selector!r} needs a capture group: the first group is extracted")
+                             f"regex extractor {echo(selector)} needs a capture group: the first group is extracted")
 
 
 def check_on_enter(actions: tuple[Action, ...], path: str, report: Report) -> None:

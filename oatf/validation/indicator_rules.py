@@ -6,6 +6,7 @@ import re
 
 from ..bindings import SURFACES, known_protocols
 from ..cel import cel_syntax_error
+from ..errors import echo
 from ..model import (
     Attack,
     Direction,
@@ -44,7 +45,7 @@ def check_indicators(attack: Attack, report: Report) -> None:
         path = f"attack.indicators[{i}]"
         if indicator.id is not None:
             if indicator.id in seen_ids:
-                report.error("V-010", f"{path}.id", f"indicator id {indicator.id!r} is used twice")
+                report.error("V-010", f"{path}.id", f"indicator id {echo(indicator.id)} is used twice")
             seen_ids.add(indicator.id)
             check_indicator_id(indicator.id, attack.id, f"{path}.id", report)
         check_indicator(indicator, path, report)
@@ -54,9 +55,9 @@ def check_indicators(attack: Attack, report: Report) -> None:
         protocol = indicator_protocol(indicator, execution_mode)
         check_surface(indicator, protocol, path, report)
         if protocol is not None and actor_protocols and protocol not in actor_protocols:
-            report.warn("W-005", f"{path}.protocol", f"no actor of this attack speaks protocol {protocol!r}")
+            report.warn("W-005", f"{path}.protocol", f"no actor of this attack speaks protocol {echo(protocol)}")
         if indicator.actor is not None and indicator.actor not in actor_names:
-            report.error("V-048", f"{path}.actor", f"indicator.actor {indicator.actor!r} names no actor "
+            report.error("V-048", f"{path}.actor", f"indicator.actor {echo(indicator.actor)} names no actor "
                          f"(actors: {', '.join(sorted(actor_names)) or 'none'})")
 
 
@@ -72,7 +73,8 @@ def check_indicator_id(indicator_id: str, attack_id: str | None, path: str, repo
     if attack_id is None:
         return
     if not INDICATOR_ID.match(indicator_id) or indicator_id.rsplit("-", 1)[0] != attack_id:
-        report.error("V-024", path, f"indicator id {indicator_id!r} must be {attack_id}-NN (two or more digits)")
+        report.error("V-024", path, f"indicator id {echo(indicator_id)} must be {echo(attack_id)} followed by -NN "
+                     "(two or more digits)")
 
 
 def check_indicator(indicator: Indicator, path: str, report: Report) -> None:
@@ -90,9 +92,9 @@ def check_indicator(indicator: Indicator, path: str, report: Report) -> None:
             report.error("V-005", f"{path}.{field}", enum_message(field, getattr(indicator, field), enum))
     if indicator.protocol is not None:
         if not PROTOCOL.match(indicator.protocol):
-            report.error("V-034", f"{path}.protocol", f"protocol {indicator.protocol!r} must match [a-z][a-z0-9_]*")
+            report.error("V-034", f"{path}.protocol", f"protocol {echo(indicator.protocol)} must match [a-z][a-z0-9_]*")
         elif indicator.protocol not in known_protocols():
-            report.warn("W-003", f"{path}.protocol", f"protocol {indicator.protocol!r} is not defined by an "
+            report.warn("W-003", f"{path}.protocol", f"protocol {echo(indicator.protocol)} is not defined by an "
                         f"included binding (known: {', '.join(sorted(known_protocols()))}); is it a typo?")
     if indicator.target is None:
         report.error("V-021", f"{path}.target", "indicator.target is required (\"\" targets the whole message)")
@@ -129,7 +131,7 @@ def check_indicator(indicator: Indicator, path: str, report: Report) -> None:
 def check_target(target: str, path: str, report: Report) -> None:
     """V-021: a wildcard dot-path (segments of [A-Za-z0-9_-], optional `[*]`; "" is the root)."""
     if not is_wildcard_path(target):
-        report.error("V-021", path, f"target {target!r} is not a valid dot-path (segments of letters, digits, "
+        report.error("V-021", path, f"target {echo(target)} is not a valid dot-path (segments of letters, digits, "
                      "`_` or `-`, each optionally followed by [*]; no numeric indices, no empty segments)")
 
 
@@ -142,10 +144,10 @@ def check_expression(indicator: Indicator, path: str, report: Report) -> None:
     for name, variable_path in (expression.variables or {}).items():
         here = f"{path}.expression.variables.{name}"
         if not CEL_IDENTIFIER.match(name):
-            report.error("V-039", here, f"variable name {name!r} is not a CEL identifier ([_a-zA-Z][_a-zA-Z0-9]*)",
+            report.error("V-039", here, f"variable name {echo(name)} is not a CEL identifier ([_a-zA-Z][_a-zA-Z0-9]*)",
                          key=True)
         if not isinstance(variable_path, str) or not is_simple_path(variable_path):
-            report.error("V-026", here, f"variable path {variable_path!r} must be a simple dot-path "
+            report.error("V-026", here, f"variable path {echo(variable_path)} must be a simple dot-path "
                          "(no wildcards or indices)")
 
 
@@ -155,4 +157,4 @@ def check_surface(indicator: Indicator, protocol: str | None, path: str, report:
         return
     if indicator.surface not in SURFACES[protocol]:
         report.warn("V-018", f"{path}.surface",
-                    f"surface {indicator.surface!r} is not an operation of the {protocol} binding")
+                    f"surface {echo(indicator.surface)} is not an operation of the {protocol} binding")

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..bindings import response_lists, state_enum_violations
+from ..errors import echo
 from ..model import Attack
 from ..templates import template_references, template_syntax_error
 from ..yaml_source import child_path
@@ -45,7 +46,7 @@ def check_states(attack: Attack, report: Report) -> None:
                     check_response_lists(mode, phase.state, phase_site.state_path, report)
                     for rel, bad, allowed in state_enum_violations(mode, phase.state):
                         report.error("V-005", _join(phase_site.state_path, rel),
-                                     f"{bad!r} is not one of: {', '.join(allowed)}")
+                                     f"{echo(bad)} is not one of: {', '.join(allowed)}")
             for i, action in enumerate(phase.on_enter or ()):
                 payloads.extend((f"{phase_site.path}.on_enter[{i}].{key}", value) for key, value in action.entries)
             for root, payload in payloads:
@@ -74,14 +75,14 @@ def check_template(text: str, path: str, site: ActorSite, extractors: dict[str, 
         actor, dot, name = reference.partition(".")
         if dot:
             if actor not in extractors:
-                report.error("V-032", path, f"template {{{{{reference}}}}} names actor {actor!r}, which does not "
-                             f"exist (actors: {', '.join(sorted(extractors))})")
+                report.error("V-032", path, f"template reference {echo(reference)} names actor {echo(actor)}, "
+                             f"which does not exist (actors: {', '.join(sorted(extractors))})")
             elif name not in extractors[actor]:
-                report.warn("W-004", path, f"actor {actor!r} declares no extractor {name!r}; "
-                            f"{{{{{reference}}}}} will be empty")
+                report.warn("W-004", path, f"actor {echo(actor)} declares no extractor {echo(name)}; "
+                            f"{echo(reference)} will be empty")
         elif site.name is None or reference not in extractors.get(site.name, set()):
-            report.warn("W-004", path, f"no extractor named {reference!r} is declared; "
-                        f"{{{{{reference}}}}} will be empty")
+            report.warn("W-004", path, f"no extractor named {echo(reference)} is declared; "
+                        f"{echo(reference)} will be empty")
 
 
 def check_response_lists(mode: str, state: dict[str, Any], state_path: str, report: Report) -> None:

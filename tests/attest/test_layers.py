@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import jsonschema
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from attest_engine import layer_trace
+from attest_engine import layer_schema, layer_trace
 from attest_engine.config import EngineConfig
 
 from .conftest import INITIALIZE, assertion, batch, evaluate, refund_trace, request, results, run_engine
@@ -122,6 +125,74 @@ def test_schema_spec_errors() -> None:
     )
 
 
+CATASTROPHIC = "^(a+)+$"  # exponential for a backtracking engine on "aaa...ab", linear for RE2
+
+
+def structured(value: Any) -> dict[str, Any]:
+    trace = refund_trace()
+    trace["output"]["structured"] = value
+    return trace
+
+
+@pytest.mark.parametrize(("text", "status"), [("a" * 40 + "b", "hard_fail"), ("a" * 40, "pass")])
+def test_schema_pattern_is_matched_with_re2(text: str, status: str) -> None:
+    schema = {"properties": {"name": {"pattern": CATASTROPHIC}}}
+    assert one("schema", structured({"name": text}), target="output.structured", schema=schema)["status"] == status
+    names = {"propertyNames": {"pattern": CATASTROPHIC}}
+    assert one("schema", structured({text: 1}), target="output.structured", schema=names)["status"] == status
+
+
+@pytest.mark.parametrize(("key", "status"), [("a" * 40 + "b", "hard_fail"), ("a" * 40, "pass")])
+def test_schema_pattern_properties_are_matched_with_re2(key: str, status: str) -> None:
+    schema = {"patternProperties": {CATASTROPHIC: {"type": "integer"}}, "additionalProperties": False}
+    result = one("schema", structured({key: 1}), target="output.structured", schema=schema)
+    assert result["status"] == status
+    typed = {"patternProperties": {CATASTROPHIC: {"type": "string"}}}  # applies to the matching key only
+    expected = "pass" if status == "hard_fail" else "hard_fail"
+    assert one("schema", structured({key: 1}), target="output.structured", schema=typed)["status"] == expected
+
+
+SAFE_PATTERNS = st.sampled_from(["^a", "b$", "a.c", "^$", "[bc]+", "^(ab)*$"])  # same language in re and RE2
+
+
+@given(
+    patterns=st.dictionaries(SAFE_PATTERNS, st.sampled_from([True, False, {"type": "integer"}]), max_size=3),
+    additional=st.sampled_from([None, True, False, {"type": "string"}]),
+    pattern=st.none() | SAFE_PATTERNS,
+    instance=st.dictionaries(st.text("abc", max_size=4), st.integers(0, 2) | st.text("abc", max_size=4), max_size=4),
+)
+def test_schema_re2_keywords_agree_with_jsonschema(
+    patterns: dict[str, Any], additional: Any, pattern: str | None, instance: dict[str, Any]
+) -> None:
+    schema: dict[str, Any] = {"patternProperties": patterns, "properties": {"a": {"type": "integer"}}}
+    if additional is not None:
+        schema["additionalProperties"] = additional
+    if pattern is not None:
+        schema["propertyNames"] = {"pattern": pattern}
+    ours = layer_schema._validator(json.dumps(schema))
+    reference = jsonschema.Draft202012Validator(schema)
+    assert ours.is_valid(instance) is reference.is_valid(instance)
+    assert sorted(error.message for error in ours.iter_errors(instance)) == sorted(
+        error.message for error in reference.iter_errors(instance)
+    )
+
+
+def test_schema_pattern_outside_re2_is_a_spec_error() -> None:
+    for schema in ({"properties": {"x": {"pattern": "(a)\\1"}}}, {"patternProperties": {"(?=a)": {}}}):
+        message = spec_error("schema", target="output", schema=schema)
+        assert message.startswith("assertion 'a' failed: malformed JSON Schema at $."), message
+        assert "RE2" in message
+
+
+def test_schema_unevaluated_properties_with_pattern_properties_is_a_spec_error() -> None:
+    # jsonschema would match these patterns with Python's backtracking `re` while finding unevaluated keys.
+    schema = {"patternProperties": {CATASTROPHIC: True}, "unevaluatedProperties": False}
+    message = spec_error("schema", target="output", schema=schema)
+    assert "unevaluatedProperties" in message and "patternProperties" in message
+    plain = {"properties": {"message": True, "structured": True}, "unevaluatedProperties": False}
+    assert one("schema", target="output", schema=plain)["status"] == "pass"
+
+
 # ------------------------------------------------------------------------------------------------ layer 2
 
 
@@ -165,6 +236,26 @@ def test_constraint_counts_steps() -> None:
     assert (
         one("constraint", empty, field="steps[?type=='tool_call'].length", operator="eq", value=0)["status"] == "pass"
     )
+
+
+@pytest.mark.parametrize("absent", [{}, {"steps": None}], ids=["omitted", "null"])
+def test_trace_without_steps_has_no_steps(absent: dict[str, Any]) -> None:
+    # §3.2: `steps` is optional ("May be empty"); omitted, or null (§7: null counts as absent), it is [].
+    trace = refund_trace()
+    del trace["steps"]
+    trace.update(absent)
+    for field in ("steps.length", "steps[?type=='tool_call'].length"):
+        result = one("constraint", trace, field=field, operator="eq", value=0)
+        assert (result["status"], result["explanation"]) == ("pass", f"{field} = 0, constraint eq 0 satisfied."), field
+    assert one("trace", trace, check="required_tools", tools=["lookup_order"])["status"] == "hard_fail"
+
+
+def test_sub_trace_without_steps_has_no_steps() -> None:
+    trace = refund_trace()
+    sub = {key: value for key, value in refund_trace().items() if key != "steps"}
+    trace["steps"].append({"type": "agent_call", "name": "helper", "sub_trace": sub})
+    result = one("constraint", trace, field="steps[?name=='helper'].sub_trace.steps.length", operator="eq", value=0)
+    assert result["status"] == "pass", result
 
 
 def test_constraint_on_every_selected_value() -> None:
