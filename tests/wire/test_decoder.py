@@ -275,6 +275,16 @@ def test_ag_ui_run_and_tool_call_enrichment_and_client_result() -> None:
     assert len(h.exchange("POST", "http://ui/agent", follow_up, response=[])) == 1  # answered once only
 
 
+def test_ag_ui_tool_call_result_direction_follows_its_sender() -> None:
+    """Format spec §6.1: a TOOL_CALL_RESULT the agent streams (a tool it ran itself) travels server→client, a
+    `response`; the client's tool result in its next RunAgentInput (above) is a `request`."""
+    stream = [json.dumps({"type": "TOOL_CALL_START", "toolCallId": "c2", "toolCallName": "lookup"}),
+              json.dumps({"type": "TOOL_CALL_RESULT", "messageId": "m", "toolCallId": "c2", "content": "42"})]
+    events = Harness().exchange("POST", "http://ui/agent", RUN, response=stream)
+    assert kinds(events)[2] == ("ag_ui", "tool_call_result", "response", "server")
+    assert events[2].content["toolCallName"] == "lookup"
+
+
 def test_compressed_sse_stream_decoded_per_chunk() -> None:
     h = Harness()
     body = b"".join(f'data: {{"type": "CUSTOM", "name": "n{i}"}}\n\n'.encode() for i in range(20))
