@@ -3,16 +3,28 @@
 This is the only contract between decoding (bytes → events) and monitoring (events → verdicts); neither side
 imports the other's internals, and neither imports mitmproxy.
 
-Perspective (format spec §5.3, §6.1 `indicator.direction`, SDK spec §4.1):
-- `direction` is the message's protocol-level role: `request` for JSON-RPC requests and notifications, the
-  AG-UI `RunAgentInput`, and the Agent Card fetch; `response` for JSON-RPC results/errors, AG-UI SSE events
-  and the Agent Card document. It does not depend on which side of the proxy is the agent.
+Perspective (format spec §5.3, §6.1 `indicator.direction`, §5.5 `extractor.source`, SDK spec §4.1):
+- `direction` is the side of the exchange as format spec §6.1 defines it: "The perspective is that of the
+  actor's protocol role: for server-mode actors, `request` means the incoming message from the agent, and
+  `response` means the outgoing reply. For client-mode actors, `request` means the outgoing message to the
+  agent, and `response` means the incoming reply." A server-mode actor is always the HTTP server and a
+  client-mode actor the HTTP client, so in every binding `request` is a message that travels client→server
+  over HTTP and `response` one that travels server→client, whatever its JSON-RPC role (`DIRECTION`): a
+  server's `sampling/createMessage` or `elicitation/create` request (sent in an SSE stream to the agent) is a
+  `response`, and the agent's JSON-RPC reply to it (POSTed) is a `request`; server notifications are
+  `response`s, client notifications `request`s; the AG-UI `RunAgentInput` and the `tool_call_result` it carries
+  are `request`s, its SSE events `response`s; the Agent Card fetch is a `request`, the card a `response`.
+  The same reading serves `extractor.source` (§5.5: in server-mode actors "`request` is the message the agent
+  sends to the tool […] and `response` is what the tool sends back"; in client-mode actors "`request` is the
+  message the tool sends to the agent […] and `response` is what the agent returns"). §5.5 also calls the
+  terms "protocol-level roles, not network direction"; the two readings differ only for server-initiated
+  JSON-RPC requests, where the per-mode sentences (and §6.1) are followed.
 - `sender` is the HTTP side that produced the message: `client` (it arrived in an HTTP request) or `server`
-  (in an HTTP response, including SSE streams). Server-initiated JSON-RPC requests such as
-  `sampling/createMessage` have `direction=request`, `sender=server`.
-- `content` is the binding's content root: JSON-RPC `params` for requests/notifications, `result` for
-  responses (enriched with the originating request's `params` where the binding says so), the `error` object
-  for JSON-RPC errors (with `is_error=True`), the SSE event object for AG-UI, the card for `agent_card/get`.
+  (in an HTTP response, including SSE streams). Which one is the agent depends on the actor's mode (§5.3).
+- `content` is the binding's content root: JSON-RPC `params` for JSON-RPC requests/notifications, `result`
+  for JSON-RPC responses (enriched with the originating request's `params` where the binding says so), the
+  `error` object for JSON-RPC errors (with `is_error=True`), the SSE event object for AG-UI, the card for
+  `agent_card/get`.
 """
 
 from __future__ import annotations
@@ -23,6 +35,9 @@ from typing import Any, Literal
 Protocol = Literal["mcp", "a2a", "ag_ui"]
 Role = Literal["request", "response"]
 Side = Literal["client", "server"]
+
+DIRECTION: dict[Side, Role] = {"client": "request", "server": "response"}
+"""The format spec §6.1 direction of a message sent by each HTTP side (see the module docstring)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +58,9 @@ class ObservedEvent:
     """The binding's event name: an MCP/A2A method (`tools/call`, `message/send`), a synthetic name
     (`agent_card/get`, `task/status`, `run_agent_input`) or an AG-UI event type in snake_case."""
     direction: Role
+    """Format spec §6.1: `request` for a message the HTTP client sent, `response` for one the server sent."""
     sender: Side
+    """The HTTP side that sent the message."""
     content: Any
     """The content root an indicator's `target` and a trigger's `match` are resolved against."""
     flow_id: str

@@ -9,6 +9,13 @@
   Bare mitmdump holds a whole response until it ends: MCP's GET stream never delivers, a server request
   (sampling) inside a tools/call deadlocks, the legacy HTTP+SSE transport never connects. Request bodies the
   client streams (no Content-Length), or that mitmproxy decided to stream, are streamed the same way;
+- a streamed response keeps what passed with the flow: mitmproxy stores a streamed body only when the stream
+  ends cleanly and `store_streamed_bodies` is set, so a stream the client or server closed early (the legacy
+  HTTP+SSE transport always, an MCP POST stream the client drops after its result) would be saved by `-w` and
+  shown in the UIs without a byte of it, and replayed as silence. The bytes forwarded (at most
+  `oatf_wire_max_body` of them) become the response's content at `response` or `error` when mitmproxy stored
+  none; hooks run in addon order and script addons come before mitmproxy's `save` addon, which writes the
+  flow at those hooks, so the saved flow holds them;
 - no exception escapes a hook or a stream function: it is caught at the boundary, logged once per place
   and kind, and the flow goes on (its decoding stops).
 `decode_flows` feeds recorded flows through a decoder in wire order with their recorded timestamps (offline
@@ -59,6 +66,7 @@ class MitmTap:
         self.diagnostics: Counter[str] = Counter()
         """How many diagnostics of each code the decoder reported."""
         self._streamed: set[tuple[str, str]] = set()  # (flow id, "request" | "response") we stream
+        self._kept: dict[str, bytearray] = {}  # flow id → the streamed response bytes forwarded so far (bounded)
         self._failed: set[str] = set()  # flows whose decoding raised: not decoded any further
         self._logged: set[tuple[str, str]] = set()  # (place, exception type) already logged
 
@@ -129,6 +137,7 @@ class MitmTap:
     def response(self, flow: http.HTTPFlow) -> None:
         """The response is complete: decode a buffered body and close the exchange."""
         try:
+            self._keep_streamed_body(flow)
             if flow.id in self._failed:
                 self._failed.discard(flow.id)
                 self.decoder.abort(flow.id, self.clock())
@@ -144,6 +153,7 @@ class MitmTap:
     def error(self, flow: http.HTTPFlow) -> None:
         """The flow failed (connection lost, killed, refused): forget it."""
         try:
+            self._keep_streamed_body(flow)
             self._failed.discard(flow.id)
             self._streamed.discard((flow.id, "request"))
             self._streamed.discard((flow.id, "response"))
@@ -155,29 +165,44 @@ class MitmTap:
 
     def _stream_function(self, flow: http.HTTPFlow, side: str, inner: Any) -> StreamFunction:
         """A `stream` callable for mitmproxy: returns each chunk unchanged (after `inner`, a stream function
-        another addon set, if any) and feeds it to the decoder; for a response, notes each chunk's arrival
-        time and size in `flow.metadata["wire_chunks"]` (at most `MAX_CHUNK_TIMES`) for offline replay."""
+        another addon set, if any) and feeds it to the decoder; for a response, keeps the bytes forwarded (up
+        to `oatf_wire_max_body`) and notes each chunk's arrival time and size in `flow.metadata["wire_chunks"]`
+        (at most `MAX_CHUNK_TIMES`) for offline replay."""
         flow_id = flow.id
         self._streamed.add((flow_id, side))
         feed = self.decoder.request_data if side == "request" else self.decoder.response_data
         previous = inner if callable(inner) else None
-        times: list[list[float]] | None = flow.metadata.setdefault("wire_chunks", []) if side == "response" else None
+        times: list[list[float]] | None = None
+        kept: bytearray | None = None
+        limit = self.decoder.config.max_body_size
+        if side == "response":
+            times = flow.metadata.setdefault("wire_chunks", [])
+            kept = self._kept[flow_id] = bytearray()
 
         def stream(data: bytes) -> bytes | Iterable[bytes]:
             out = previous(data) if previous is not None else data
-            if flow_id not in self._failed:
-                try:
-                    chunk = out if isinstance(out, bytes) else b"".join(out := list(out))
-                    if chunk:
-                        now = self.clock()
-                        if times is not None and len(times) < MAX_CHUNK_TIMES:
-                            times.append([now, len(chunk)])
-                        self._emit(feed(flow_id, chunk, now))
-                except Exception as exc:
-                    self._fail(f"{side} stream", flow_id, exc)
+            try:
+                chunk = out if isinstance(out, bytes) else b"".join(out := list(out))
+                if kept is not None and len(kept) < limit:
+                    kept.extend(chunk[:limit - len(kept)])
+                if chunk and flow_id not in self._failed:
+                    now = self.clock()
+                    if times is not None and len(times) < MAX_CHUNK_TIMES:
+                        times.append([now, len(chunk)])
+                    self._emit(feed(flow_id, chunk, now))
+            except Exception as exc:
+                self._fail(f"{side} stream", flow_id, exc)
             return out
 
         return stream
+
+    def _keep_streamed_body(self, flow: http.HTTPFlow) -> None:
+        """At `response` or `error`: a streamed response mitmproxy stored no body for gets the bytes forwarded
+        (see the module docstring); one it stored (a clean end with `store_streamed_bodies`) is left alone."""
+        kept = self._kept.pop(flow.id, None)
+        response = flow.response
+        if kept is not None and response is not None and response.raw_content is None:
+            response.raw_content = bytes(kept)
 
     def _emit(self, events: list[ObservedEvent]) -> None:
         for event in events:
@@ -211,7 +236,8 @@ def decode_flows(decoder: WireDecoder, flows: Iterable[AnyHTTPFlow]) -> list[Obs
     streamed chunk at its recorded arrival (`flow.metadata["wire_chunks"]`, written by `MitmTap`; else the
     whole body as the response begins), then the end, or an abort for a flow that failed. The interleaving
     matters when one exchange answers another: the legacy MCP transport answers POSTs on its SSE stream.
-    Streamed bodies are in a flow file only when recorded with mitmproxy's `store_streamed_bodies`.
+    Streamed bodies are in a flow file when recorded through the tap (`-s addon/oatf_addon.py -w …`), whole
+    with `store_streamed_bodies`; a stream that ended early holds the bytes forwarded (`MitmTap`).
     `flows` are mitmproxy's or `addon.flow_file`'s views of them; steps at the same time keep flow order."""
     steps: list[_Step] = []
     for flow in flows:

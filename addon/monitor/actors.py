@@ -110,6 +110,8 @@ class ActorMachine:
         return PhaseChange(self.name, previous, current, str(result.reason), flow_id, now)
 
     def _extract(self, event: ObservedEvent) -> None:
+        """Format spec §5.5: an extractor reads the messages of its `source`, the event's §6.1 `direction`
+        (`request`: sent by the HTTP client, whichever actor mode; see `addon.events`)."""
         for extractor in self.phase.extractors or ():
             value = oatf.evaluate_extractor(extractor, event.content, event.direction)
             if value is not None and extractor.name:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
-from addon.events import Endpoint, ObservedEvent, Protocol, Role, Side
+from addon.events import DIRECTION, Endpoint, ObservedEvent, Protocol, Side
 
 from . import a2a, ag_ui, mcp
 from .encoding import ContentDecoder, TooLarge, UndecodableBody
@@ -194,7 +194,7 @@ class WireDecoder:
             ex.proto = override  # type: ignore[assignment]
         if ex.method == "GET" and path in a2a.CARD_PATHS and ex.proto in (None, "a2a"):
             ex.proto, ex.card = "a2a", True
-            return [self._event(ex, "a2a", "agent_card/get", "request", "client", {}, timestamp)]
+            return [self._event(ex, "a2a", "agent_card/get", "client", {}, timestamp)]
         media_type = _media_type(ex.request_headers)
         if not media_type or _is_json(media_type):  # requests without a type are read too (curl, scripts)
             ex.request = self._body(ex, ex.request_headers, sse=False)
@@ -283,8 +283,7 @@ class WireDecoder:
             return []
         if ex.card:
             if isinstance(value, dict):
-                return [self._event(ex, "a2a", "agent_card/get", "response", "server", value, timestamp,
-                                    envelope=value)]
+                return [self._event(ex, "a2a", "agent_card/get", "server", value, timestamp, envelope=value)]
             return []
         if looks_like_jsonrpc(value):
             return self._jsonrpc(ex, value, "server", False, timestamp)
@@ -398,7 +397,7 @@ class WireDecoder:
             self._pending.register(f"{ex.scope}|{sender}", item.id, pending)
             self._report_evictions(ex)
         content = binding.request_content(params)
-        return self._event(ex, binding.protocol, name, "request", sender, content, timestamp,
+        return self._event(ex, binding.protocol, name, sender, content, timestamp,
                            keys=binding.session_keys(content), jsonrpc_id=item.id, envelope=item.envelope)
 
     def _jsonrpc_response(self, ex: _Exchange, binding: _Binding, item: Message, sender: Side, in_stream: bool,
@@ -416,12 +415,12 @@ class WireDecoder:
         is_error = item.kind is Kind.ERROR
         content = binding.response_content(pending.method, item.payload, pending.params)
         keys = binding.session_keys(content)
-        events = [self._event(ex, binding.protocol, pending.method, "response", sender, content, timestamp,
+        events = [self._event(ex, binding.protocol, pending.method, sender, content, timestamp,
                               keys=keys, jsonrpc_id=item.id, is_error=is_error, envelope=item.envelope)]
         synthetic = a2a.STREAM_EVENTS.get(content.get("kind")) if (
             in_stream and binding.protocol == "a2a" and not is_error and isinstance(content, dict)) else None
         if synthetic is not None:
-            events.append(self._event(ex, "a2a", synthetic, "response", sender, content, timestamp, keys=keys,
+            events.append(self._event(ex, "a2a", synthetic, sender, content, timestamp, keys=keys,
                                       jsonrpc_id=item.id, envelope=item.envelope))
         return events
 
@@ -434,6 +433,11 @@ class WireDecoder:
     # --- SSE streams -------------------------------------------------------------------------------------------
 
     def _sse_event(self, ex: _Exchange, sse_event: SSEEvent, timestamp: float) -> list[ObservedEvent]:
+        """One dispatched SSE event. An event with empty data carries no message: MCP 2025-11-25 (Streamable
+        HTTP, "Resumability and Redelivery") has a server open each stream with an event made of an event ID
+        and an empty `data` field, to prime the client to reconnect. It is valid: skipped, no diagnostic."""
+        if not sse_event.data:
+            return []
         if sse_event.event == mcp.ENDPOINT_EVENT and ex.proto in (None, "mcp"):
             self._legacy_stream(ex, sse_event.data)
             return []
@@ -471,12 +475,11 @@ class WireDecoder:
         self._decide(ex, "ag_ui")
         thread, run = ag_ui.thread_id(value), ag_ui.run_id(value)
         ex.keys = {**ex.keys, "ag_ui_thread": thread, "ag_ui_run": run}
-        events = [self._event(ex, "ag_ui", "run_agent_input", "request", "client", value, timestamp,
-                              envelope=value)]
+        events = [self._event(ex, "ag_ui", "run_agent_input", "client", value, timestamp, envelope=value)]
         for call_id, content in ag_ui.tool_results(value):
             name = self._tool_calls.pop((thread, call_id), None)
             if name is not None:
-                events.append(self._event(ex, "ag_ui", "tool_call_result", "request", "client",
+                events.append(self._event(ex, "ag_ui", "tool_call_result", "client",
                                           {**content, "toolCallName": name}, timestamp, envelope=value))
         return events
 
@@ -505,16 +508,17 @@ class WireDecoder:
                 content = {**value, "toolCallName": ex.tool_names[call_id]}
             if name == "tool_call_result":
                 self._tool_calls.pop((thread, call_id), None)
-        return [self._event(ex, "ag_ui", name, "response", "server", content, timestamp, envelope=value)]
+        return [self._event(ex, "ag_ui", name, "server", content, timestamp, envelope=value)]
 
     # --- events and diagnostics ------------------------------------------------------------------------------
 
-    def _event(self, ex: _Exchange, protocol: Protocol, name: str, direction: Role, sender: Side, content: Any,
-               timestamp: float, *, keys: dict[str, str] | None = None, jsonrpc_id: JsonRpcId | None = None,
-               is_error: bool = False, envelope: Any = None) -> ObservedEvent:
+    def _event(self, ex: _Exchange, protocol: Protocol, name: str, sender: Side, content: Any, timestamp: float, *,
+               keys: dict[str, str] | None = None, jsonrpc_id: JsonRpcId | None = None, is_error: bool = False,
+               envelope: Any = None) -> ObservedEvent:
+        """An event sent by `sender`; its `direction` is the format spec §6.1 reading (`addon.events`)."""
         self._seq += 1
         return ObservedEvent(
-            protocol=protocol, event_type=name, direction=direction, sender=sender, content=content,
+            protocol=protocol, event_type=name, direction=DIRECTION[sender], sender=sender, content=content,
             flow_id=ex.id, seq=self._seq, timestamp=timestamp, endpoint=ex.endpoint, client=ex.client,
             session_keys={**ex.keys, **keys} if keys else ex.keys, jsonrpc_id=jsonrpc_id,
             is_error=is_error, envelope=envelope,

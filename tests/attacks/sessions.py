@@ -75,7 +75,7 @@ from typing import Any
 
 from mitmproxy import connection, http, io
 
-from addon.events import Endpoint, ObservedEvent
+from addon.events import DIRECTION, Endpoint, ObservedEvent, Side
 
 ROOT = Path(__file__).resolve().parents[2]
 ATTACKS = ROOT / "attacks"
@@ -145,8 +145,8 @@ class Message:
 
     protocol: str
     event_type: str
-    direction: str
-    sender: str
+    sender: Side
+    """The HTTP side that sends it; its format spec §6.1 direction follows (`addon.events.DIRECTION`)."""
     content: Any
     at: float
     session_keys: dict[str, str] = field(default_factory=dict)
@@ -270,8 +270,8 @@ class Player:
         exchange.response_headers = {"content-type": "application/json", "mcp-session-id": str(spec["session"])}
         exchange.response_body = _jsonrpc({"jsonrpc": "2.0", "id": request_id, "result": result})
         exchange.messages = [
-            Message("mcp", "initialize", "request", "client", params, at, {}, request_id),
-            Message("mcp", "initialize", "response", "server", _enriched(result, params), exchange.response_start,
+            Message("mcp", "initialize", "client", params, at, {}, request_id),
+            Message("mcp", "initialize", "server", _enriched(result, params), exchange.response_start,
                     self._mcp_keys(server), request_id)]
         self._step_mcp({"mcp": {"method": "notifications/initialized"}, "server": server, "wait": 0.15})
 
@@ -292,7 +292,7 @@ class Player:
             envelope["params"] = params
         keys = self._mcp_keys(server)
         exchange = self._exchange(server, "POST", "/mcp", self._mcp_headers(server), _jsonrpc(envelope), at)
-        exchange.messages.append(Message("mcp", method, "request", "client", content_params, at, keys, request_id))
+        exchange.messages.append(Message("mcp", method, "client", content_params, at, keys, request_id))
         if notification:
             exchange.status, exchange.response_headers, exchange.response_body = 202, {}, b""
             return
@@ -305,7 +305,7 @@ class Player:
         body = {"jsonrpc": "2.0", "id": request_id, ("error" if is_error else "result"): answer}
         exchange.response_headers = {"content-type": "application/json"}
         exchange.response_body = _jsonrpc(body)
-        exchange.messages.append(Message("mcp", method, "response", "server", _enriched(answer, content_params),
+        exchange.messages.append(Message("mcp", method, "server", _enriched(answer, content_params),
                                          exchange.response_start, keys, request_id, is_error))
 
     def _mcp_sse_answer(self, exchange: Exchange, server: str, method: str, request_id: int, params: Any,
@@ -324,15 +324,14 @@ class Player:
                 env = {"jsonrpc": "2.0", **item}
                 if "id" in item:
                     self.mcp_pending[(server, item["id"])] = (item["method"], item.get("params", {}))
-                direction = "request"
                 event, content, rid, is_error = item["method"], item.get("params", {}), item.get("id"), False
             else:
                 is_error = "error" in item
                 answer = item["error"] if is_error else item.get("result", {})
                 env = {"jsonrpc": "2.0", "id": request_id, ("error" if is_error else "result"): answer}
-                direction, event, content, rid = "response", method, _enriched(answer, params), request_id
+                event, content, rid = method, _enriched(answer, params), request_id
             envelopes.append(env)
-            exchange.messages.append(Message("mcp", event, direction, "server", content, t, keys, rid, is_error))
+            exchange.messages.append(Message("mcp", event, "server", content, t, keys, rid, is_error))
         exchange.response_end = t + 0.05
         exchange.response_headers = {"content-type": "text/event-stream", "cache-control": "no-cache"}
         exchange.response_body = _sse(envelopes, event_name="message")
@@ -347,7 +346,7 @@ class Player:
         body = _jsonrpc({"jsonrpc": "2.0", "id": rid, ("error" if is_error else "result"): answer})
         exchange = self._exchange(server, "POST", "/mcp", self._mcp_headers(server), body, at)
         exchange.status, exchange.response_headers, exchange.response_body = 202, {}, b""
-        exchange.messages.append(Message("mcp", method, "response", "client", _enriched(answer, request_params), at,
+        exchange.messages.append(Message("mcp", method, "client", _enriched(answer, request_params), at,
                                          keys, rid, is_error))
 
     def _step_mcp_reply(self, step: dict[str, Any]) -> None:
@@ -369,7 +368,7 @@ class Player:
             envelopes.append({"jsonrpc": "2.0", **item})
             if "id" in item:
                 self.mcp_pending[(server, item["id"])] = (item["method"], item.get("params", {}))
-            exchange.messages.append(Message("mcp", item["method"], "request", "server", item.get("params", {}), t,
+            exchange.messages.append(Message("mcp", item["method"], "server", item.get("params", {}), t,
                                              keys, item.get("id")))
         exchange.response_end = t + 0.05
         exchange.response_headers = {"content-type": "text/event-stream", "cache-control": "no-cache",
@@ -386,8 +385,8 @@ class Player:
         card = spec["card"]
         exchange.response_headers = {"content-type": "application/json"}
         exchange.response_body = json.dumps(card).encode()
-        exchange.messages = [Message("a2a", "agent_card/get", "request", "client", {}, at),
-                             Message("a2a", "agent_card/get", "response", "server", card, exchange.response_start)]
+        exchange.messages = [Message("a2a", "agent_card/get", "client", {}, at),
+                             Message("a2a", "agent_card/get", "server", card, exchange.response_start)]
 
     @staticmethod
     def _a2a_context(value: Any) -> dict[str, str]:
@@ -408,7 +407,7 @@ class Player:
                    "accept": "text/event-stream" if "stream" in spec else "application/json"}
         exchange = self._exchange(server, "POST", spec.get("path", "/"), headers,
                                   _jsonrpc({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}), at)
-        exchange.messages.append(Message("a2a", method, "request", "client", params, at,
+        exchange.messages.append(Message("a2a", method, "client", params, at,
                                          self._a2a_context(params), rid))
         if "stream" in spec:
             t = exchange.response_start
@@ -417,11 +416,11 @@ class Player:
                 t += 0.25
                 envelopes.append({"jsonrpc": "2.0", "id": rid, "result": result})
                 kind = result.get("kind") if isinstance(result, dict) else None
-                exchange.messages.append(Message("a2a", method, "response", "server", result, t,
+                exchange.messages.append(Message("a2a", method, "server", result, t,
                                                  self._a2a_context(result), rid))
                 synthetic = {"status-update": "task/status", "artifact-update": "task/artifact"}.get(kind)
                 if synthetic:  # format spec §7.2.2: the item also fires its synthetic event
-                    exchange.messages.append(Message("a2a", synthetic, "response", "server", result, t,
+                    exchange.messages.append(Message("a2a", synthetic, "server", result, t,
                                                      self._a2a_context(result), rid))
             exchange.response_end = t + 0.05
             exchange.response_headers = {"content-type": "text/event-stream", "cache-control": "no-cache"}
@@ -431,7 +430,7 @@ class Player:
         answer = spec["error"] if is_error else spec.get("result", {})
         exchange.response_headers = {"content-type": "application/json"}
         exchange.response_body = _jsonrpc({"jsonrpc": "2.0", "id": rid, ("error" if is_error else "result"): answer})
-        exchange.messages.append(Message("a2a", method, "response", "server", answer, exchange.response_start,
+        exchange.messages.append(Message("a2a", method, "server", answer, exchange.response_start,
                                          self._a2a_context(answer) or self._a2a_context(params), rid, is_error))
 
     def _step_ag_ui(self, step: dict[str, Any]) -> None:
@@ -443,7 +442,7 @@ class Player:
         headers = {"content-type": "application/json", "accept": "text/event-stream",
                    "user-agent": "copilot-ui/0.9 (ag-ui)"}
         exchange = self._exchange(server, "POST", spec.get("path", "/agent"), headers, json.dumps(body).encode(), at)
-        exchange.messages.append(Message("ag_ui", "run_agent_input", "request", "client", body, at, keys))
+        exchange.messages.append(Message("ag_ui", "run_agent_input", "client", body, at, keys))
         thread = str(body.get("threadId", ""))
         for message in body.get("messages") or ():
             # §7.3.2: over HTTP a client returns a tool result as a `tool` message of its next input; one that
@@ -451,7 +450,7 @@ class Player:
             if isinstance(message, dict) and message.get("role") == "tool":
                 name = self.ag_ui_calls.pop((thread, str(message.get("toolCallId"))), None)
                 if name is not None:
-                    exchange.messages.append(Message("ag_ui", "tool_call_result", "request", "client", {
+                    exchange.messages.append(Message("ag_ui", "tool_call_result", "client", {
                         "type": "TOOL_CALL_RESULT", "messageId": message.get("id"),
                         "toolCallId": message.get("toolCallId"), "content": message.get("content"), "role": "tool",
                         "toolCallName": name}, at, keys))
@@ -467,7 +466,7 @@ class Player:
                 self.ag_ui_calls[(thread, item["toolCallId"])] = item.get("toolCallName", "")
             elif item.get("type") in ("TOOL_CALL_ARGS", "TOOL_CALL_END") and item.get("toolCallId") in names:
                 content.setdefault("toolCallName", names[item["toolCallId"]])
-            exchange.messages.append(Message("ag_ui", _snake(item["type"]), "response", "server", content, t, keys))
+            exchange.messages.append(Message("ag_ui", _snake(item["type"]), "server", content, t, keys))
         exchange.response_end = t + 0.05
         exchange.response_headers = {"content-type": "text/event-stream", "cache-control": "no-cache"}
         exchange.response_body = _sse(wire)
@@ -580,9 +579,10 @@ def expected_events(exchanges: list[Exchange], client: str = "10.20.0.15") -> li
     events = []
     for seq, (m, n, ex) in enumerate(messages):
         host, port = _split(ex.server)
-        events.append(ObservedEvent(m.protocol, m.event_type, m.direction, m.sender, m.content, f"flow-{n}", seq,  # type: ignore[arg-type]
-                                    m.at, Endpoint(host, port, ex.path), f"{client}:{client_port(exchanges, ex)}",
-                                    dict(m.session_keys), m.jsonrpc_id, m.is_error))
+        events.append(ObservedEvent(m.protocol, m.event_type, DIRECTION[m.sender], m.sender,  # type: ignore[arg-type]
+                                    m.content, f"flow-{n}", seq, m.at, Endpoint(host, port, ex.path),
+                                    f"{client}:{client_port(exchanges, ex)}", dict(m.session_keys), m.jsonrpc_id,
+                                    m.is_error))
     return events
 
 

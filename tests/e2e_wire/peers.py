@@ -5,6 +5,8 @@ server per port), built with the official SDKs:
   for a sampling/createMessage and logs with notifications/message) and `announce` (sends
   notifications/tools/list_changed, which travels on the GET stream);
 - `--mcp-sse PORT`: the same FastMCP server over the legacy HTTP+SSE transport;
+- `--mcp-resumable PORT`: the same server over Streamable HTTP with an event store, so every SSE stream opens
+  with an MCP 2025-11-25 priming event (an event ID and empty data);
 - `--a2a-v1 PORT` / `--a2a-v03 PORT`: a2a-sdk agents whose card advertises JSON-RPC 1.0 / 0.3 (the 0.3 one
   also serves the legacy card path `/.well-known/agent.json`); text starting with `msg` is answered with a
   Message, anything else with a Task (working → artifact → completed);
@@ -30,15 +32,30 @@ import brotli
 import uvicorn
 import zstandard
 from mcp.server.fastmcp import Context, FastMCP
-from mcp.types import SamplingMessage, TextContent
+from mcp.server.streamable_http import EventCallback, EventId, EventStore, StreamId
+from mcp.types import JSONRPCMessage, SamplingMessage, TextContent
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 
-def mcp_server(port: int) -> FastMCP:
-    server = FastMCP("wire-test", host="127.0.0.1", port=port)
+class PrimingEventStore(EventStore):
+    """Event IDs for the SDK to send priming events with (MCP 2025-11-25 resumability); replays nothing."""
+
+    def __init__(self) -> None:
+        self.stored = 0
+
+    async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
+        self.stored += 1
+        return f"{stream_id}-{self.stored}"
+
+    async def replay_events_after(self, last_event_id: EventId, send_callback: EventCallback) -> StreamId | None:
+        return None
+
+
+def mcp_server(port: int, event_store: EventStore | None = None) -> FastMCP:
+    server = FastMCP("wire-test", host="127.0.0.1", port=port, event_store=event_store)
 
     @server.tool()
     def add(a: int, b: int) -> int:
@@ -225,6 +242,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--mcp-http", type=int)
     parser.add_argument("--mcp-sse", type=int)
+    parser.add_argument("--mcp-resumable", type=int)
     parser.add_argument("--a2a-v1", type=int)
     parser.add_argument("--a2a-v03", type=int)
     parser.add_argument("--ag-ui", type=int)
@@ -236,6 +254,8 @@ async def main() -> None:
         apps.append((args.mcp_http, mcp_server(args.mcp_http).streamable_http_app()))
     if args.mcp_sse:
         apps.append((args.mcp_sse, mcp_server(args.mcp_sse).sse_app()))
+    if args.mcp_resumable:
+        apps.append((args.mcp_resumable, mcp_server(args.mcp_resumable, PrimingEventStore()).streamable_http_app()))
     if args.a2a_v1:
         apps.append((args.a2a_v1, a2a_app(args.a2a_v1, "1.0")))
     if args.a2a_v03:

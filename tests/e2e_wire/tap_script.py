@@ -3,8 +3,8 @@ line to the file named by the `WIRE_EVENTS` environment variable (flushed per li
 when it is not set (decoding cost alone, for the benchmark).
 
 With `WIRE_FLOWS` set, it also records every finished flow to that mitmproxy flow file, streamed response
-bodies included (even of streams the client closed), so fixtures replay with the chunk timing the tap notes
-in `flow.metadata["wire_chunks"]`."""
+bodies included (the tap keeps those of streams closed early), so fixtures replay with the chunk timing the
+tap notes in `flow.metadata["wire_chunks"]`."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from mitmproxy import http, io
 
 from addon.events import ObservedEvent
-from addon.mitm_tap import STREAMED_MEDIA_TYPES, MitmTap
+from addon.mitm_tap import MitmTap
 
 
 class JsonlTap:
@@ -33,7 +33,6 @@ class JsonlTap:
         self.tap = MitmTap(on_event=self.write)
         flows = os.environ.get("WIRE_FLOWS")
         self.flows = io.FlowWriter(open(flows, "ab", buffering=0)) if flows else None  # noqa: SIM115
-        self.bodies: dict[str, bytearray] = {}
 
     def write(self, event: ObservedEvent) -> None:
         self.count += 1
@@ -52,17 +51,7 @@ class JsonlTap:
     def request(self, flow: Any) -> None:
         self.tap.request(flow)
 
-    def responseheaders(self, flow: http.HTTPFlow) -> None:
-        assert flow.response is not None
-        media_type = flow.response.headers.get("content-type", "").partition(";")[0].strip().lower()
-        if self.flows is not None and media_type in STREAMED_MEDIA_TYPES:
-            body = self.bodies[flow.id] = bytearray()
-
-            def record(data: bytes) -> bytes:
-                body.extend(data)
-                return data
-
-            flow.response.stream = record  # the tap streams on top of it, noting the chunk times
+    def responseheaders(self, flow: Any) -> None:
         self.tap.responseheaders(flow)
 
     def response(self, flow: http.HTTPFlow) -> None:
@@ -74,12 +63,9 @@ class JsonlTap:
         self.record(flow)
 
     def record(self, flow: http.HTTPFlow) -> None:
-        body = self.bodies.pop(flow.id, None)
-        if self.flows is None:
-            return
-        if body is not None and flow.response is not None:
-            flow.response.raw_content = bytes(body)
-        self.flows.add(flow)
+        """Write the finished flow; the tap has given a streamed response that ended early the bytes seen."""
+        if self.flows is not None:
+            self.flows.add(flow)
 
 
 addons = [JsonlTap()]

@@ -9,8 +9,8 @@ REQ, RES, C, S = "request", "response", "client", "server"
 _MCP = [
     ("initialize", REQ, C), ("initialize", RES, S), ("notifications/initialized", REQ, C),
     ("tools/list", REQ, C), ("tools/list", RES, S), ("tools/call", REQ, C), ("tools/call", RES, S),
-    ("tools/call", REQ, C), ("notifications/message", REQ, S), ("sampling/createMessage", REQ, S),
-    ("sampling/createMessage", RES, C), ("tools/call", RES, S),
+    ("tools/call", REQ, C), ("notifications/message", RES, S), ("sampling/createMessage", RES, S),
+    ("sampling/createMessage", REQ, C), ("tools/call", RES, S),
 ]
 _A2A = [
     ("agent_card/get", REQ, C), ("agent_card/get", RES, S),
@@ -27,7 +27,7 @@ _AG_UI = [("run_agent_input", REQ, C)] + [(name, RES, S) for name in (
     "tool_call_start", "tool_call_args", "tool_call_end", "run_finished")]
 
 EXPECTED: dict[str, list[tuple[str, str, str]]] = {
-    "mcp_http": [*_MCP, ("tools/call", REQ, C), ("notifications/tools/list_changed", REQ, S), ("tools/call", RES, S)],
+    "mcp_http": [*_MCP, ("tools/call", REQ, C), ("notifications/tools/list_changed", RES, S), ("tools/call", RES, S)],
     "mcp_sse": _MCP,
     "a2a_v1": _A2A,
     "a2a_v03": _A2A,
@@ -35,7 +35,8 @@ EXPECTED: dict[str, list[tuple[str, str, str]]] = {
     **{f"ag_ui_{encoding}": _AG_UI for encoding in AG_UI_ENCODINGS},
     "ag_ui_tool_result": [*_AG_UI, _AG_UI[0], ("tool_call_result", REQ, C), *_AG_UI[1:]],
 }
-"""Session name → the (event_type, direction, sender) sequence the tap decodes from it."""
+"""Session name → the (event_type, direction, sender) sequence the tap decodes from it. Direction is format spec
+§6.1's: `request` client→server, `response` server→client, whatever the JSON-RPC role (`addon.events`)."""
 
 PEER = {name: ("ag_ui" if name.startswith("ag_ui") else "a2a_v03" if name == "a2a_legacy_card" else name)
         for name in EXPECTED}

@@ -78,7 +78,7 @@ def test_mcp_streamable_http_json_and_sse_answers_with_session() -> None:
                       chunk=5)
     assert kinds(init + call) == [
         ("mcp", "initialize", "request", "client"), ("mcp", "initialize", "response", "server"),
-        ("mcp", "tools/call", "request", "client"), ("mcp", "notifications/progress", "request", "server"),
+        ("mcp", "tools/call", "request", "client"), ("mcp", "notifications/progress", "response", "server"),
         ("mcp", "tools/call", "response", "server")]
     assert init[1].session_keys == {"mcp_session": "s1"} and call[0].session_keys == {"mcp_session": "s1"}
     response = call[2]
@@ -124,11 +124,24 @@ def test_mcp_server_request_on_get_stream_answered_by_client_post() -> None:
     answer = h.exchange("POST", url, result("srv-1", {"role": "assistant", "content": {"text": "ok"}}),
                         request_headers={**JSON, "mcp-session-id": "s9"}, status=202, response_headers={})
     assert kinds(stream_events + answer) == [
-        ("mcp", "sampling/createMessage", "request", "server"),
-        ("mcp", "notifications/tools/list_changed", "request", "server"),
-        ("mcp", "sampling/createMessage", "response", "client")]
+        ("mcp", "sampling/createMessage", "response", "server"),  # format spec §6.1: sent to the agent
+        ("mcp", "notifications/tools/list_changed", "response", "server"),
+        ("mcp", "sampling/createMessage", "request", "client")]  # the agent's reply, POSTed
     assert answer[0].content["params"] == {"messages": [{"role": "user"}]}
     assert d.open_exchanges == 1  # the GET stream stays open
+
+
+def test_mcp_priming_event_is_neither_an_event_nor_a_diagnostic() -> None:
+    """MCP 2025-11-25 "Resumability": a server first sends an event with an ID and an empty data field, as the
+    Python SDK writes it (`id: …` / `data: ` / `retry: …`); the answer follows on the same stream."""
+    h = Harness()
+    answer = json.dumps(result(1, {"tools": []}))
+    stream = f"id: s1-0\ndata: \nretry: 1000\n\nid: s1-1\nevent: message\ndata: {answer}\n\n".encode()
+    events = h.exchange("POST", "http://mcp.local:8000/mcp", rpc(1, "tools/list"),
+                        request_headers={**JSON, "mcp-session-id": "s1"}, response_headers=SSE, response=stream,
+                        chunk=4)
+    assert kinds(events) == [("mcp", "tools/list", "request", "client"), ("mcp", "tools/list", "response", "server")]
+    assert h.diagnostics == []
 
 
 def test_mcp_legacy_http_sse_transport() -> None:
@@ -260,6 +273,16 @@ def test_ag_ui_run_and_tool_call_enrichment_and_client_result() -> None:
     assert second[1].content == {"type": "TOOL_CALL_RESULT", "messageId": "t", "toolCallId": "c1", "content": "done",
                                  "role": "tool", "toolCallName": "transfer_funds"}
     assert len(h.exchange("POST", "http://ui/agent", follow_up, response=[])) == 1  # answered once only
+
+
+def test_ag_ui_tool_call_result_direction_follows_its_sender() -> None:
+    """Format spec §6.1: a TOOL_CALL_RESULT the agent streams (a tool it ran itself) travels server→client, a
+    `response`; the client's tool result in its next RunAgentInput (above) is a `request`."""
+    stream = [json.dumps({"type": "TOOL_CALL_START", "toolCallId": "c2", "toolCallName": "lookup"}),
+              json.dumps({"type": "TOOL_CALL_RESULT", "messageId": "m", "toolCallId": "c2", "content": "42"})]
+    events = Harness().exchange("POST", "http://ui/agent", RUN, response=stream)
+    assert kinds(events)[2] == ("ag_ui", "tool_call_result", "response", "server")
+    assert events[2].content["toolCallName"] == "lookup"
 
 
 def test_compressed_sse_stream_decoded_per_chunk() -> None:

@@ -141,6 +141,46 @@ def test_error_forgets_the_exchange(collected: tuple[MitmTap, list[ObservedEvent
     assert [e.event_type for e in events] == ["run_agent_input"]
 
 
+def streaming(tap: MitmTap, inner: object = None) -> http.HTTPFlow:
+    """A flow whose SSE response is being streamed through `tap`, with no body stored yet (as mitmproxy has it)."""
+    f = flow(RUN)
+    run_request(tap, f)
+    respond(f, b"", "text/event-stream")
+    assert f.response is not None
+    f.response.raw_content, f.response.stream = None, inner
+    tap.responseheaders(f)
+    return f
+
+
+def test_a_stream_that_ends_early_keeps_the_bytes_forwarded() -> None:
+    """mitmproxy stores a streamed body only when the stream ends cleanly (with `store_streamed_bodies`): at
+    `error`, or at `response` without a stored body, the flow gets the bytes that went on (after another
+    addon's stream function), at most `oatf_wire_max_body` of them; a body mitmproxy stored is left alone."""
+    tap = MitmTap(on_event=lambda _event: None)
+    with taddons.context(tap) as context:
+        context.configure(tap, oatf_wire_max_body="20")
+        dropped = streaming(tap, inner=lambda data: data.upper())
+        assert dropped.response is not None and callable(dropped.response.stream)
+        dropped.response.stream(b'data: {"type": "x"}\n\n')
+        dropped.response.stream(b"data: {")
+        tap.error(dropped)
+        assert dropped.response.raw_content == b'DATA: {"TYPE": "X"}\n'  # the first 20 bytes forwarded
+
+        unstored = streaming(tap)
+        assert unstored.response is not None and callable(unstored.response.stream)
+        unstored.response.stream(b"data: {}\n\n")
+        tap.response(unstored)
+        assert unstored.response.raw_content == b"data: {}\n\n"
+
+        stored = streaming(tap)
+        assert stored.response is not None and callable(stored.response.stream)
+        stored.response.stream(b"data: {}\n\n")
+        stored.response.raw_content = b"data: {}\n\n as mitmproxy stored it"
+        tap.response(stored)
+        assert stored.response.raw_content == b"data: {}\n\n as mitmproxy stored it"
+    assert tap._kept == {}  # nothing kept after the flows ended
+
+
 def test_options() -> None:
     tap = MitmTap(on_event=lambda _event: None)
     with taddons.context(tap) as context:
