@@ -24,6 +24,7 @@ from addon.events import ObservedEvent
 from addon.flow_file import AnyHTTPFlow, read_flow_file
 from addon.mitm_tap import decode_flows
 from addon.monitor import LoadedAttack, LoadProblem, Monitor, MonitorOptions, RunConcluded, SessionKey, load_library
+from addon.monitor.options import DEFAULT_IDLE_GAP
 from addon.monitor.sessions import SessionResolver
 from addon.wire import WireDecoder
 
@@ -78,11 +79,11 @@ PARALLEL_MIN_EVENTS = 5_000
 """Below this many events a replay stays in one process: starting workers would cost more than it saves."""
 
 
-def place_events(events: list[ObservedEvent], policy: SessionKey) -> list[Placed]:
+def place_events(events: list[ObservedEvent], policy: SessionKey, idle_gap: float = DEFAULT_IDLE_GAP) -> list[Placed]:
     """Every event with its session, in the order a `Monitor` fed `events` one by one would observe them
     (keyless events held by the `SessionResolver` are released as the recorded clock passes their hold, and
     at the end of the recording)."""
-    resolver = SessionResolver(policy)
+    resolver = SessionResolver(policy, idle_gap)
     placed = [item for event in events for item in resolver.place(event)]
     return placed + resolver.flush()
 
@@ -97,7 +98,7 @@ def evaluate_events(attacks: list[LoadedAttack], events: list[ObservedEvent],
     events) they are split over that many forked processes, each following its share of the sessions; the
     reports are the same as with one process (`oatf_max_runs` then bounds each process's live runs)."""
     options = options or MonitorOptions()
-    placed = place_events(events, options.session_key)
+    placed = place_events(events, options.session_key, options.idle_gap)
     end = max((event.timestamp for event in events), default=0.0)
     final = end + max([options.grace_period, *(a.plan.grace_period or 0.0 for a in attacks)])
     shards = worker_count(len(events), workers)

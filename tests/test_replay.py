@@ -54,10 +54,12 @@ from tests.attacks import sessions
 
 replay_module.PARALLEL_MIN_EVENTS = 0  # this recording is small: split it anyway
 flows = []
-for attack_id in sessions.script_ids():
+for n, attack_id in enumerate(sessions.script_ids()):
     script = sessions.load_script(attack_id)
-    for variant in sessions.VARIANTS:
-        flows += sessions.to_flows(sessions.play(script, variant), "10.1.2.3", f"{attack_id}/{variant}")
+    for v, variant in enumerate(sessions.VARIANTS):
+        # One agent host per session: independent agents (one host's keyless traffic to one server is one
+        # agent episode, `addon.monitor.sessions` rule 3).
+        flows += sessions.to_flows(sessions.play(script, variant), f"10.1.{n}.{v + 1}", f"{attack_id}/{variant}")
 path = Path(sys.argv[1])
 sessions.write_flows(path, flows)
 results = [replay_module.replay([sys.argv[2]], [str(path)], workers=n) for n in (1, 3)]

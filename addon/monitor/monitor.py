@@ -60,7 +60,7 @@ class Monitor:
         self.cel = cel if cel is not None else oatf.DefaultCelEvaluator()
         self.semantic = semantic
         self.runs: OrderedDict[tuple[str, str], AttackRun] = OrderedDict()
-        self.sessions = SessionResolver(self.options.session_key)
+        self.sessions = SessionResolver(self.options.session_key, self.options.idle_gap)
         self.now = 0.0
         self.events_seen = 0
         self.concluded = 0
@@ -80,6 +80,7 @@ class Monitor:
         """New options apply to runs created from now on."""
         self.options = options
         self.sessions.policy = options.session_key
+        self.sessions.idle_gap = options.idle_gap
 
     def replace_attacks(self, attacks: list[LoadedAttack]) -> list[Output]:
         """Swap the library (reload): runs of attacks that are gone or changed are concluded first."""

@@ -12,8 +12,8 @@ class SessionKey(StrEnum):
     """Which key groups observed events into one AttackRun per attack.
 
     - `auto` (default): the protocol's own session — MCP `Mcp-Session-Id`, A2A `contextId`, AG-UI
-      `threadId` — falling back to the client connection when the message carries none.
-    - `mcp_session`, `a2a_context`, `ag_ui_thread`: that key only (connection when absent).
+      `threadId`; a message without one joins its HTTP exchange's session, else its route's (`sessions`).
+    - `mcp_session`, `a2a_context`, `ag_ui_thread`: that key only (the same rules when absent).
     - `connection`: the HTTP client's address.
     - `global`: one run per attack for all traffic.
     """
@@ -25,6 +25,9 @@ class SessionKey(StrEnum):
     CONNECTION = "connection"
     GLOBAL = "global"
 
+
+DEFAULT_IDLE_GAP = 120.0
+"""Seconds without traffic on a keyless route after which the agent's next message starts a new episode."""
 
 _AUTO_KEYS = {"mcp": "mcp_session", "a2a": "a2a_context", "ag_ui": "ag_ui_thread"}
 
@@ -78,3 +81,6 @@ class MonitorOptions:
     max_runs: int = 10_000
     """Live runs kept at once; beyond it the least recently active run is concluded (status `evicted`)."""
     bindings: tuple[ActorBinding, ...] = field(default_factory=tuple)
+    idle_gap: float = DEFAULT_IDLE_GAP
+    """Seconds without traffic after which a keyless route's next message starts a new agent episode
+    (`sessions` rule 3)."""

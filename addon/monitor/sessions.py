@@ -1,12 +1,27 @@
-"""Which session an event belongs to, including the messages that carry no session key of their own.
+"""Which session (run key) an event belongs to, including the messages that carry no session key of their own.
 
 Under the `auto` and protocol session keys, some messages carry no key: MCP's `initialize` request (the
 server assigns `Mcp-Session-Id` in its answer), an A2A Agent Card fetch or `tasks/get`, the first
-`message/send` before the server assigns a `contextId`. Keying them by connection would split one agent
-session into several runs. So a keyless event is held (up to `HOLD_SECONDS` of event time, `HOLD_EVENTS`
-events) until the next keyed event from the same client host to the same server and protocol, and joins
-that session, in its original order. If none comes in time it joins the session last seen from that client
-host to that server, or else its connection's run.
+`message/send` before the server assigns a `contextId`, and every message of the stateless MCP revision.
+The rules, in order:
+
+1. **One HTTP exchange, one session.** Every event of a flow (the request and its answer, however late the
+   answer comes: a slow agent may take seconds or minutes) shares one session. A keyless request waits,
+   held, for the first message of its answer: if the answer carries a key, the request joins that session;
+   once a flow's session is decided, its later events follow it (a key first seen there then names that
+   session for the rest of the traffic).
+2. **A keyless exchange joins its route's session.** An exchange whose answer carries no key either (a card
+   fetch, stateless MCP) is held up to `HOLD_SECONDS` of event time for the next keyed event from the same
+   client host to the same server and protocol (its *route*), and joins that session; else the session last
+   seen on the route.
+3. **Else the agent's episode on that route.** A route that never carries a key (stateless MCP, whose
+   clients may drop the TCP connection between requests) is one episode while it stays busy: a new episode
+   starts after `idle_gap` seconds without traffic on the route. Its session is
+   `agent:<client host>><server host>:<port>/<protocol>#<n>`. Once an answer on a route without a keyed
+   session carried no key, the route's keyless messages are placed in its episode at once, unheld.
+A request still waiting for its answer after `MAX_PENDING_SECONDS` is placed by rule 2. Held events are
+released in their original order (`seq`). Everything held is bounded (`HOLD_EVENTS` per hold,
+`MAX_PENDING_FLOWS`, `MAX_ROUTES`, `MAX_FLOWS`); what a bound pushes out is placed early, never dropped.
 """
 
 from __future__ import annotations
@@ -15,14 +30,21 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from ..events import ObservedEvent
-from .options import SessionKey, session_of
+from .options import DEFAULT_IDLE_GAP, SessionKey, session_of
 
 Route = tuple[str, str, int, str]
 """(client host, server host, server port, protocol): who talks to whom, whatever the TCP connection."""
 
 HOLD_SECONDS = 2.0
+"""How long a keyless exchange waits for a keyed event on its route (rule 2)."""
+MAX_PENDING_SECONDS = 300.0
+"""How long a keyless request waits for the first message of its answer (rule 1)."""
 HOLD_EVENTS = 200
+MAX_PENDING_FLOWS = 10_000
 MAX_ROUTES = 10_000
+MAX_FLOWS = 100_000
+
+Placed = tuple[ObservedEvent, str]
 
 
 @dataclass
@@ -36,42 +58,68 @@ def _route(event: ObservedEvent) -> Route:
             event.protocol)
 
 
-class SessionResolver:
-    """Assigns each event its run key; holds keyless events briefly (see the module docstring)."""
+@dataclass
+class _Episode:
+    number: int
+    last_seen: float
 
-    def __init__(self, policy: SessionKey) -> None:
+
+class SessionResolver:
+    """Assigns each event its run key (see the module docstring)."""
+
+    def __init__(self, policy: SessionKey, idle_gap: float = DEFAULT_IDLE_GAP) -> None:
         self.policy = policy
+        self.idle_gap = idle_gap
+        self.pending: OrderedDict[str, _Held] = OrderedDict()
+        """Keyless requests waiting for their answer, by flow, oldest first (rule 1)."""
         self.held: OrderedDict[Route, _Held] = OrderedDict()
-        """Held events by route, oldest hold first (holds start at the resolver's monotonic clock)."""
+        """Keyless exchanges waiting for a keyed event on their route, oldest hold first (rule 2)."""
+        self.flow_session: OrderedDict[str, str] = OrderedDict()
         self.last_session: OrderedDict[Route, str] = OrderedDict()
+        self.episodes: OrderedDict[Route, _Episode] = OrderedDict()
+        self.aliases: OrderedDict[str, str] = OrderedDict()
+        """Keys first seen in an exchange whose session was already decided: they name that session."""
+        self.keyless_routes: OrderedDict[Route, bool] = OrderedDict()
+        """Routes whose last answer carried no key and that have no keyed session: their keyless messages
+        are placed at once (rule 3), since no key is coming."""
         self._clock = float("-inf")
 
-    def _keyed(self, event: ObservedEvent) -> bool:
-        return not session_of(event, self.policy).startswith("connection:")
-
-    def resolve(self, event: ObservedEvent) -> list[tuple[ObservedEvent, str]]:
+    def resolve(self, event: ObservedEvent) -> list[Placed]:
         """The events that can be placed now (this one and any it releases), with their session."""
         if self.policy in (SessionKey.GLOBAL, SessionKey.CONNECTION):
             return [(event, session_of(event, self.policy))]
-        route = _route(event)
         self._clock = max(self._clock, event.timestamp)
-        if not self._keyed(event):
-            held = self.held.get(route)
-            if held is None:
-                held = self.held[route] = _Held(self._clock)
-            held.events.append(event)
-            released = self.expire(self._clock, force_route=route if len(held.events) >= HOLD_EVENTS else None)
-            return released
-        session = session_of(event, self.policy)
-        self.last_session[route] = session
-        self.last_session.move_to_end(route)
-        while len(self.last_session) > MAX_ROUTES:
-            self.last_session.popitem(last=False)
+        route = _route(event)
+        self._touch(route, event.timestamp)
+        session = self._key_of(event)
+        decided = self.flow_session.get(event.flow_id)
+        if decided is not None:
+            if session is not None and session != decided:
+                self._remember(self.aliases, session, decided, MAX_FLOWS)  # the key joins the exchange's session
+            return [(event, decided)]
+        if session is None:
+            if route in self.keyless_routes and route not in self.last_session:
+                return self._fallback(route, _Held(self._clock, [event]))  # rule 3 at once: nothing to wait for
+            if event.sender == "client" and event.flow_id not in self.pending:
+                return self._wait_for_answer(event)
+            if event.sender == "client":
+                self.pending[event.flow_id].events.append(event)
+                return []
+            # The answer carries no key: the exchange joins its route (rule 2).
+            self._remember(self.keyless_routes, route, True, MAX_ROUTES)
+            flow = self.pending.pop(event.flow_id, None)
+            return self._hold_on_route(route, [*(flow.events if flow else ()), event])
+        self._remember(self.flow_session, event.flow_id, session, MAX_FLOWS)
+        self._remember(self.last_session, route, session, MAX_ROUTES)
+        self.keyless_routes.pop(route, None)
+        flow = self.pending.pop(event.flow_id, None)
         held = self.held.pop(route, None)
-        placed = [(e, session) for e in held.events] if held else []
-        return [*placed, (event, session)]
+        waiting = sorted([*(flow.events if flow else ()), *(held.events if held else ())], key=lambda e: e.seq)
+        for item in held.events if held else ():
+            self._remember(self.flow_session, item.flow_id, session, MAX_FLOWS)
+        return [*((e, session) for e in waiting), (event, session)]
 
-    def place(self, event: ObservedEvent) -> list[tuple[ObservedEvent, str]]:
+    def place(self, event: ObservedEvent) -> list[Placed]:
         """The events that can be placed once `event` is seen, in order: held events whose hold the clock
         (the latest event time) has passed, then `event` and any held events it releases."""
         self._clock = max(self._clock, event.timestamp)
@@ -80,15 +128,24 @@ class SessionResolver:
 
     def next_release(self) -> float:
         """When the oldest hold expires (infinity when nothing is held)."""
+        due = float("inf")
         for held in self.held.values():
-            return held.since + HOLD_SECONDS
-        return float("inf")
+            due = held.since + HOLD_SECONDS
+            break
+        for flow in self.pending.values():
+            return min(due, flow.since + MAX_PENDING_SECONDS)
+        return due
 
-    def expire(self, now: float, force_route: Route | None = None) -> list[tuple[ObservedEvent, str]]:
-        """Release held events older than HOLD_SECONDS (and the route `force_route`)."""
-        released: list[tuple[ObservedEvent, str]] = []
-        if force_route is not None and force_route in self.held:
-            released.extend(self._fallback(force_route, self.held.pop(force_route)))
+    def expire(self, now: float) -> list[Placed]:
+        """Release what has waited long enough: requests without an answer go to their route's hold, route
+        holds to their route's session (rules 2 and 3)."""
+        released: list[Placed] = []
+        while self.pending:
+            flow_id, flow = next(iter(self.pending.items()))
+            if now < flow.since + MAX_PENDING_SECONDS:
+                break
+            del self.pending[flow_id]
+            released.extend(self._hold_events(flow.events, flow.since + MAX_PENDING_SECONDS))
         while self.held:
             route, held = next(iter(self.held.items()))
             if now < held.since + HOLD_SECONDS:
@@ -97,12 +154,73 @@ class SessionResolver:
             released.extend(self._fallback(route, held))
         return released
 
-    def flush(self) -> list[tuple[ObservedEvent, str]]:
+    def flush(self) -> list[Placed]:
         """Release everything held (shutdown, end of a recording)."""
-        released = [pair for route, held in self.held.items() for pair in self._fallback(route, held)]
+        released = [pair for flow in self.pending.values() for pair in self._hold_events(flow.events, flow.since)]
+        self.pending.clear()
+        released += [pair for route, held in self.held.items() for pair in self._fallback(route, held)]
         self.held.clear()
         return released
 
-    def _fallback(self, route: Route, held: _Held) -> list[tuple[ObservedEvent, str]]:
-        session = self.last_session.get(route)
-        return [(e, session or session_of(e, self.policy)) for e in held.events]
+    # --- helpers ------------------------------------------------------------------------------------------
+
+    def _key_of(self, event: ObservedEvent) -> str | None:
+        session = session_of(event, self.policy)
+        return None if session.startswith("connection:") else self.aliases.get(session, session)
+
+    def _wait_for_answer(self, event: ObservedEvent) -> list[Placed]:
+        self.pending[event.flow_id] = _Held(self._clock, [event])
+        released: list[Placed] = []
+        while len(self.pending) > MAX_PENDING_FLOWS:
+            _, oldest = self.pending.popitem(last=False)
+            released.extend(self._hold_events(oldest.events, oldest.since))
+        return released
+
+    def _hold_on_route(self, route: Route, events: list[ObservedEvent]) -> list[Placed]:
+        return self._hold_events(events, self._clock, route)
+
+    def _hold_events(self, events: list[ObservedEvent], since: float, route: Route | None = None) -> list[Placed]:
+        """Add events to their route's hold; a full hold is placed at once (rule 2's fallback)."""
+        if not events:
+            return []
+        route = route or _route(events[0])
+        held = self.held.get(route)
+        if held is None:
+            held = self.held[route] = _Held(since)
+        held.events.extend(events)
+        if len(held.events) < HOLD_EVENTS:
+            return []
+        del self.held[route]
+        return self._fallback(route, held)
+
+    def _fallback(self, route: Route, held: _Held) -> list[Placed]:
+        session = self.last_session.get(route) or self._episode(route)
+        events = sorted(held.events, key=lambda e: e.seq)
+        for event in events:
+            self._remember(self.flow_session, event.flow_id, session, MAX_FLOWS)
+        return [(e, session) for e in events]
+
+    def _touch(self, route: Route, at: float) -> None:
+        """Rule 3's clock: a route idle longer than `idle_gap` starts a new episode at its next message."""
+        episode = self.episodes.get(route)
+        if episode is None:
+            self._remember(self.episodes, route, _Episode(1, at), MAX_ROUTES)
+            return
+        if at - episode.last_seen > self.idle_gap:
+            episode.number += 1
+            self.last_session.pop(route, None)  # a keyed session seen before the gap does not absorb it
+        episode.last_seen = max(episode.last_seen, at)
+        self.episodes.move_to_end(route)
+
+    def _episode(self, route: Route) -> str:
+        episode = self.episodes.get(route)
+        number = episode.number if episode is not None else 1
+        client, host, port, protocol = route
+        return f"agent:{client}>{host}:{port}/{protocol}#{number}"
+
+    @staticmethod
+    def _remember(table: OrderedDict, key: object, value: object, limit: int) -> None:  # type: ignore[type-arg]
+        table[key] = value
+        table.move_to_end(key)
+        while len(table) > limit:
+            table.popitem(last=False)

@@ -304,29 +304,35 @@ def test_reload_concludes_runs_of_changed_or_removed_attacks_only() -> None:
 def keyless(event_type: str, content: Any, at: float, client: str = "127.0.0.1:5001", **kw: Any) -> ObservedEvent:
     n = next(_seq)
     return ObservedEvent("mcp", event_type, kw.get("direction", "request"), kw.get("sender", "client"), content,
-                         f"f{n}", n, at, Endpoint("127.0.0.1", 8000, "/mcp"), client, {})
+                         kw.get("flow") or f"f{n}", n, at, Endpoint("127.0.0.1", 8000, "/mcp"), client, {})
 
 
 def test_keyless_initialize_joins_the_session_its_answer_opens() -> None:
     monitor = Monitor([attack(POISONED_TOOL)], MonitorOptions(grace_period=1))
-    monitor.observe(keyless("initialize", {"clientInfo": {"name": "agent"}}, 0.0))
+    request = keyless("initialize", {"clientInfo": {"name": "agent"}}, 0.0)
+    monitor.observe(request)
     monitor.observe(event("initialize", {"serverInfo": {}}, 0.01, direction="response", sender="server",
-                          session="abc"))
+                          session="abc", flow=request.flow_id))
     monitor.observe(call("PRIVATE KEY", 0.5, session="abc"))
     reports = concluded(monitor.tick(5.0))
     assert [(r["execution_summary"]["session"], r["execution_summary"]["messages_seen"]) for r in reports] == [
         ("mcp_session:abc", 3)]
 
 
-def test_keyless_events_without_a_keyed_follower_fall_back() -> None:
+def test_keyless_exchanges_without_a_keyed_follower_fall_back() -> None:
+    """A card-fetch-like exchange (no key in the request or its answer) joins the session last seen from its
+    client host to that server, or else that host's agent episode on the route."""
     monitor = Monitor([attack(POISONED_TOOL)], MonitorOptions(grace_period=5))
     monitor.observe(call("x", 0.0, session="abc"))
-    monitor.observe(keyless("tools/list", {}, 1.0, client="127.0.0.1:6000"))  # same host, later: last session
-    monitor.observe(keyless("tools/list", {}, 1.0, client="10.0.0.9:6000"))  # another host: its connection
-    assert concluded(monitor.tick(3.5)) == []  # held for 2 s, then placed
+    for client in ("127.0.0.1:6000", "10.0.0.9:6000"):  # same host as the session, later; another host
+        request = keyless("tools/list", {}, 1.0, client=client)
+        monitor.observe(request)
+        monitor.observe(keyless("tools/list", {"tools": []}, 1.0, client=client, flow=request.flow_id,
+                                direction="response", sender="server"))
+    assert concluded(monitor.tick(2.5)) == []  # held for 2 s, then placed
     reports = concluded(monitor.tick(20.0))
     assert sorted((r["execution_summary"]["session"], r["execution_summary"]["messages_seen"]) for r in reports) == [
-        ("connection:10.0.0.9:6000", 1), ("mcp_session:abc", 2)]
+        ("agent:10.0.0.9>127.0.0.1:8000/mcp#1", 2), ("mcp_session:abc", 3)]
 
 
 def test_timers_fire_at_their_deadline_not_before() -> None:
