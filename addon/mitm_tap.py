@@ -32,10 +32,10 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from mitmproxy import ctx, exceptions, http
-from mitmproxy.utils import human
 
+from addon.engine_config import SETTINGS, ConfigError, engine_config
 from addon.events import ObservedEvent
-from addon.wire import DecoderConfig, Diagnostic, WireDecoder, parse_overrides
+from addon.wire import DecoderConfig, Diagnostic, WireDecoder
 
 if TYPE_CHECKING:
     from addon.flow_file import AnyHTTPFlow
@@ -73,27 +73,22 @@ class MitmTap:
     # --- options ----------------------------------------------------------------------------------------
 
     def load(self, loader: Any) -> None:
-        """Declare the `oatf_wire_*` options."""
-        loader.add_option("oatf_wire_max_body", str, "16m",
-                          "Largest body (after content decoding) and SSE event the wire decoders inspect; "
-                          "larger ones pass through uninspected, with one diagnostic.")
-        loader.add_option("oatf_wire_protocols", str, "",
-                          "Pin traffic to a protocol: HOST[:PORT][/PATH]=mcp|a2a|ag_ui|ignore, comma-separated "
-                          "(HOST may use * wildcards). Unpinned traffic is recognized from its content.")
+        """Declare the `oatf_wire_*` options (`addon.engine_config.SETTINGS`, shared with `oatf evaluate`)."""
+        for setting in SETTINGS:
+            if setting.name.startswith("wire_"):
+                loader.add_option(setting.option, setting.kind, setting.default, setting.help)
 
     def configure(self, updated: set[str]) -> None:
         """Apply changed `oatf_wire_*` options; a bad value is an OptionsError, which mitmproxy rejects."""
         if not updated & {"oatf_wire_max_body", "oatf_wire_protocols"}:
             return
         try:
-            size = human.parse_size(ctx.options.oatf_wire_max_body)
-            overrides = parse_overrides(ctx.options.oatf_wire_protocols)
-        except ValueError as exc:
+            wire = engine_config({"wire_max_body": ctx.options.oatf_wire_max_body,
+                                  "wire_protocols": ctx.options.oatf_wire_protocols}).decoder
+        except ConfigError as exc:
             raise exceptions.OptionsError(str(exc)) from None
-        if not size:
-            raise exceptions.OptionsError("oatf_wire_max_body must be a positive size, e.g. 16m")
-        self.decoder.config = dataclasses.replace(self.decoder.config, max_body_size=size, max_event_size=size,
-                                                  overrides=overrides)
+        self.decoder.config = dataclasses.replace(self.decoder.config, max_body_size=wire.max_body_size,
+                                                  max_event_size=wire.max_event_size, overrides=wire.overrides)
 
     # --- hooks ------------------------------------------------------------------------------------------
 

@@ -31,19 +31,17 @@ if __package__ in (None, ""):  # loaded by path (`-s addon/oatf_addon.py`): make
 
 from mitmproxy import command, ctx, http
 
-import oatf
 from addon.attest_traces import TraceCollector, write_traces
+from addon.engine_config import SETTINGS, engine_config
 from addon.events import ObservedEvent
 from addon.mitm_tap import MitmTap
 from addon.monitor import (
-    ActorBinding,
     IndicatorMatched,
     Library,
     MonitorOptions,
     Output,
     PhaseChanged,
     RunConcluded,
-    SessionKey,
     load_library,
 )
 from addon.monitor_process import MonitorProcess
@@ -65,13 +63,6 @@ SHUTDOWN_SECONDS = 120.0
 BACKLOG_WARNING = 10_000
 """Events waiting for the worker: each further multiple of this is logged (evaluation is behind the traffic).
 Events are never dropped — a dropped event could turn an `exploited` run into a false `not_exploited`."""
-
-
-def _seconds(text: str, option: str) -> float:
-    try:
-        return oatf.parse_duration(text).total_seconds()
-    except oatf.OATFParseError as exc:
-        raise ValueError(f"{option}: {exc.errors[0].message}") from None
 
 
 class OatfAddon:
@@ -106,19 +97,11 @@ class OatfAddon:
     # --- options ---------------------------------------------------------------------------------------
     def load(self, loader: Any) -> None:
         loader.add_option("oatf_attacks", str, "", "OATF documents to evaluate: files or directories, comma-separated.")
-        loader.add_option("oatf_lenient", bool, False, "Load documents that fail the strict checks (an indicator or "
-                          "trigger that can never fire, e.g. a mistyped surface) anyway, with a warning.")
         loader.add_option("oatf_report_dir", str, "oatf-reports", "Directory for verdict reports (JSON per run, "
                           "verdicts.jsonl).")
-        loader.add_option("oatf_grace_period", str, "10s", "Quiet time after every actor is terminal before the "
-                          "verdict, when the attack sets no grace_period.")
-        loader.add_option("oatf_session_key", str, SessionKey.AUTO.value, "What groups traffic into runs: "
-                          + ", ".join(k.value for k in SessionKey) + ".")
-        loader.add_option("oatf_actor_bindings", str, "", "Bind actors to endpoints: name=host[:port][/path],...")
-        loader.add_option("oatf_max_run_lifetime", str, "1h", "Conclude a run still open after this long.")
-        loader.add_option("oatf_max_runs", int, 10_000, "Live runs kept at once (least recently active evicted).")
-        loader.add_option("oatf_semantic_evaluator", str, "", "module:attribute of a SemanticEvaluator; "
-                          "without one, semantic indicators are skipped.")
+        for setting in SETTINGS:  # the engine's settings, shared with `oatf evaluate` (`addon.engine_config`)
+            if not setting.name.startswith("wire_"):  # those are the tap's (`MitmTap.load`)
+                loader.add_option(setting.option, setting.kind, setting.default, setting.help, setting.choices)
         loader.add_option("oatf_watch", bool, True, "Reload attack documents when they change on disk.")
         loader.add_option("oatf_trace_dir", str, "", "Write each observed agent session as an Attest v1 trace "
                           "into this directory when the proxy stops.")
@@ -130,13 +113,12 @@ class OatfAddon:
         except Exception as exc:  # the tap's option errors: reported without a traceback (see below)
             log.error("oatf: invalid option: %s", exc)
             return
-        if not updated & {"oatf_attacks", "oatf_lenient", "oatf_report_dir", "oatf_grace_period", "oatf_session_key",
-                          "oatf_actor_bindings", "oatf_max_run_lifetime", "oatf_max_runs",
-                          "oatf_semantic_evaluator"}:
+        if not updated & {"oatf_attacks", "oatf_report_dir", *(s.option for s in SETTINGS)}:
             return
         try:
-            options = self._monitor_options()
-            load_semantic_evaluator(ctx.options.oatf_semantic_evaluator)  # checked here, loaded in the child
+            config = engine_config({s.name: getattr(ctx.options, s.option) for s in SETTINGS})
+            options = config.monitor
+            load_semantic_evaluator(config.semantic_evaluator)  # checked here, loaded in the child
             self.writer = ReportWriter(ctx.options.oatf_report_dir)
         except (ValueError, ImportError, AttributeError, OSError) as exc:
             # Logged, not raised: mitmproxy would print a traceback. An error logged during start-up makes
@@ -159,18 +141,6 @@ class OatfAddon:
         if self.library.attacks:
             monitor.replace_attacks(list(self.library.attacks))
         return monitor
-
-    def _monitor_options(self) -> MonitorOptions:
-        opts = ctx.options
-        try:
-            session_key = SessionKey(opts.oatf_session_key)
-        except ValueError:
-            raise ValueError(f"oatf_session_key must be one of {', '.join(k.value for k in SessionKey)}") from None
-        bindings = tuple(ActorBinding.parse(b) for b in opts.oatf_actor_bindings.split(",") if b.strip())
-        return MonitorOptions(session_key=session_key,
-                              grace_period=_seconds(opts.oatf_grace_period, "oatf_grace_period"),
-                              max_run_lifetime=_seconds(opts.oatf_max_run_lifetime, "oatf_max_run_lifetime"),
-                              max_runs=opts.oatf_max_runs, bindings=bindings)
 
     # --- lifecycle -------------------------------------------------------------------------------------
     def running(self) -> None:

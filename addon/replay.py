@@ -20,13 +20,16 @@ from typing import Any
 
 from mitmproxy.exceptions import FlowReadException
 
+import oatf
+from addon.engine_config import EngineConfig, engine_config
 from addon.events import ObservedEvent
 from addon.flow_file import AnyHTTPFlow, read_flow_file
 from addon.mitm_tap import decode_flows
 from addon.monitor import LoadedAttack, LoadProblem, Monitor, MonitorOptions, RunConcluded, SessionKey, load_library
 from addon.monitor.options import DEFAULT_IDLE_GAP
 from addon.monitor.sessions import SessionResolver
-from addon.wire import WireDecoder
+from addon.semantic import load_semantic_evaluator
+from addon.wire import DecoderConfig, WireDecoder
 
 
 class ReplayError(Exception):
@@ -62,12 +65,14 @@ def read_flows(path: str) -> list[AnyHTTPFlow]:
         raise ReplayError(f"{path}: not a mitmproxy flow file or HAR: a request without a start time") from None
 
 
-def decode_recordings(flow_paths: list[str]) -> tuple[list[ObservedEvent], int]:
-    """Every event of every recorded flow, in time order, and the number of flows."""
+def decode_recordings(flow_paths: list[str], config: DecoderConfig | None = None,
+                      ) -> tuple[list[ObservedEvent], int]:
+    """Every event of every recorded flow, in time order, and the number of flows (`config`: the decoder's
+    limits and protocol pins, as the live tap has them)."""
     flows = [flow for path in flow_paths for flow in read_flows(path)]
     # One decoder over all flows, interleaved by recorded time: exchanges answer each other (the legacy MCP
     # transport answers POSTs on its SSE stream), so flows cannot be decoded one by one.
-    events = decode_flows(WireDecoder(), flows)
+    events = decode_flows(WireDecoder(config or engine_config({}).decoder), flows)
     events.sort(key=lambda e: (e.timestamp, e.seq))
     return events, len(flows)
 
@@ -89,7 +94,8 @@ def place_events(events: list[ObservedEvent], policy: SessionKey, idle_gap: floa
 
 
 def evaluate_events(attacks: list[LoadedAttack], events: list[ObservedEvent],
-                    options: MonitorOptions | None = None, workers: int = 1) -> list[dict[str, Any]]:
+                    options: MonitorOptions | None = None, workers: int = 1,
+                    semantic: oatf.SemanticEvaluator | None = None) -> list[dict[str, Any]]:
     """The reports of every run over recorded events (in time order), in the order the runs ended.
 
     The recording's end concludes the runs: the clock moves one grace period (the longest any loaded attack
@@ -102,20 +108,21 @@ def evaluate_events(attacks: list[LoadedAttack], events: list[ObservedEvent],
     end = max((event.timestamp for event in events), default=0.0)
     final = end + max([options.grace_period, *(a.plan.grace_period or 0.0 for a in attacks)])
     shards = worker_count(len(events), workers)
-    reports = (_evaluate_placed(attacks, placed, options, final) if shards == 1
-               else _evaluate_in_parallel(attacks, placed, options, final, shards))
+    reports = (_evaluate_placed(attacks, placed, options, final, semantic) if shards == 1
+               else _evaluate_in_parallel(attacks, placed, options, final, shards, semantic))
     ended = operator.itemgetter("ended_at")
     return sorted(reports, key=lambda report: ended(report["execution_summary"]))
 
 
 def _evaluate_in_parallel(attacks: list[LoadedAttack], placed: list[Placed], options: MonitorOptions,
-                          final: float, shards: int) -> list[dict[str, Any]]:
+                          final: float, shards: int, semantic: oatf.SemanticEvaluator | None,
+                          ) -> list[dict[str, Any]]:
     """`_evaluate_placed` with the sessions split over `shards` forked processes (by a hash of the session)."""
     split: list[list[Placed]] = [[] for _ in range(shards)]
     for item in placed:
         split[zlib.crc32(item[1].encode("utf-8", "surrogatepass")) % shards].append(item)
     global _SHARDS
-    _SHARDS = (attacks, split, options, final)
+    _SHARDS = (attacks, split, options, final, semantic)
     try:
         with multiprocessing.get_context("fork").Pool(shards) as pool:
             results = pool.map(_evaluate_shard, range(shards))
@@ -125,8 +132,8 @@ def _evaluate_in_parallel(attacks: list[LoadedAttack], placed: list[Placed], opt
 
 
 def _evaluate_placed(attacks: list[LoadedAttack], placed: list[Placed], options: MonitorOptions,
-                     final: float) -> list[dict[str, Any]]:
-    monitor = Monitor(attacks, options)
+                     final: float, semantic: oatf.SemanticEvaluator | None) -> list[dict[str, Any]]:
+    monitor = Monitor(attacks, options, semantic=semantic)
     outputs = []
     for event, session in placed:
         outputs.extend(monitor.observe(event, session))
@@ -135,15 +142,17 @@ def _evaluate_placed(attacks: list[LoadedAttack], placed: list[Placed], options:
     return [o.report for o in outputs if isinstance(o, RunConcluded)]
 
 
-_SHARDS: tuple[list[LoadedAttack], list[list[Placed]], MonitorOptions, float] | None = None
-"""What forked workers evaluate (inherited, not pickled): attacks, placed events per worker, options, end."""
+_SHARDS: tuple[list[LoadedAttack], list[list[Placed]], MonitorOptions, float, oatf.SemanticEvaluator | None] | None
+_SHARDS = None
+"""What forked workers evaluate (inherited, not pickled): attacks, placed events per worker, options, end,
+semantic evaluator."""
 
 
 def _evaluate_shard(index: int) -> list[dict[str, Any]]:
     assert _SHARDS is not None
-    attacks, split, options, final = _SHARDS
+    attacks, split, options, final, semantic = _SHARDS
     with collector_paused():
-        return _evaluate_placed(attacks, split[index], options, final)
+        return _evaluate_placed(attacks, split[index], options, final, semantic)
 
 
 def available_cpus() -> int:
@@ -176,14 +185,17 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def replay(attack_paths: list[str], flow_paths: list[str], options: MonitorOptions | None = None,
-           workers: int = 1, lenient: bool = False) -> ReplayResult:
-    """Evaluate the attacks under `attack_paths` over the recordings in `flow_paths` (`workers`: see
-    `evaluate_events`; `lenient`: see `load_library`)."""
+def replay(attack_paths: list[str], flow_paths: list[str], config: EngineConfig | None = None,
+           workers: int = 1) -> ReplayResult:
+    """Evaluate the attacks under `attack_paths` over the recordings in `flow_paths`, with the engine built as
+    the live addon builds it from the same settings (`addon.engine_config`; `workers`: see `evaluate_events`).
+    Raises ImportError/AttributeError when the configured semantic evaluator does not load."""
+    config = config or engine_config({})
+    semantic = load_semantic_evaluator(config.semantic_evaluator)
     with collector_paused():
-        library = load_library(attack_paths, lenient)
-        events, flow_count = decode_recordings(flow_paths)
-        reports = evaluate_events(list(library.attacks), events, options, workers)
+        library = load_library(attack_paths, config.lenient)
+        events, flow_count = decode_recordings(flow_paths, config.decoder)
+        reports = evaluate_events(list(library.attacks), events, config.monitor, workers, semantic)
     return ReplayResult(reports, list(library.problems), len(events), flow_count,
                         worker_count(len(events), workers), attack_ids=tuple(a.key for a in library.attacks),
                         waived=list(library.waived))
@@ -191,8 +203,8 @@ def replay(attack_paths: list[str], flow_paths: list[str], options: MonitorOptio
 
 def replay_flows(attack_paths: list[str], flow_paths: list[str], *, grace_period: float | None = None) -> list[dict]:
     """The per-run reports of `replay` (the attack library's tests use this)."""
-    options = MonitorOptions() if grace_period is None else MonitorOptions(grace_period=grace_period)
-    return replay(attack_paths, flow_paths, options).reports
+    config = engine_config({} if grace_period is None else {"grace_period": f"{grace_period}s"})
+    return replay(attack_paths, flow_paths, config).reports
 
 
 __all__ = ["ReplayError", "ReplayResult", "available_cpus", "collector_paused", "decode_recordings", "evaluate_events",

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import oatf
+from addon.engine_config import SETTINGS
 
 from .diagnostics import Finding, error_findings, parse_findings, validation_findings
 
@@ -109,19 +110,21 @@ def _positive(text: str) -> int:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """Replay recordings through the decoders and monitor; print the verdict table; write reports."""
-    from addon.monitor import MonitorOptions, SessionKey
+    from addon.engine_config import engine_config
     from addon.replay import ReplayError, available_cpus, replay
     from addon.reports import ReportWriter, exit_status, outcome_summary, summary_table, undelivered_attacks
 
     try:
-        grace = oatf.parse_duration(args.grace_period).total_seconds()
-    except oatf.OATFParseError as exc:
-        print(f"oatf evaluate: --grace-period: {exc.errors[0].message}", file=sys.stderr)
+        config = engine_config({s.name: getattr(args, s.name) for s in SETTINGS})
+    except ValueError as exc:
+        print(f"oatf evaluate: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
-    options = MonitorOptions(session_key=SessionKey(args.session_key), grace_period=grace)
     attack_paths = [p for arg in args.attacks for p in arg.split(",") if p]
     try:
-        result = replay(attack_paths, args.flows, options, args.jobs or available_cpus(), args.lenient)
+        result = replay(attack_paths, args.flows, config, args.jobs or available_cpus())
+    except (ImportError, AttributeError) as exc:
+        print(f"oatf evaluate: --semantic-evaluator: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
     except ReplayError as exc:
         print(f"oatf evaluate: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
@@ -199,15 +202,15 @@ def build_parser() -> argparse.ArgumentParser:
                           help="attack documents: files or directories (repeat or comma-separate)")
     evaluate.add_argument("--flows", nargs="+", required=True, metavar="FILE", help="mitmproxy flow files or HAR")
     evaluate.add_argument("--report-dir", help="write one JSON report per run and verdicts.jsonl here")
-    evaluate.add_argument("--grace-period", default="10s", help="default grace period (attacks may set their own)")
-    evaluate.add_argument("--session-key", default="auto",
-                          choices=("auto", "mcp_session", "a2a_context", "ag_ui_thread", "connection", "global"))
+    for setting in SETTINGS:  # the live addon's `oatf_*` options, same names and meaning (`addon.engine_config`)
+        if setting.kind is bool:
+            evaluate.add_argument(setting.flag, action="store_true", help=setting.help)
+        else:
+            evaluate.add_argument(setting.flag, type=setting.kind, default=setting.default, choices=setting.choices,
+                                  help=f"{setting.help} (default: {setting.default or 'none'})")
     evaluate.add_argument("--format", choices=("text", "json"), default="text")
     evaluate.add_argument("--require-delivered", action="store_true",
                           help="exit 3 when an attack loaded was never delivered to the agent (see exit status)")
-    evaluate.add_argument("--lenient", action="store_true",
-                          help="load documents that fail the strict checks (S-001…: an indicator or trigger that can "
-                          "never fire) anyway, with a warning, instead of refusing them")
     evaluate.add_argument("--jobs", type=_positive, metavar="N",
                           help="processes that evaluate sessions in parallel (default: the CPUs available; "
                           "small recordings use one)")

@@ -218,11 +218,11 @@ def test_server_request_ids_that_collide_with_client_request_ids(tmp_path: Path)
 def test_cross_protocol_chain_is_one_run_under_the_global_session_key(attack_id: str, flow_dir: Path) -> None:
     """With `--session-key global` a multi-actor document is followed as one run over all its protocols:
     every actor's phases and every indicator in one verdict (the README's advice for chains)."""
-    from addon.monitor import MonitorOptions, SessionKey
+    from addon.engine_config import engine_config
     from addon.replay import replay
 
     for variant in sessions.VARIANTS:
         result = replay([str(DOCUMENTS[attack_id])], [str(flow_dir / f"{attack_id}.{variant}.mitm")],
-                        MonitorOptions(session_key=SessionKey.GLOBAL))
+                        engine_config({"session_key": "global"}))
         [report] = result.reports
         assert report["verdict"]["result"] == EXPECTED[variant], harness.describe(result.reports)

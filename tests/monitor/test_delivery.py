@@ -91,11 +91,14 @@ def test_template_references_match_anything_and_whitespace_runs_count_as_one_spa
     assert PayloadText.of("p", "{{secret}} ok") is None, "no distinctive literal text"
 
 
-@given(st.text(min_size=12).filter(lambda s: " " in s.strip()), st.text(), st.text())
+_PLAIN = st.characters(blacklist_characters="{}\\")  # template syntax is covered above
+
+
+@given(st.text(_PLAIN, min_size=12).filter(lambda s: " " in s.strip()), st.text(_PLAIN), st.text(_PLAIN))
 def test_a_payload_string_is_found_in_any_message_text_that_embeds_it(text: str, before: str, after: str) -> None:
-    payload = PayloadText.of("p", text.replace("{{", "").replace("}}", ""))
+    payload = PayloadText.of("p", text)
     if payload is not None:
-        embedded = MessageText({"result": [before + text.replace("{{", "").replace("}}", "") + after]})
+        embedded = MessageText({"result": [before + text + after]})
         assert any(payload.found_in(t) for t in embedded.texts)
 
 
