@@ -94,7 +94,10 @@ def test_template_references_match_anything_and_whitespace_runs_count_as_one_spa
 _PLAIN = st.characters(blacklist_characters="{}\\")  # template syntax is covered above
 
 
-@given(st.text(_PLAIN, min_size=12).filter(lambda s: " " in s.strip()), st.text(_PLAIN), st.text(_PLAIN))
+_PHRASES = st.tuples(st.text(_PLAIN, min_size=6), st.text(_PLAIN, min_size=6)).map(" ".join)
+
+
+@given(_PHRASES, st.text(_PLAIN), st.text(_PLAIN))
 def test_a_payload_string_is_found_in_any_message_text_that_embeds_it(text: str, before: str, after: str) -> None:
     payload = PayloadText.of("p", text)
     if payload is not None:
