@@ -19,13 +19,20 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from json.decoder import WHITESPACE, scanstring
+from json import decoder as _json_decoder
 from typing import Any
 
 from .errors import ErrorCode, RpcError, engine_error
 
 RequestId = int | str | None
+
+# The standard library decoder's own whitespace pattern and string scanner (C-accelerated); typeshed's
+# json.decoder stub omits both, so they are typed here.
+WHITESPACE: re.Pattern[str] = _json_decoder.WHITESPACE  # type: ignore[attr-defined]  # not in typeshed's stub
+scanstring: Callable[[str, int], tuple[str, int]] = _json_decoder.scanstring  # type: ignore[attr-defined]  # idem
 
 
 def _reject_constant(name: str) -> Any:
@@ -65,7 +72,8 @@ class Oversized:
 
 
 def _ws(text: str, index: int) -> int:
-    return WHITESPACE.match(text, index).end()
+    match = WHITESPACE.match(text, index)  # `[ \t\n\r]*` always matches, if only the empty string
+    return index if match is None else match.end()
 
 
 def _scan_object(

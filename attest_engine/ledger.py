@@ -39,7 +39,7 @@ def parse_plugin_result(params: Any) -> dict[str, Any]:
     """The §2.4 request params as a ledger record; raises `RpcError` (-32602) for invalid params."""
     if not isinstance(params, dict):
         raise invalid_params("submit_plugin_result params must be an object", "See §2.4 for the fields.")
-    record = {key: _text(params, key) for key in ("trace_id", "plugin_name", "assertion_id")}
+    record: dict[str, Any] = {key: _text(params, key) for key in ("trace_id", "plugin_name", "assertion_id")}
     result = params.get("result")
     if not isinstance(result, dict):
         raise invalid_params("submit_plugin_result params.result must be an object", "See §2.4 for result fields.")

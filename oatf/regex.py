@@ -15,13 +15,32 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import lru_cache
+from typing import Any, Protocol, overload
 
 import re2
 
 from .errors import ECHO_LIMIT, echo
 
-Regex = re2._Regexp
-"""A compiled RE2 pattern (google-re2's compiled-pattern type)."""
+
+class RegexMatch[T: (str, bytes)](Protocol):
+    """A match of a compiled RE2 pattern (the part of google-re2's `re2._Match` used here). As with
+    `re.Match` in typeshed, a group is `T | Any`: None for a group that took no part in the match."""
+
+    def group(self, index: int = 0, /) -> T | Any: ...
+    def groups(self) -> tuple[T | Any, ...]: ...
+    def start(self, index: int = 0, /) -> int: ...
+
+
+class Regex(Protocol):
+    """A compiled RE2 pattern (the part of google-re2's compiled-pattern type, `re2._Regexp`, used here;
+    google-re2 ships no type information). A `str` text gives `str` groups, a `bytes` text `bytes` groups."""
+
+    @property
+    def groups(self) -> int: ...
+    @overload
+    def search(self, text: str, /) -> RegexMatch[str] | None: ...
+    @overload
+    def search(self, text: bytes, /) -> RegexMatch[bytes] | None: ...
 
 _CACHE_SIZE = 1024
 

@@ -219,7 +219,7 @@ class SessionResolver:
         return f"agent:{client}>{host}:{port}/{protocol}#{number}"
 
     @staticmethod
-    def _remember(table: OrderedDict, key: object, value: object, limit: int) -> None:  # type: ignore[type-arg]
+    def _remember[K, V](table: OrderedDict[K, V], key: K, value: V, limit: int) -> None:
         table[key] = value
         table.move_to_end(key)
         while len(table) > limit:

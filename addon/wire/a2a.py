@@ -92,7 +92,8 @@ def session_keys(content: Any) -> dict[str, str]:
     """`a2a_context` / `a2a_task` found on a content Value (a Task, Message, update, or request params)."""
     if not isinstance(content, dict):
         return {}
-    source = content.get("message") if isinstance(content.get("message"), dict) else content
+    message = content.get("message")
+    source = message if isinstance(message, dict) else content
     keys = {}
     if isinstance(source.get("contextId"), str):
         keys["a2a_context"] = source["contextId"]

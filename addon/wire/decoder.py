@@ -32,7 +32,7 @@ import functools
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 from urllib.parse import urlsplit
 
 from addon.events import DIRECTION, Endpoint, ObservedEvent, Protocol, Side
@@ -417,7 +417,7 @@ class WireDecoder:
         keys = binding.session_keys(content)
         events = [self._event(ex, binding.protocol, pending.method, sender, content, timestamp,
                               keys=keys, jsonrpc_id=item.id, is_error=is_error, envelope=item.envelope)]
-        synthetic = a2a.STREAM_EVENTS.get(content.get("kind")) if (
+        synthetic = a2a.STREAM_EVENTS.get(content.get("kind", "")) if (
             in_stream and binding.protocol == "a2a" and not is_error and isinstance(content, dict)) else None
         if synthetic is not None:
             events.append(self._event(ex, "a2a", synthetic, sender, content, timestamp, keys=keys,
@@ -536,16 +536,19 @@ def _kept(headers: Headers) -> dict[str, str]:
         fields = headers.items() if isinstance(headers, Mapping) else headers
     kept: dict[str, str] = {}
     for name, value in fields:
+        # A field's name and value are both text or both bytes (see `Headers`).
+        text: str
         if type(name) is bytes:
             key = _KEPT_RAW_HEADERS.get(name.lower())
             if key is None:
                 continue
-            value = value.decode("utf-8", "surrogateescape")
+            text = cast(bytes, value).decode("utf-8", "surrogateescape")
         else:
-            key = name.lower()
+            key = cast(str, name).lower()
             if key not in _KEPT_HEADERS:
                 continue
-        kept[key] = f"{kept[key]}, {value}" if key in kept else value
+            text = cast(str, value)
+        kept[key] = f"{kept[key]}, {text}" if key in kept else text
     return kept
 
 
