@@ -26,10 +26,10 @@ import math
 import threading
 from concurrent.futures import Executor
 from time import perf_counter
-from typing import Any
+from typing import Any, cast
 
 from .assertions import Assertion, Providers, compile_assertions, failed
-from .checks import Outcome, SpecError, TraceView
+from .checks import DeterministicCheck, Outcome, ProviderCheck, SpecError, TraceView
 from .config import EngineConfig
 from .errors import clip, invalid_params, invalid_trace, provider_error, timeout_error
 from .idempotency import IdempotencyCache, ReusedRequestId
@@ -176,7 +176,7 @@ class BatchEvaluator:
                 continue
             begun = perf_counter()
             try:
-                outcome = assertion.check(view)
+                outcome = cast(DeterministicCheck, assertion.check)(view)  # layers 1–4: synchronous checks
             except SpecError as exc:
                 raise failed(f"'{assertion.assertion_id[:200]}'", exc.reason, exc.detail) from None
             results[assertion.index] = self._store(assertion, _wire(assertion, outcome, _ms(perf_counter() - begun)))
@@ -211,7 +211,7 @@ class BatchEvaluator:
             async with slots:
                 begun = perf_counter()
                 try:
-                    outcome = await assertion.check(view)  # type: ignore[misc]
+                    outcome = await cast(ProviderCheck, assertion.check)(view)  # layers 5–6: provider checks
                 except ProviderFailure as exc:
                     raise provider_error(exc.message, exc.detail) from None
             results[assertion.index] = self._store(assertion, _wire(assertion, outcome, _ms(perf_counter() - begun)))

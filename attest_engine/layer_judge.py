@@ -87,7 +87,9 @@ def parse_judgement(text: str) -> tuple[float, str]:
         reply = json.loads(text[start : end + 1]) if 0 <= start < end else None
     except (ValueError, RecursionError):
         reply = None
-    score = reply.get("score") if isinstance(reply, dict) else None
+    if not isinstance(reply, dict):
+        reply = {}
+    score = reply.get("score")
     if (
         isinstance(score, bool)
         or not isinstance(score, int | float)
@@ -98,7 +100,9 @@ def parse_judgement(text: str) -> tuple[float, str]:
             f"judge reply is not JSON with a score from 0.0 to 1.0: {show(text, 200)}",
             "Use a judge model that follows JSON instructions, or set json_mode in the engine config.",
         )
-    reason = reply.get("reason") if isinstance(reply.get("reason"), str) else ""
+    reason = reply.get("reason")
+    if not isinstance(reason, str):
+        reason = ""
     return float(score), reason.strip()
 
 

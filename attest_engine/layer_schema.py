@@ -74,7 +74,14 @@ def _additional_properties(validator: Any, additional: Any, instance: Any, schem
 
 
 _RE2_FORMATS = jsonschema.FormatChecker(jsonschema.Draft202012Validator.FORMAT_CHECKER.checkers)
-_RE2_FORMATS.checks("regex", raises=RegexSyntaxError)(compile_regex)
+
+
+@_RE2_FORMATS.checks("regex", raises=RegexSyntaxError)
+def _is_re2(instance: object) -> bool:
+    """`format: regex` with RE2 semantics; like every format, it constrains strings only."""
+    if isinstance(instance, str):
+        compile_regex(instance)  # raises RegexSyntaxError for a pattern outside RE2
+    return True
 
 _Validator = jsonschema.validators.extend(
     jsonschema.Draft202012Validator,

@@ -73,7 +73,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
 from time import perf_counter
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import lark
 from celpy.celparser import CELParseError, CELParser
@@ -956,7 +956,7 @@ class _Compiler:
         return map_literal
 
     def c_literal(self, node: lark.Tree) -> Eval:
-        value = self._literal_value(node.children[0])
+        value = self._literal_value(cast(lark.Token, node.children[0]))  # the grammar's literals are one token
         return lambda frame: value
 
     def _literal_value(self, token: lark.Token) -> Any:

@@ -157,7 +157,7 @@ def _value_steps(operators: dict[str, Any]) -> list[_Step]:
             if operand is False:
                 steps.append((name, False, _never))
                 break
-            steps.append((name, False, lambda value, operand=operand: bool(operand)))
+            steps.append((name, False, _always if operand else _never))  # a constant, as `bool(operand)`
         elif name in _NUMERIC_OPERATORS:
             if not _is_number(operand):
                 steps.append((name, False, _never))

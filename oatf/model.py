@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
-from typing import Any
+from typing import Any, Self
 
 Value = Any
 """SDK spec §2.1 `Value`: a JSON-like tree."""
@@ -161,7 +161,7 @@ class YamlForm:
     __slots__ = ()
 
     @classmethod
-    def from_dict(cls, raw: Any) -> Any:
+    def from_dict(cls, raw: Any) -> Self:
         """Build from the plain YAML-form mapping; raise `OATFParseError` on a type mismatch."""
         from .build import build
 

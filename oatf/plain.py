@@ -24,9 +24,9 @@ def to_plain(value: Any) -> Any:
     if not is_dataclass(value):
         return value
     if isinstance(value, Action):
-        out = {key: to_plain(v) for key, v in value.entries}
-        out.update(value.extensions or {})
-        return out
+        action = {key: to_plain(v) for key, v in value.entries}
+        action.update(value.extensions or {})
+        return action
     if isinstance(value, Severity) and value.confidence is None and isinstance(value.level, str):
         return to_plain(value.level)  # scalar form, as written (N-002 expands it)
     out: dict[str, Any] = {}

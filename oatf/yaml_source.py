@@ -176,8 +176,8 @@ def load_yaml(text: str | bytes) -> YamlSource:
         if exc.context and exc.context_mark is not None and exc.problem:
             # e.g. "found unexpected end of stream" is only useful with where the quoted scalar began
             problem += f" ({exc.context} at line {exc.context_mark.line + 1}, column {exc.context_mark.column + 1})"
-        line, column = (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
-        raise _error(f"invalid YAML: {problem}", line, column) from None
+        at_line, at_column = (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
+        raise _error(f"invalid YAML: {problem}", at_line, at_column) from None
     except (YAMLError, ValueError, TypeError, UnicodeError) as exc:
         raise _error(f"invalid YAML: {exc}") from None
 
