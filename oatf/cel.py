@@ -157,6 +157,8 @@ class _CompileError(Exception):
 
 Frame = dict[str, Any]
 Eval = Callable[[Frame], Any]
+Node = lark.Tree[Any]
+"""A parse-tree node; its children are `lark.Token`s or nodes, as the grammar's rule says (hence `Any`)."""
 
 _TYPE_NAMES: Final = {
     name: _CelType(name)
@@ -693,7 +695,7 @@ class _Compiler:
     def __init__(self, source: str):
         self.source = source
 
-    def where(self, tree: lark.Tree) -> str:
+    def where(self, tree: Node) -> str:
         """The source text of `tree`, whitespace collapsed and cut to 60 characters, for messages."""
         start = getattr(tree.meta, "start_pos", 0)
         end = getattr(tree.meta, "end_pos", len(self.source))
@@ -701,7 +703,7 @@ class _Compiler:
         return text if len(text) <= 60 else text[:57] + "..."
 
     @staticmethod
-    def unwrap(tree: lark.Tree) -> lark.Tree:
+    def unwrap(tree: Node) -> Node:
         """Skip the single-child precedence levels (and parentheses) down to the node that does work."""
         while True:
             if (tree.data in _PASS_THROUGH and len(tree.children) == 1) or tree.data == "paren_expr":
@@ -709,11 +711,11 @@ class _Compiler:
             else:
                 return tree
 
-    def simple_name(self, tree: lark.Tree) -> str | None:
+    def simple_name(self, tree: Node) -> str | None:
         node = self.unwrap(tree)
         return str(node.children[0]) if node.data == "ident" else None
 
-    def compile(self, tree: lark.Tree) -> Eval:
+    def compile(self, tree: Node) -> Eval:
         node = self.unwrap(tree)
         handler = getattr(self, f"c_{node.data}", None)
         if handler is None:  # every rule of the grammar has a handler; this guards a grammar change
@@ -721,7 +723,7 @@ class _Compiler:
         return handler(node)
 
     # expr: conditionalor "?" conditionalor ":" expr
-    def c_expr(self, node: lark.Tree) -> Eval:
+    def c_expr(self, node: Node) -> Eval:
         condition, if_true, if_false = (self.compile(child) for child in node.children)
 
         def conditional(frame: Frame) -> Any:
@@ -734,14 +736,14 @@ class _Compiler:
 
         return conditional
 
-    def c_conditionalor(self, node: lark.Tree) -> Eval:
+    def c_conditionalor(self, node: Node) -> Eval:
         return self._logical(node, absorbing=True)
 
-    def c_conditionaland(self, node: lark.Tree) -> Eval:
+    def c_conditionaland(self, node: Node) -> Eval:
         return self._logical(node, absorbing=False)
 
     @staticmethod
-    def chain(node: lark.Tree) -> list[lark.Tree]:
+    def chain(node: Node) -> list[Node]:
         """The operands of a left-recursive chain (`a || b || c`: `[a, b, c]`), gathered without
         recursion so that a chain of thousands of terms compiles."""
         rule = node.data
@@ -753,7 +755,7 @@ class _Compiler:
         operands.reverse()
         return operands
 
-    def _logical(self, node: lark.Tree, *, absorbing: bool) -> Eval:
+    def _logical(self, node: Node, *, absorbing: bool) -> Eval:
         """`||` (absorbing value true) or `&&` (absorbing value false) over a whole chain, commutative
         over errors: an absorbing operand decides, wherever errors or non-booleans occur."""
         operands = [self.compile(operand) for operand in self.chain(node)]
@@ -778,7 +780,7 @@ class _Compiler:
 
         return logical
 
-    def c_relation(self, node: lark.Tree) -> Eval:
+    def c_relation(self, node: Node) -> Eval:
         operator_node, right_tree = node.children
         left = self.compile(operator_node.children[0])
         right = self.compile(right_tree)
@@ -791,16 +793,16 @@ class _Compiler:
             return lambda frame: _contains_element(frame, left(frame), right(frame))
         return lambda frame: _compare(operator, left(frame), right(frame))
 
-    def c_addition(self, node: lark.Tree) -> Eval:
+    def c_addition(self, node: Node) -> Eval:
         return self._arithmetic(node)
 
-    def c_multiplication(self, node: lark.Tree) -> Eval:
+    def c_multiplication(self, node: Node) -> Eval:
         return self._arithmetic(node)
 
-    def _arithmetic(self, node: lark.Tree) -> Eval:
+    def _arithmetic(self, node: Node) -> Eval:
         """A left-associative chain of `+ -` or `* / %`, folded left to right without recursion."""
         rule = node.data
-        steps: list[tuple[Callable[[Frame, Any, Any], Any], lark.Tree]] = []
+        steps: list[tuple[Callable[[Frame, Any, Any], Any], Node]] = []
         while node.data == rule and len(node.children) == 2:
             operator_node, right_tree = node.children
             steps.append((_ARITHMETIC[operator_node.data], right_tree))
@@ -819,14 +821,14 @@ class _Compiler:
 
         return arithmetic
 
-    def c_unary(self, node: lark.Tree) -> Eval:
+    def c_unary(self, node: Node) -> Eval:
         operator_node, operand_tree = node.children
         operand = self.compile(operand_tree)
         if operator_node.data == "unary_not":
             return lambda frame: _logical_not(operand(frame))
         return lambda frame: _negate(operand(frame))
 
-    def c_member_dot(self, node: lark.Tree) -> Eval:
+    def c_member_dot(self, node: Node) -> Eval:
         target_tree, name_token = node.children
         target = self.compile(target_tree)
         field = str(name_token)
@@ -843,20 +845,20 @@ class _Compiler:
 
         return select
 
-    def c_member_index(self, node: lark.Tree) -> Eval:
+    def c_member_index(self, node: Node) -> Eval:
         target_tree, key_tree = node.children
         target = self.compile(target_tree)
         key = self.compile(key_tree)
         where = self.where(node)
         return lambda frame: _index(target(frame), key(frame), where)
 
-    def c_member_object(self, node: lark.Tree) -> Eval:
+    def c_member_object(self, node: Node) -> Eval:
         raise _CompileError(
             EvaluationErrorKind.UNSUPPORTED_METHOD,
             f"message construction `{self.where(node)}` is not supported by the default CEL evaluator",
         )
 
-    def c_member_dot_arg(self, node: lark.Tree) -> Eval:
+    def c_member_dot_arg(self, node: Node) -> Eval:
         target_tree, name_token, *rest = node.children
         name = str(name_token)
         arguments = list(rest[0].children) if rest else []
@@ -882,7 +884,7 @@ class _Compiler:
         self._reject_call(name, len(compiled), receiver=True)
         raise AssertionError("unreachable")  # pragma: no cover - _reject_call always raises
 
-    def c_ident(self, node: lark.Tree) -> Eval:
+    def c_ident(self, node: Node) -> Eval:
         name = str(node.children[0])
         type_value = _TYPE_NAMES.get(name)
 
@@ -898,7 +900,7 @@ class _Compiler:
 
     c_dot_ident = c_ident
 
-    def c_ident_arg(self, node: lark.Tree) -> Eval:
+    def c_ident_arg(self, node: Node) -> Eval:
         name_token, *rest = node.children
         name = str(name_token)
         arguments = list(rest[0].children) if rest else []
@@ -923,7 +925,7 @@ class _Compiler:
 
     c_dot_ident_arg = c_ident_arg
 
-    def c_list_lit(self, node: lark.Tree) -> Eval:
+    def c_list_lit(self, node: Node) -> Eval:
         elements = [self.compile(child) for child in node.children[0].children] if node.children else []
 
         def list_literal(frame: Frame) -> list[Any]:
@@ -932,7 +934,7 @@ class _Compiler:
 
         return list_literal
 
-    def c_map_lit(self, node: lark.Tree) -> Eval:
+    def c_map_lit(self, node: Node) -> Eval:
         children = node.children[0].children if node.children else []
         entries = [(self.compile(children[i]), self.compile(children[i + 1])) for i in range(0, len(children), 2)]
 
@@ -955,7 +957,7 @@ class _Compiler:
 
         return map_literal
 
-    def c_literal(self, node: lark.Tree) -> Eval:
+    def c_literal(self, node: Node) -> Eval:
         value = self._literal_value(cast(lark.Token, node.children[0]))  # the grammar's literals are one token
         return lambda frame: value
 
@@ -984,7 +986,7 @@ class _Compiler:
             return text == "true"
         return None  # NULL_LIT
 
-    def _has(self, node: lark.Tree, arguments: list[lark.Tree]) -> Eval:
+    def _has(self, node: Node, arguments: list[Node]) -> Eval:
         selection = self.unwrap(arguments[0]) if len(arguments) == 1 else None
         if selection is None or selection.data != "member_dot":
             raise _CompileError(
@@ -1005,7 +1007,7 @@ class _Compiler:
 
         return has
 
-    def _macro(self, node: lark.Tree, name: str, target_tree: lark.Tree, arguments: list[lark.Tree]) -> Eval:
+    def _macro(self, node: Node, name: str, target_tree: Node, arguments: list[Node]) -> Eval:
         if not (len(arguments) == 2 or (name == "map" and len(arguments) == 3)):
             arity = "2 or 3 arguments" if name == "map" else "2 arguments"
             raise _CompileError(
