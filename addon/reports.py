@@ -52,7 +52,7 @@ class ReportWriter:
         return path
 
 
-OUTCOMES = ("exploited", "partial", "resisted", "not_delivered", "error")
+OUTCOMES = ("exploited", "partial", "resisted", "inconclusive", "not_delivered", "error")
 """A run's `outcome` (`addon.monitor.delivery.outcome`), most severe first."""
 
 EXIT_OK, EXIT_EXPLOITED, EXIT_ERROR, EXIT_NOT_DELIVERED = 0, 1, 2, 3
@@ -83,7 +83,7 @@ def summary_table(reports: Iterable[dict[str, Any]]) -> str:
 
 
 def outcome_summary(reports: Iterable[dict[str, Any]]) -> str:
-    """`N run(s): a exploited, b partial, c resisted, d not delivered, e error`."""
+    """`N run(s): a exploited, b partial, c resisted, d inconclusive, e not delivered, f error`."""
     counts = dict.fromkeys(OUTCOMES, 0)
     for report in reports:
         counts[report["outcome"]] += 1
