@@ -138,7 +138,7 @@ def loads(data: bytes | str) -> Parsed:
         return Parsed(_decode(_cut_text(data)), True)
     if data.count("[") + data.count("{") <= MAX_DEPTH:  # cheap: nothing can be nested too deeply
         return Parsed(value, False)
-    return Parsed(*_cut(value, MAX_DEPTH))
+    return Parsed(*cut(value))
 
 
 def _decode(text: str) -> Any:
@@ -149,19 +149,19 @@ def _decode(text: str) -> Any:
     return value
 
 
-def _cut(value: Any, levels: int) -> tuple[Any, bool]:
-    """`value` with arrays and objects below `levels` levels replaced by `TRUNCATED` (in place), and whether any
-    was. Descends at most `levels` levels."""
+def cut(value: Any, levels: int = MAX_DEPTH) -> tuple[Any, bool]:
+    """`value` with the dicts and lists (arrays and objects) nested deeper than `levels` levels replaced by
+    `TRUNCATED` (in place), and whether any was. Descends at most `levels` levels."""
     if not isinstance(value, dict | list):
         return value, False
     if levels == 0:
         return TRUNCATED, True
-    cut = False
+    changed = False
     for key, item in value.items() if isinstance(value, dict) else enumerate(value):
         if isinstance(item, dict | list):
-            value[key], item_cut = _cut(item, levels - 1)
-            cut = cut or item_cut
-    return value, cut
+            value[key], item_changed = cut(item, levels - 1)
+            changed = changed or item_changed
+    return value, changed
 
 
 def _cut_text(text: str) -> str:
