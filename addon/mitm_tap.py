@@ -28,6 +28,7 @@ from mitmproxy import ctx, exceptions, http
 from mitmproxy.utils import human
 
 from addon.events import ObservedEvent
+from addon.text import printable
 from addon.wire import DecoderConfig, Diagnostic, WireDecoder, parse_overrides
 
 if TYPE_CHECKING:
@@ -188,7 +189,7 @@ class MitmTap:
 
     def _diagnostic(self, diagnostic: Diagnostic) -> None:
         self.diagnostics[diagnostic.code] += 1
-        log.info("oatf wire: flow %s: %s: %s", diagnostic.flow_id, diagnostic.code, diagnostic.message)
+        log.info("oatf wire: flow %s: %s: %s", diagnostic.flow_id, diagnostic.code, printable(diagnostic.message, 300))
 
     def _fail(self, place: str, flow_id: str, exc: Exception) -> None:
         """Decoding raised: stop decoding this flow, let it go on untouched."""
