@@ -47,6 +47,7 @@ from addon.monitor import (
 from addon.monitor_process import MonitorProcess
 from addon.reports import ReportWriter, summary_table
 from addon.semantic import load_semantic_evaluator
+from addon.text import Once, describe, printable
 
 log = logging.getLogger("oatf")
 
@@ -78,7 +79,9 @@ class OatfAddon:
         self.writer: ReportWriter | None = None
         self.library = Library((), ())
         self.concluded: deque[dict[str, Any]] = deque(maxlen=MAX_SUMMARY_ROWS)
-        """The latest concluded runs' reports, for the summary table (all of them are on disk)."""
+        """The latest concluded runs' reports, for the summary table (all of them are on disk); appended by the
+        receiver thread, read through `concluded_reports` only."""
+        self.concluded_lock = threading.Lock()
         self.flows: weakref.WeakValueDictionary[str, http.HTTPFlow] = weakref.WeakValueDictionary()
         self.in_evaluation: deque[tuple[int, list[http.HTTPFlow]]] = deque()
         """Each batch of events sent to the monitor and not yet evaluated, oldest first: its size, and its
@@ -92,7 +95,8 @@ class OatfAddon:
         self.stopping = threading.Event()
         self.watched: dict[str, float] = {}
         self.loop: Any = None
-        self.traces = TraceCollector()
+        self.traces = TraceCollector(on_evict=self._write_evicted_trace)
+        self.once = Once()
 
     # --- options ---------------------------------------------------------------------------------------
     def load(self, loader: Any) -> None:
@@ -175,8 +179,9 @@ class OatfAddon:
         if ctx.options.oatf_trace_dir and self.traces.sessions:
             paths = write_traces(self.traces.traces(), ctx.options.oatf_trace_dir)
             log.info("oatf: %d Attest trace(s) in %s", len(paths), ctx.options.oatf_trace_dir)
-        if self.concluded:
-            log.info("oatf verdicts:\n%s", summary_table(self.concluded))
+        concluded = self.concluded_reports()
+        if concluded:
+            log.info("oatf verdicts:\n%s", summary_table(concluded))
             if self.writer is not None:
                 log.info("oatf reports in %s", self.writer.directory.resolve())
 
@@ -219,12 +224,10 @@ class OatfAddon:
             try:
                 batch = [first, *self._drain(MAX_BATCH - 1)] if first is not None else []
                 with self.lock:
-                    if self.monitor is not None and not self.monitor.alive and not self.stopping.is_set():
-                        # Its failure is logged (receiver thread); what it followed is gone with it.
-                        log.error("oatf: starting a new monitor process; evaluation goes on with new runs")
-                        self._stop_monitor(self.monitor)
-                        self.monitor = self._start_monitor()
+                    if self.monitor is not None and not self.stopping.is_set():
+                        self._replace_if_gone(self.monitor)
                     if self.monitor is not None:
+                        self.monitor.ping()
                         if batch:
                             self._send(batch)
                         else:
@@ -233,8 +236,23 @@ class OatfAddon:
                     next_poll = time.monotonic() + RELOAD_POLL_SECONDS
                     if ctx.options.oatf_watch and self._changed_on_disk():
                         self.reload()
-            except Exception:  # one bad batch must not stop evaluation of the others
-                log.exception("oatf: evaluation failed; continuing")
+            except Exception as exc:  # one bad batch must not stop evaluation of the others
+                if self.once.first("worker", type(exc).__name__):
+                    log.error("oatf: evaluation failed (each kind of failure is logged once); continuing: %s",
+                              describe(exc))
+
+    def _replace_if_gone(self, monitor: MonitorProcess) -> None:
+        """A new monitor process for one that ended or stalled: what the old one followed is gone with it."""
+        if monitor.alive and not monitor.stalled:
+            return
+        if monitor.alive:
+            log.error("oatf: the monitor process did not answer for %g s (%d event(s) waiting): ending it",
+                      monitor.stall_seconds, self.waiting())
+            monitor.kill()
+        # A death is logged by the receiver thread.
+        log.error("oatf: starting a new monitor process; evaluation goes on with new runs")
+        self._stop_monitor(monitor)
+        self.monitor = self._start_monitor()
 
     def _drain(self, limit: int | None = None) -> list[ObservedEvent]:
         """Events waiting in the queue (at most `limit`), without blocking."""
@@ -253,13 +271,23 @@ class OatfAddon:
         if not events or self.monitor is None:
             return
         if ctx.options.oatf_trace_dir:
-            for event in events:
-                self.traces.observe(event)
+            try:
+                for event in events:
+                    self.traces.observe(event)
+            except Exception as exc:  # traces are a by-product: evaluation goes on
+                if self.once.first("traces", type(exc).__name__):
+                    log.error("oatf: collecting Attest traces failed (each kind of failure is logged once): %s",
+                              describe(exc))
         flows = {event.flow_id: self.flows.get(event.flow_id) for event in events}
         with self.flight_lock:
             self.in_evaluation.append((len(events), [flow for flow in flows.values() if flow is not None]))
             self.events_in_flight += len(events)
         self.monitor.observe(events)
+
+    def _write_evicted_trace(self, trace: dict[str, Any]) -> None:
+        """A session the trace collector evicts to bound its memory: its trace is written now, not lost (the
+        collector is fed only while `oatf_trace_dir` is set)."""
+        write_traces([trace], ctx.options.oatf_trace_dir)
 
     def _stop_monitor(self, monitor: MonitorProcess) -> None:
         """Conclude every open run of `monitor` (its reports are written before this returns) and end it."""
@@ -267,8 +295,8 @@ class OatfAddon:
             log.error("oatf: the monitor process had ended: the runs it followed are not reported")
             monitor.shutdown(timeout=1.0)
         elif not monitor.shutdown(SHUTDOWN_SECONDS):
-            log.error("oatf: the monitor did not conclude its runs within %d s; some reports are missing",
-                      SHUTDOWN_SECONDS)
+            log.error("oatf: the monitor did not conclude its runs (it stalled, or took over %d s); some reports "
+                      "are missing", SHUTDOWN_SECONDS)
         self._forget_in_flight()
 
     # --- the receiver thread: what the monitor answers -------------------------------------------------
@@ -284,29 +312,36 @@ class OatfAddon:
             self.events_in_flight = 0
 
     def _failure(self, message: str) -> None:
-        log.error("oatf: %s", message)
+        log.error("oatf: %s", printable(message, 1000))
         if self.monitor is not None and not self.monitor.alive:
             self._forget_in_flight()  # no answer will come for them
 
     def _handle(self, outputs: Sequence[Output]) -> None:
         for output in outputs:
+            # Everything shown comes from the traffic or an attack file: printable, bounded.
             if isinstance(output, PhaseChanged):
                 c = output.change
-                log.info("oatf %s: actor %s %s -> %s (%s, flow %s)", output.run, c.actor, c.from_phase,
-                         c.to_phase, c.reason, c.flow_id or "-")
+                log.info("oatf %s: actor %s %s -> %s (%s, flow %s)", printable(output.run), printable(c.actor),
+                         printable(c.from_phase), printable(c.to_phase), c.reason, c.flow_id or "-")
             elif isinstance(output, IndicatorMatched):
-                log.warning("oatf %s: indicator %s matched (flow %s): %s", output.run, output.indicator_id,
-                            output.flow_id, output.evidence[:200])
+                log.warning("oatf %s: indicator %s matched (flow %s): %s", printable(output.run),
+                            printable(output.indicator_id), output.flow_id, printable(output.evidence))
                 self._mark(output)
             elif isinstance(output, RunConcluded):
-                self.concluded.append(output.report)
+                with self.concluded_lock:
+                    self.concluded.append(output.report)
                 try:
                     path = self.writer.write(output.report) if self.writer is not None else None
                 except OSError as exc:  # one unwritable report must not drop the others
-                    log.error("oatf %s: report not written: %s", output.run, exc)
+                    log.error("oatf %s: report not written: %s", printable(output.run), describe(exc))
                     path = None
-                log.warning("oatf %s: %s (%s) -> %s", output.run, output.report["outcome"],
+                log.warning("oatf %s: %s (%s) -> %s", printable(output.run), output.report["outcome"],
                             output.report["execution_summary"]["status"], path or "-")
+
+    def concluded_reports(self) -> list[dict[str, Any]]:
+        """A snapshot of the latest concluded runs' reports (the receiver thread appends meanwhile)."""
+        with self.concluded_lock:
+            return list(self.concluded)
 
     def _mark(self, output: IndicatorMatched) -> None:
         flow = self.flows.get(output.flow_id)
@@ -315,7 +350,7 @@ class OatfAddon:
 
         def apply() -> None:
             flow.marked = MARK
-            note = f"OATF {output.indicator_id} matched: {output.evidence[:300]}"
+            note = f"OATF {printable(output.indicator_id)} matched: {printable(output.evidence, 300)}"
             flow.comment = f"{flow.comment}\n{note}" if flow.comment else note
             ctx.master.addons.trigger(_update_hook(flow))
 
@@ -377,15 +412,23 @@ class OatfAddon:
             return (f"the monitor did not answer within {STATUS_SECONDS:g} s; "
                     f"{self.waiting()} event(s) waiting for evaluation")
         lines = [f"{len(self.library.attacks)} attack(s) loaded, {len(runs)} live run(s), "
-                 f"{self.waiting()} event(s) waiting for evaluation"]
-        lines += [f"{r['run']}: {r['messages']} msgs, phases {r['phases']}, matched {r['matched'] or '-'}"
-                  for r in runs]
+                 f"{self.waiting()} event(s) waiting for evaluation", *self._diagnostics()]
+        lines += [printable(f"{r['run']}: {r['messages']} msgs, phases {r['phases']}, matched {r['matched'] or '-'}",
+                            1000) for r in runs]
         return "\n".join(lines)
+
+    def _diagnostics(self) -> list[str]:
+        """What was not inspected or not evaluated as sent, if anything: the decoder's diagnostics by code (an
+        `oversize_batch` drops batch members), events the monitor could not be sent, trace sessions evicted."""
+        counts = {**self.tap.diagnostics, "unsent_events": self.monitor.unsent if self.monitor is not None else 0,
+                  "evicted_trace_sessions": self.traces.evicted}
+        shown = ", ".join(f"{code} {count}" for code, count in sorted(counts.items()) if count)
+        return [f"diagnostics: {shown}"] if shown else []
 
     @command.command("oatf.verdicts")
     def verdicts(self) -> str:
         """The verdicts of the runs concluded so far."""
-        concluded = list(self.concluded)  # the receiver thread appends meanwhile
+        concluded = self.concluded_reports()
         return summary_table(concluded) if concluded else "no run has concluded yet"
 
 

@@ -22,7 +22,9 @@ finally MCP for JSON-RPC nobody claimed. JSON that is neither JSON-RPC nor a Run
 
 Bounded memory: at most `max_exchanges` open exchanges, `max_pending` outstanding requests, `max_sessions`
 remembered endpoints / legacy sessions / open AG-UI tool calls (oldest forgotten first); bodies beyond
-`max_body_size` and SSE events beyond `max_event_size` are skipped with one diagnostic each. Bad input never
+`max_body_size` and SSE events beyond `max_event_size` are skipped with one diagnostic each, JSON-RPC batch
+members beyond `max_batch` too, and JSON nested deeper than `jsonrpc.MAX_DEPTH` is inspected with the deeper
+values cut (one diagnostic). Bad input never
 raises: it produces a `Diagnostic` through `on_diagnostic`.
 """
 
@@ -39,7 +41,18 @@ from addon.events import DIRECTION, Endpoint, ObservedEvent, Protocol, Side
 
 from . import a2a, ag_ui, mcp
 from .encoding import ContentDecoder, TooLarge, UndecodableBody
-from .jsonrpc import Correlator, Invalid, JsonRpcId, Kind, Message, Pending, classify_body, loads, looks_like_jsonrpc
+from .jsonrpc import (
+    MAX_DEPTH,
+    Correlator,
+    Invalid,
+    JsonRpcId,
+    Kind,
+    Message,
+    Pending,
+    classify_body,
+    loads,
+    looks_like_jsonrpc,
+)
 from .recognition import IGNORE, Override, find_override, protocol_of_method
 from .sse import SSEEvent, SSEParser
 
@@ -66,6 +79,9 @@ class DecoderConfig:
     max_exchanges: int = 10_000
     max_pending: int = 10_000
     max_sessions: int = 10_000
+    max_batch: int = 1_000
+    """Most messages of one JSON-RPC batch (§6) decoded: each is an event, and a batch is decoded at once on the
+    proxy's event loop; the members beyond it are not inspected (one `oversize_batch` diagnostic)."""
     overrides: tuple[Override, ...] = ()
     """Host/path → protocol pins (`recognition.parse_overrides`), first match wins."""
 
@@ -75,8 +91,8 @@ class Diagnostic:
     """Something in the traffic that could not be decoded (never an error of the proxy)."""
 
     code: str
-    """`oversize_body`, `oversize_event`, `undecodable_body`, `invalid_json`, `invalid_jsonrpc`,
-    `uncorrelated_response`, `truncated_stream`, `evicted`."""
+    """`oversize_body`, `oversize_event`, `undecodable_body`, `invalid_json`, `deep_json`, `invalid_jsonrpc`,
+    `oversize_batch`, `uncorrelated_response`, `truncated_stream`, `evicted`."""
     flow_id: str
     message: str
 
@@ -337,11 +353,15 @@ class WireDecoder:
 
     def _parse(self, ex: _Exchange, data: bytes | bytearray | str, what: str, quiet: bool) -> Any:
         try:
-            return loads(bytes(data) if isinstance(data, bytearray) else data)
+            parsed = loads(bytes(data) if isinstance(data, bytearray) else data)
         except ValueError as exc:
             if not quiet:
                 self._diagnose("invalid_json", ex, f"{what} is not JSON: {exc}")
             return None
+        if parsed.truncated:
+            self._diagnose("deep_json", ex, f"{what} nested deeper than {MAX_DEPTH} levels: inspected with the "
+                                            "deeper values cut")
+        return parsed.value
 
     # --- protocol decisions ---------------------------------------------------------------------------------
 
@@ -367,6 +387,11 @@ class WireDecoder:
 
     def _jsonrpc(self, ex: _Exchange, value: Any, sender: Side, in_stream: bool,
                  timestamp: float) -> list[ObservedEvent]:
+        limit = self.config.max_batch
+        if isinstance(value, list) and len(value) > limit:
+            self._diagnose("oversize_batch", ex, f"JSON-RPC batch of {len(value)} messages: the first {limit} "
+                                                 f"inspected, {len(value) - limit} not inspected")
+            value = value[:limit]
         items = classify_body(value)
         if ex.proto not in _BINDINGS:
             methods = (item.method for item in items if isinstance(item, Message) and item.method is not None)
