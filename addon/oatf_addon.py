@@ -22,7 +22,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,8 @@ from mitmproxy import command, ctx, http
 from addon.attest_traces import TraceCollector, write_traces
 from addon.engine_config import SETTINGS, engine_config
 from addon.events import ObservedEvent
+from addon.journal import JOURNAL_DIR, Journal
+from addon.journal import clear as clear_journal
 from addon.mitm_tap import MitmTap
 from addon.monitor import (
     IndicatorMatched,
@@ -45,6 +47,7 @@ from addon.monitor import (
     load_library,
 )
 from addon.monitor_process import MonitorProcess
+from addon.recovery import pending_journal, recover
 from addon.reports import ReportWriter, summary_table
 from addon.semantic import load_semantic_evaluator
 from addon.text import Once, describe, printable
@@ -96,6 +99,9 @@ class OatfAddon:
         self.watched: dict[str, float] = {}
         self.loop: Any = None
         self.traces = TraceCollector(on_evict=self._write_evicted_trace)
+        self.journal: Journal | None = None
+        """The monitor's inputs and the reported runs, for recovery after a crash (`addon.journal`)."""
+        self.semantic_spec = ""
         self.once = Once()
 
     # --- options ---------------------------------------------------------------------------------------
@@ -131,12 +137,36 @@ class OatfAddon:
             return
         with self.lock:
             self.options = options
+            self.semantic_spec = config.semantic_evaluator
             if self.monitor is None or "oatf_semantic_evaluator" in updated:
                 if self.monitor is not None:
                     self._stop_monitor(self.monitor)
                 self.monitor = self._start_monitor()
             self.monitor.set_options(options)
         self.reload()
+        if self.journal is None or "oatf_report_dir" in updated:
+            self._open_journal()
+
+    def _open_journal(self) -> None:
+        """Journal the monitor's inputs in the report directory (`addon.journal`); first conclude and report
+        the runs a previous proxy that did not stop cleanly left in it (`addon.recovery`)."""
+        directory = ctx.options.oatf_report_dir
+        try:
+            if pending_journal(directory) and self.writer is not None:
+                reports = recover(directory, list(self.library.attacks), self.options,
+                                  load_semantic_evaluator(self.semantic_spec))
+                for report in reports:
+                    self.writer.write(report)
+                log.warning("oatf: %d run(s) left open by a proxy that did not stop cleanly were concluded from "
+                            "its journal (status `recovered`) into %s", len(reports), directory)
+                clear_journal(Path(directory) / JOURNAL_DIR)
+            with self.lock:
+                if self.journal is not None:
+                    self.journal.close()
+                self.journal = Journal(directory)
+        except (OSError, ImportError, AttributeError) as exc:
+            log.error("oatf: the evaluation journal is unavailable (a crash would lose open runs): %s",
+                      describe(exc))
 
     def _start_monitor(self) -> MonitorProcess:
         """A monitor process with the current options, semantic evaluator and library."""
@@ -175,7 +205,8 @@ class OatfAddon:
         with self.lock:
             if self.monitor is not None:
                 self._send(self._drain())  # events the worker did not reach
-                self._stop_monitor(self.monitor)
+                if self._stop_monitor(self.monitor) and self.journal is not None:
+                    self.journal.clear()  # every run is reported: nothing left to recover
         if ctx.options.oatf_trace_dir and self.traces.sessions:
             paths = write_traces(self.traces.traces(), ctx.options.oatf_trace_dir)
             log.info("oatf: %d Attest trace(s) in %s", len(paths), ctx.options.oatf_trace_dir)
@@ -231,7 +262,10 @@ class OatfAddon:
                         if batch:
                             self._send(batch)
                         else:
-                            self.monitor.tick(time.time())
+                            now = time.time()
+                            if self.journal is not None:
+                                self._journal(self.journal.tick, now)
+                            self.monitor.tick(now)
                 if time.monotonic() >= next_poll:
                     next_poll = time.monotonic() + RELOAD_POLL_SECONDS
                     if ctx.options.oatf_watch and self._changed_on_disk():
@@ -278,6 +312,8 @@ class OatfAddon:
                 if self.once.first("traces", type(exc).__name__):
                     log.error("oatf: collecting Attest traces failed (each kind of failure is logged once): %s",
                               describe(exc))
+        if self.journal is not None:
+            self._journal(self.journal.events, events)
         flows = {event.flow_id: self.flows.get(event.flow_id) for event in events}
         with self.flight_lock:
             self.in_evaluation.append((len(events), [flow for flow in flows.values() if flow is not None]))
@@ -289,15 +325,21 @@ class OatfAddon:
         collector is fed only while `oatf_trace_dir` is set)."""
         write_traces([trace], ctx.options.oatf_trace_dir)
 
-    def _stop_monitor(self, monitor: MonitorProcess) -> None:
-        """Conclude every open run of `monitor` (its reports are written before this returns) and end it."""
+    def _stop_monitor(self, monitor: MonitorProcess) -> bool:
+        """Conclude every open run of `monitor` (its reports are written before this returns) and end it;
+        whether it concluded them all."""
+        concluded = False
         if not monitor.alive:
-            log.error("oatf: the monitor process had ended: the runs it followed are not reported")
+            log.error("oatf: the monitor process had ended: the runs it followed are not reported (the journal "
+                      "keeps them for `oatf recover`)")
             monitor.shutdown(timeout=1.0)
         elif not monitor.shutdown(SHUTDOWN_SECONDS):
             log.error("oatf: the monitor did not conclude its runs (it stalled, or took over %d s); some reports "
-                      "are missing", SHUTDOWN_SECONDS)
+                      "are missing (the journal keeps them for `oatf recover`)", SHUTDOWN_SECONDS)
+        else:
+            concluded = True
         self._forget_in_flight()
+        return concluded
 
     # --- the receiver thread: what the monitor answers -------------------------------------------------
     def _evaluated(self) -> None:
@@ -335,8 +377,18 @@ class OatfAddon:
                 except OSError as exc:  # one unwritable report must not drop the others
                     log.error("oatf %s: report not written: %s", printable(output.run), describe(exc))
                     path = None
+                if path is not None and self.journal is not None:
+                    self._journal(self.journal.concluded, output.report)
                 log.warning("oatf %s: %s (%s) -> %s", printable(output.run), output.report["outcome"],
                             output.report["execution_summary"]["status"], path or "-")
+
+    def _journal(self, write: Callable[[Any], None], value: Any) -> None:
+        """One journal record; a full or read-only disk is logged once per kind and evaluation goes on."""
+        try:
+            write(value)
+        except (OSError, ValueError) as exc:
+            if self.once.first("journal", type(exc).__name__):
+                log.error("oatf: journal write failed (each kind of failure is logged once): %s", describe(exc))
 
     def concluded_reports(self) -> list[dict[str, Any]]:
         """A snapshot of the latest concluded runs' reports (the receiver thread appends meanwhile)."""
