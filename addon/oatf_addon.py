@@ -102,6 +102,8 @@ class OatfAddon:
         self.journal: Journal | None = None
         """The monitor's inputs and the reported runs, for recovery after a crash (`addon.journal`)."""
         self.semantic_spec = ""
+        self.monitor_lost = False
+        """A monitor process died or stalled: its runs are only in the journal, which shutdown then keeps."""
         self.once = Once()
 
     # --- options ---------------------------------------------------------------------------------------
@@ -205,7 +207,7 @@ class OatfAddon:
         with self.lock:
             if self.monitor is not None:
                 self._send(self._drain())  # events the worker did not reach
-                if self._stop_monitor(self.monitor) and self.journal is not None:
+                if self._stop_monitor(self.monitor) and self.journal is not None and not self.monitor_lost:
                     self.journal.clear()  # every run is reported: nothing left to recover
         if ctx.options.oatf_trace_dir and self.traces.sessions:
             paths = write_traces(self.traces.traces(), ctx.options.oatf_trace_dir)
@@ -283,8 +285,10 @@ class OatfAddon:
             log.error("oatf: the monitor process did not answer for %g s (%d event(s) waiting): ending it",
                       monitor.stall_seconds, self.waiting())
             monitor.kill()
-        # A death is logged by the receiver thread.
-        log.error("oatf: starting a new monitor process; evaluation goes on with new runs")
+        # A death is logged by the receiver thread. Its runs are in the journal, kept for the next start.
+        self.monitor_lost = True
+        log.error("oatf: starting a new monitor process; evaluation goes on with new runs (the lost ones are "
+                  "recovered from the journal at the next start, or with `oatf recover`)")
         self._stop_monitor(monitor)
         self.monitor = self._start_monitor()
 
