@@ -390,7 +390,7 @@ class OatfAddon:
         """One journal record; a full or read-only disk is logged once per kind and evaluation goes on."""
         try:
             write(value)
-        except (OSError, ValueError) as exc:
+        except Exception as exc:  # a full or read-only disk, a value it cannot encode: never stops evaluation
             if self.once.first("journal", type(exc).__name__):
                 log.error("oatf: journal write failed (each kind of failure is logged once): %s", describe(exc))
 
