@@ -42,7 +42,7 @@ _ROUTES: tuple[tuple[frozenset[str], str, str, bool], ...] = (
     (frozenset({"GET"}), f"/tasks/(?P<task>{_SEGMENT})", "tasks/get", False),
     (frozenset({"GET"}), "/tasks", "tasks/list", False),
     (frozenset({"GET"}), "/extendedAgentCard", "agent/getAuthenticatedExtendedCard", True),
-    (frozenset({"GET"}), "/v1/card", "agent/getAuthenticatedExtendedCard", False),
+    (frozenset({"GET"}), "(?<=/v1)/card", "agent/getAuthenticatedExtendedCard", False),  # 0.3 only
 )
 ROUTES: tuple[tuple[frozenset[str], re.Pattern[str], str, bool], ...] = tuple(
     (methods, re.compile(f"(?P<base>.*?){pattern}"), event, distinctive)
@@ -78,13 +78,11 @@ def match(method: str, path: str) -> Route | None:
             continue
         groups = found.groupdict()
         base = groups["base"] or "/"
-        card = event == "agent/getAuthenticatedExtendedCard"
-        v03 = path.endswith("/v1/card") if card else base.endswith("/v1")
         ids = {"taskId" if event.startswith("tasks/pushNotificationConfig/") else "id": groups["task"]} \
             if groups.get("task") else {}
         if groups.get("push"):
             ids["id"] = groups["push"]
-        return Route(event, base, distinctive, v03, ids)
+        return Route(event, base, distinctive, base.endswith("/v1"), ids)
     return None
 
 

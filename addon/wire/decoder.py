@@ -437,8 +437,10 @@ class WireDecoder:
                 is_error: bool, in_stream: bool, timestamp: float, jsonrpc_id: JsonRpcId | None,
                 envelope: Any) -> list[ObservedEvent]:
         """The events of an answer (`result` or `error`) to `pending`: the method's, and for a streamed A2A
-        update also `task/status` / `task/artifact` (format spec §7.2.2)."""
-        content = binding.response_content(pending.method, payload, pending.params)
+        update also `task/status` / `task/artifact` (format spec §7.2.2). An A2A error's content is the error
+        object as sent (no result shape applies to it)."""
+        a2a_error = is_error and binding.protocol == "a2a"
+        content = payload if a2a_error else binding.response_content(pending.method, payload, pending.params)
         keys = binding.session_keys(content)
         events = [self._event(ex, binding.protocol, pending.method, sender, content, timestamp,
                               keys=keys, jsonrpc_id=jsonrpc_id, is_error=is_error, envelope=envelope)]
