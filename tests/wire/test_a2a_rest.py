@@ -37,7 +37,8 @@ def test_message_send_has_the_jsonrpc_events_content_and_keys() -> None:
     assert kinds(rest) == kinds(rpc_events) == [("a2a", "message/send", "request", "client"),
                                                 ("a2a", "message/send", "response", "server")]
     assert [(e.content, e.session_keys) for e in rest] == [(e.content, e.session_keys) for e in rpc_events]
-    assert rest[1].content["parts"] == [{"kind": "text", "text": "ok"}] and rest[1].session_keys == {"a2a_context": "c1"}
+    assert rest[1].content["parts"] == [{"kind": "text", "text": "ok"}]
+    assert rest[1].session_keys == {"a2a_context": "c1"}
     assert rest[0].envelope == {"message": MESSAGE_1_0} and rest[0].jsonrpc_id is None
 
 
@@ -133,8 +134,9 @@ def test_errors_status_and_sse_error_event() -> None:
 
 SEND_0_3 = {  # a2a-sdk 1.3 compat/v0_3/rest_transport.py: MessageToDict(..., preserving_proto_field_name=True)
     "request": {"message_id": "m1", "context_id": "c1", "role": "ROLE_USER",
-                "content": [{"text": "hi"}, {"file": {"file_with_uri": "https://x/f.pdf", "mime_type": "application/pdf",
-                                                      "name": "f.pdf"}},
+                "content": [{"text": "hi"},
+                            {"file": {"file_with_uri": "https://x/f.pdf", "mime_type": "application/pdf",
+                                      "name": "f.pdf"}},
                             {"data": {"data": {"k": 1}}}]},
     "configuration": {"accepted_output_modes": ["text/plain"], "blocking": True},
 }
