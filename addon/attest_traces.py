@@ -13,12 +13,21 @@ the client connection), steps in the order the agent made them:
   `output.message`.
 `output` always has `message` (the agent's text where the protocol carries it, else "") and `structured`
 (counts per protocol), as §3.2 requires at least one field.
+
+Bounded memory (a proxy runs for days): at most `max_sessions` sessions are kept, the least recently active
+evicted beyond it (counted in `evicted`, and handed to `on_evict` as a finished trace: the addon writes it to
+`oatf_trace_dir` then); per session at most `max_steps` steps (later ones counted as `dropped_steps`),
+`MAX_PENDING` unanswered calls (the oldest forgotten) and `MAX_TEXT` characters of agent text and of each
+streamed tool call's arguments (the rest cut);
+at most `max_sessions` remote agents' card names.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -30,6 +39,13 @@ from attest_engine.trace_builder import build_trace, make_step
 
 MAX_STEPS = 10_000
 """Attest v1 §7: at most 10,000 steps per trace; later steps of a longer session are dropped (counted)."""
+MAX_SESSIONS = 1_000
+"""Sessions kept at once by default; the least recently active is evicted beyond it."""
+MAX_PENDING = 1_000
+"""Calls awaiting their answer per session (MCP, A2A and AG-UI each); the oldest is forgotten beyond it."""
+MAX_TEXT = 1 << 20
+"""Characters of agent text kept per session (`output.message`), and of one AG-UI tool call's streamed arguments;
+later text is cut."""
 
 
 @dataclass
@@ -46,28 +62,52 @@ class _SessionTrace:
     started: float
     ended: float = 0.0
     input: dict[str, Any] | None = None
+    max_steps: int = MAX_STEPS
     steps: list[dict[str, Any]] = field(default_factory=list)
     dropped_steps: int = 0
     text: list[str] = field(default_factory=list)
-    pending: dict[tuple[str, Any], _Pending] = field(default_factory=dict)
-    ag_ui_calls: dict[str, dict[str, Any]] = field(default_factory=dict)
+    text_size: int = 0
+    pending: OrderedDict[tuple[str, Any], _Pending] = field(default_factory=OrderedDict)
+    ag_ui_calls: OrderedDict[str, dict[str, Any]] = field(default_factory=OrderedDict)
     counts: dict[str, int] = field(default_factory=dict)
     clients: set[str] = field(default_factory=set)
 
     def add_step(self, step: dict[str, Any]) -> None:
-        if len(self.steps) < MAX_STEPS:
+        if len(self.steps) < self.max_steps:
             self.steps.append(step)
         else:
             self.dropped_steps += 1
 
+    def add_text(self, text: str) -> None:
+        kept = text[:MAX_TEXT - self.text_size]
+        if kept:
+            self.text.append(kept)
+            self.text_size += len(kept)
+
+
+def _bounded_put[K, V](table: OrderedDict[K, V], key: K, value: V, limit: int) -> None:
+    """`table[key] = value`, forgetting the oldest entries beyond `limit`."""
+    table[key] = value
+    table.move_to_end(key)
+    while len(table) > limit:
+        table.popitem(last=False)
+
 
 class TraceCollector:
-    """Collects observed events per agent session and builds one Attest v1 trace per session."""
+    """Collects observed events per agent session and builds one Attest v1 trace per session (bounded: see the
+    module docstring)."""
 
-    def __init__(self, session_key: SessionKey = SessionKey.AUTO) -> None:
+    def __init__(self, session_key: SessionKey = SessionKey.AUTO, *, max_sessions: int = MAX_SESSIONS,
+                 max_steps: int = MAX_STEPS, on_evict: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.resolver = SessionResolver(session_key)
-        self.sessions: dict[str, _SessionTrace] = {}
-        self.card_names: dict[str, str] = {}  # "host:port" → the remote agent's card name
+        self.max_sessions = max_sessions
+        self.max_steps = max_steps
+        self.on_evict = on_evict
+        self.sessions: OrderedDict[str, _SessionTrace] = OrderedDict()
+        """Least recently active first."""
+        self.evicted = 0
+        """Sessions evicted to stay within `max_sessions`."""
+        self.card_names: OrderedDict[str, str] = OrderedDict()  # "host:port" → the remote agent's card name
 
     def observe(self, event: ObservedEvent) -> None:
         """Add one event (keyless messages join their session as the monitor's `SessionResolver` decides)."""
@@ -77,7 +117,10 @@ class TraceCollector:
     def _place(self, event: ObservedEvent, session: str) -> None:
         trace = self.sessions.get(session)
         if trace is None:
-            trace = self.sessions[session] = _SessionTrace(session, event.timestamp)
+            trace = self.sessions[session] = _SessionTrace(session, event.timestamp, max_steps=self.max_steps)
+            self._evict()
+        else:
+            self.sessions.move_to_end(session)
         trace.ended = max(trace.ended, event.timestamp)
         trace.clients.add(event.client)
         trace.counts[event.protocol] = trace.counts.get(event.protocol, 0) + 1
@@ -88,6 +131,13 @@ class TraceCollector:
         elif event.protocol == "ag_ui":
             self._ag_ui(trace, event)
 
+    def _evict(self) -> None:
+        while len(self.sessions) > self.max_sessions:
+            _, oldest = self.sessions.popitem(last=False)
+            self.evicted += 1
+            if self.on_evict is not None:
+                self.on_evict(self._build(oldest))
+
     def _server(self, event: ObservedEvent) -> str:
         return f"{event.endpoint.host}:{event.endpoint.port}"
 
@@ -97,9 +147,9 @@ class TraceCollector:
         key = (event.flow_id if event.jsonrpc_id is None else self._server(event), event.jsonrpc_id)
         if event.direction == "request":
             arguments = event.content.get("arguments")
-            trace.pending[key] = _Pending(str(event.content.get("name", "")),
-                                          arguments if isinstance(arguments, dict) else {},
-                                          event.timestamp, self._server(event))
+            _bounded_put(trace.pending, key, _Pending(str(event.content.get("name", "")),
+                                                      arguments if isinstance(arguments, dict) else {},
+                                                      event.timestamp, self._server(event)), MAX_PENDING)
             return
         pending = trace.pending.pop(key, None)
         if pending is None:
@@ -116,12 +166,12 @@ class TraceCollector:
         content = event.content
         if event.event_type == "agent_card/get":
             if event.direction == "response" and isinstance(content, dict) and isinstance(content.get("name"), str):
-                self.card_names[server] = content["name"]
+                _bounded_put(self.card_names, server, content["name"], self.max_sessions)
         elif event.direction == "request" and event.event_type in ("message/send", "message/stream"):
             message = content.get("message") if isinstance(content, dict) else None
-            trace.pending[(server, event.jsonrpc_id)] = _Pending(
+            _bounded_put(trace.pending, (server, event.jsonrpc_id), _Pending(
                 self.card_names.get(server, server), {"message": message} if message is not None else {},
-                event.timestamp, server)
+                event.timestamp, server), MAX_PENDING)
         elif event.direction == "response" and event.event_type in (
                 "message/send", "message/stream", "task/status", "task/artifact"):
             self._a2a_result(trace, event)
@@ -150,15 +200,17 @@ class TraceCollector:
         if kind == "run_agent_input":
             trace.input = {k: content.get(k) for k in ("messages", "tools", "context", "state") if k in content}
         elif kind == "text_message_content" and isinstance(content.get("delta"), str):
-            trace.text.append(content["delta"])
+            trace.add_text(content["delta"])
         elif kind == "tool_call_start":
             call_id = str(content.get("toolCallId", ""))
-            trace.ag_ui_calls[call_id] = {"name": content.get("toolCallName", "tool"), "args": [],
-                                          "started": event.timestamp}
+            _bounded_put(trace.ag_ui_calls, call_id, {"name": content.get("toolCallName", "tool"), "args": [],
+                                                      "size": 0, "started": event.timestamp}, MAX_PENDING)
         elif kind == "tool_call_args":
             call = trace.ag_ui_calls.get(str(content.get("toolCallId", "")))
-            if call is not None and isinstance(content.get("delta"), str):
-                call["args"].append(content["delta"])
+            delta = content.get("delta")
+            if call is not None and isinstance(delta, str) and call["size"] < MAX_TEXT:
+                call["args"].append(delta[:MAX_TEXT - call["size"]])
+                call["size"] += len(call["args"][-1])
         elif kind == "tool_call_end":
             call = trace.ag_ui_calls.pop(str(content.get("toolCallId", "")), None)
             if call is not None:

@@ -35,6 +35,7 @@ from mitmproxy import ctx, exceptions, http
 
 from addon.engine_config import SETTINGS, ConfigError, engine_config
 from addon.events import ObservedEvent
+from addon.text import printable
 from addon.wire import DecoderConfig, Diagnostic, WireDecoder
 
 if TYPE_CHECKING:
@@ -208,7 +209,7 @@ class MitmTap:
 
     def _diagnostic(self, diagnostic: Diagnostic) -> None:
         self.diagnostics[diagnostic.code] += 1
-        log.info("oatf wire: flow %s: %s: %s", diagnostic.flow_id, diagnostic.code, diagnostic.message)
+        log.info("oatf wire: flow %s: %s: %s", diagnostic.flow_id, diagnostic.code, printable(diagnostic.message, 300))
 
     def _fail(self, place: str, flow_id: str, exc: Exception) -> None:
         """Decoding raised: stop decoding this flow, let it go on untouched."""

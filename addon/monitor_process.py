@@ -8,39 +8,56 @@ Pickled messages, in order, one pipe each way:
 
     parent → child: ("start", (MonitorOptions, semantic spec)) first, then
                     ("events", [event, ...]) | ("tick", now) | ("options", MonitorOptions)
-                    | ("attacks", [LoadedAttack, ...]) | ("status", None) | ("shutdown", None)
+                    | ("attacks", [LoadedAttack, ...]) | ("status", None) | ("shutdown", None) | ("ping", None)
     child → parent: ("evaluated", [Output, ...]) after each "events" message, in order (possibly empty)
                     | ("outputs", [Output, ...]) | ("status", [run snapshot, ...]) | ("failed", message)
-                    | ("done", [Output, ...])
+                    | ("done", [Output, ...]) | ("pong", None)
 
 The child runs in a session of its own: a Ctrl-C or a signal to the proxy's process group does not reach it,
 so it lives to conclude its runs when the proxy shuts down. It ends after `shutdown` — whose answer carries
 every run still open, concluded as `interrupted`, so nothing observed is lost — or when the pipe closes (the
 proxy died). One event that makes evaluation raise is reported as `failed` and the others go on. Every send
 goes through a sender thread: no caller (mitmproxy's event loop included) ever waits for the child.
+
+No thread dies silently: the sender, the receiver and the child's loops catch everything, report each kind of
+failure once, and go on. An event that cannot be pickled (the decoder cuts JSON at `MAX_DEPTH`, far below
+where pickling fails, so none of its events) is cut at `MAX_DEPTH` too, or else left out and counted in
+`unsent`; the rest of its batch is sent. Heartbeat: the child reads its pipe on a thread of its own that
+answers `ping` at once, even while an evaluation runs; a child that does not answer within `stall_seconds`
+(stopped, or stuck holding its interpreter) is `stalled`, and the addon replaces it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import queue
 import subprocess
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection
+from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 from typing import Any
 
 from addon.events import ObservedEvent
 from addon.monitor import LoadedAttack, Monitor, MonitorOptions, Output
 from addon.semantic import load_semantic_evaluator
+from addon.text import Once, describe, printable
+from addon.wire.jsonrpc import cut
 
 ROOT = Path(__file__).resolve().parents[1]
+STALL_SECONDS = 30.0
+"""A monitor process that does not answer a heartbeat within this long is stalled (and replaced)."""
+HEARTBEAT_SECONDS = 0.5
+"""While the proxy waits for the monitor to conclude its runs, how often it checks that it still answers."""
 
 OutputsHandler = Callable[[list[Output]], None]
+Message = tuple[str, Any]
 
 
 def serve(inbox: Connection, outbox: Connection) -> None:
@@ -53,46 +70,87 @@ def serve(inbox: Connection, outbox: Connection) -> None:
     except Exception:  # the parent checked the semantic evaluator; anything else is reported
         outbox.send(("failed", traceback.format_exc(limit=8)))
         return
+    sending = threading.Lock()
+
+    def answer(message: Message) -> None:
+        with sending:
+            outbox.send(message)
+
+    work: queue.SimpleQueue[Message | None] = queue.SimpleQueue()
+    threading.Thread(target=_read, args=(inbox, work, answer), name="oatf-monitor-reader", daemon=True).start()
+    while (message := work.get()) is not None:
+        kind, payload = message
+        try:
+            if not _handle(monitor, kind, payload, answer):
+                return
+        except OSError:  # the proxy is gone: nobody is left to report to
+            return
+        except Exception:  # one bad message must not stop evaluation of the others
+            answer(("failed", traceback.format_exc(limit=8)))
+            if kind == "events":
+                answer(("evaluated", []))
+
+
+def _read(inbox: Connection, work: queue.SimpleQueue[Message | None], answer: Callable[[Message], None]) -> None:
+    """The child's reader thread: the heartbeat is answered at once, everything else queued for evaluation."""
     while True:
         try:
-            kind, payload = inbox.recv()
-        except (EOFError, OSError):  # the proxy is gone: nobody is left to report to
+            message = inbox.recv()
+            if message[0] == "ping":
+                answer(("pong", None))
+            else:
+                work.put(message)
+        except (EOFError, OSError):  # the proxy is gone
+            work.put(None)
             return
-        if kind == "shutdown":
-            outbox.send(("done", monitor.shutdown()))
-            return
-        if kind == "status":
-            outbox.send(("status", monitor.status()))
-            continue
-        outputs: list[Output] = []
-        try:
-            if kind == "events":
-                for event in payload:
-                    outputs.extend(monitor.observe(event))
-            elif kind == "tick":
-                outputs = monitor.tick(payload)
-            elif kind == "options":
-                monitor.set_options(payload)
-            elif kind == "attacks":
-                outputs = monitor.replace_attacks(payload)
-        except Exception:  # one bad event must not stop evaluation of the others
-            outbox.send(("failed", traceback.format_exc(limit=8)))
+        except Exception:  # a message that cannot be read: reported, the next one read
+            with contextlib.suppress(Exception):
+                answer(("failed", traceback.format_exc(limit=8)))
+
+
+def _handle(monitor: Monitor, kind: str, payload: Any, answer: Callable[[Message], None]) -> bool:
+    """Evaluate one message and answer it; False after `shutdown`."""
+    if kind == "shutdown":
+        answer(("done", monitor.shutdown()))
+        return False
+    if kind == "status":
+        answer(("status", monitor.status()))
+        return True
+    outputs: list[Output] = []
+    try:
         if kind == "events":
-            outbox.send(("evaluated", outputs))
-        elif outputs:
-            outbox.send(("outputs", outputs))
+            for event in payload:
+                outputs.extend(monitor.observe(event))
+        elif kind == "tick":
+            outputs = monitor.tick(payload)
+        elif kind == "options":
+            monitor.set_options(payload)
+        elif kind == "attacks":
+            outputs = monitor.replace_attacks(payload)
+    except Exception:  # one bad event must not stop evaluation of the others
+        answer(("failed", traceback.format_exc(limit=8)))
+    if kind == "events":
+        answer(("evaluated", outputs))
+    elif outputs:
+        answer(("outputs", outputs))
+    return True
 
 
 class MonitorProcess:
     """The parent's side: starts the child, sends to it, and hands what it answers to `on_outputs` (called
     on a receiver thread), then, once a batch of events is evaluated, calls `on_evaluated`; `on_failure` gets
-    the child's error reports and the news of its death."""
+    the child's error reports, each kind of failure of the sender and receiver threads (once), and the news of
+    its death."""
 
     def __init__(self, options: MonitorOptions, semantic_spec: str, on_outputs: OutputsHandler,
                  on_evaluated: Callable[[], None], on_failure: Callable[[str], None]) -> None:
         self.on_outputs = on_outputs
         self.on_evaluated = on_evaluated
         self.on_failure = on_failure
+        self.stall_seconds = STALL_SECONDS
+        self.unsent = 0
+        """Events left out of their batch because they could not be sent (pickled) even cut at `MAX_DEPTH`."""
+        self._once = Once()
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         # The child imports what this process can: this project, and the semantic evaluator's module wherever
@@ -105,9 +163,11 @@ class MonitorProcess:
         os.close(from_child_w)
         self._to_child = Connection(to_child_w, readable=False)
         self._from_child = Connection(from_child_r, writable=False)
-        self._outbox: queue.SimpleQueue[tuple[str, Any] | None] = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue[Message | None] = queue.SimpleQueue()
         self._status: list[list[dict[str, Any]]] = []
         self._status_ready = threading.Condition()
+        self._ping_sent: float | None = None
+        """When the heartbeat the child has not answered yet was asked for (monotonic), else None."""
         self._done = threading.Event()
         """Set when no more answers will come: after `done`, or when the child is gone."""
         self._concluded = False
@@ -121,6 +181,18 @@ class MonitorProcess:
     @property
     def alive(self) -> bool:
         return self._process.poll() is None and not self._done.is_set()
+
+    @property
+    def stalled(self) -> bool:
+        """The child has not answered a heartbeat for more than `stall_seconds` (see `ping`)."""
+        sent = self._ping_sent
+        return sent is not None and time.monotonic() - sent > self.stall_seconds
+
+    def ping(self) -> None:
+        """Ask the child for a heartbeat, unless one is awaited. It answers at once, even while it evaluates."""
+        if self._ping_sent is None:
+            self._ping_sent = time.monotonic()
+            self._outbox.put(("ping", None))
 
     def observe(self, events: list[ObservedEvent]) -> None:
         self._outbox.put(("events", events))
@@ -146,27 +218,69 @@ class MonitorProcess:
 
     def shutdown(self, timeout: float) -> bool:
         """Conclude every open run in the child (its outputs reach `on_outputs` before this returns) and
-        end it. False when the child did not finish within `timeout` seconds."""
+        end it. False when the child did not finish within `timeout` seconds, or stalled before."""
         self._outbox.put(("shutdown", None))
+        deadline = time.monotonic() + timeout
+        while not self._done.wait(HEARTBEAT_SECONDS) and time.monotonic() < deadline and not self.stalled:
+            self.ping()  # a busy child may take its time; a stalled one is not waited for
+        finished = self._done.is_set() and self._concluded
         self._outbox.put(None)
-        finished = self._done.wait(timeout) and self._concluded
         self._sender.join(timeout=1.0)
-        self._receiver.join(timeout=1.0)
         try:
             self._process.wait(timeout=1.0)
         except subprocess.TimeoutExpired:
             self._process.kill()
             self._process.wait()
+        self._receiver.join(timeout=1.0)
         self._to_child.close()
         self._from_child.close()
         return finished
 
+    def kill(self) -> None:
+        """End a stalled child at once: what it followed is lost (`shutdown` then releases pipes and threads)."""
+        self._process.kill()
+        self._process.wait()
+
+    def _fail_once(self, place: str, exc: BaseException) -> None:
+        if self._once.first(place, type(exc).__name__):
+            self.on_failure(f"{place} failed (each kind of failure is logged once); continuing: {describe(exc)}")
+
     def _send_all(self) -> None:
         while (message := self._outbox.get()) is not None:
             try:
-                self._to_child.send(message)
-            except (OSError, ValueError):  # the child died or the pipe is closed: the receiver reports it
-                return
+                self._send(message)
+            except OSError:  # the child died or the pipe is closed: the receiver reports it
+                continue  # (messages still queued are dropped with the child; `None` ends this thread)
+            except Exception as exc:  # a message that cannot be sent: the next ones still are
+                self._fail_once(f"sending a {message[0]!r} message to the monitor process", exc)
+
+    def _send(self, message: Message) -> None:
+        try:
+            self._to_child.send(message)  # pickled whole before anything is written: nothing half-sent
+        except OSError:
+            raise
+        except Exception as exc:
+            if message[0] != "events":
+                raise
+            self._fail_once("sending events to the monitor process", exc)
+            self._to_child.send(("events", self._sendable(message[1])))  # the child answers every batch
+
+    def _sendable(self, events: list[ObservedEvent]) -> list[ObservedEvent]:
+        """The events of a batch that could not be sent whole, each one that cannot be pickled cut at
+        `MAX_DEPTH`, or else left out (counted in `unsent`)."""
+        sendable = []
+        for event in events:
+            for candidate in (event, dataclasses.replace(event, content=cut(event.content)[0],
+                                                         envelope=cut(event.envelope)[0])):
+                try:
+                    ForkingPickler.dumps(candidate)
+                except Exception:
+                    continue
+                sendable.append(candidate)
+                break
+            else:
+                self.unsent += 1
+        return sendable
 
     def _receive(self) -> None:
         while True:
@@ -179,23 +293,41 @@ class MonitorProcess:
                 with self._status_ready:
                     self._status_ready.notify_all()
                 return
-            if kind == "status":
-                with self._status_ready:
-                    self._status.append(payload)
-                    self._status_ready.notify_all()
-            elif kind == "failed":
-                self.on_failure(f"evaluation failed in the monitor process; continuing:\n{payload}")
-            else:
-                try:
-                    self.on_outputs(payload)
-                    if kind == "evaluated":
-                        self.on_evaluated()
-                except Exception as exc:  # handling (logging, reports) must not stop receiving
-                    self.on_failure(f"handling the monitor's outputs failed: {exc!r}")
+            except Exception as exc:  # an answer that cannot be read: the next one is
+                self._fail_once("reading the monitor process's answer", exc)
+                continue
+            try:
+                if self._dispatch(kind, payload):
+                    return
+            except Exception as exc:  # handling (logging, reports) must not stop receiving
+                self._fail_once("handling the monitor's outputs", exc)
                 if kind == "done":
+                    return
+
+    def _dispatch(self, kind: str, payload: Any) -> bool:
+        """Handle one answer of the child; True after its last (`done`)."""
+        if kind == "pong":
+            self._ping_sent = None
+        elif kind == "status":
+            with self._status_ready:
+                self._status.append(payload)
+                self._status_ready.notify_all()
+        elif kind == "failed":  # a traceback: its last line names the exception
+            error = payload.strip().rpartition("\n")[2]
+            if self._once.first("evaluation in the monitor process", error.partition(":")[0]):
+                self.on_failure(f"evaluation failed in the monitor process (each kind of failure is logged once); "
+                                f"continuing: {printable(error, 300)}")
+        else:
+            try:
+                self.on_outputs(payload)
+            finally:
+                if kind == "evaluated":
+                    self.on_evaluated()
+                elif kind == "done":
                     self._concluded = True
                     self._done.set()
-                    return
+            return kind == "done"
+        return False
 
 
 def main() -> None:

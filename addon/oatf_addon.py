@@ -22,7 +22,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,8 @@ from mitmproxy import command, ctx, http
 from addon.attest_traces import TraceCollector, write_traces
 from addon.engine_config import SETTINGS, engine_config
 from addon.events import ObservedEvent
+from addon.journal import JOURNAL_DIR, Journal
+from addon.journal import clear as clear_journal
 from addon.mitm_tap import MitmTap
 from addon.monitor import (
     IndicatorMatched,
@@ -45,8 +47,10 @@ from addon.monitor import (
     load_library,
 )
 from addon.monitor_process import MonitorProcess
+from addon.recovery import pending_journal, recover
 from addon.reports import ReportWriter, summary_table
 from addon.semantic import load_semantic_evaluator
+from addon.text import Once, describe, printable
 
 log = logging.getLogger("oatf")
 
@@ -78,7 +82,9 @@ class OatfAddon:
         self.writer: ReportWriter | None = None
         self.library = Library((), ())
         self.concluded: deque[dict[str, Any]] = deque(maxlen=MAX_SUMMARY_ROWS)
-        """The latest concluded runs' reports, for the summary table (all of them are on disk)."""
+        """The latest concluded runs' reports, for the summary table (all of them are on disk); appended by the
+        receiver thread, read through `concluded_reports` only."""
+        self.concluded_lock = threading.Lock()
         self.flows: weakref.WeakValueDictionary[str, http.HTTPFlow] = weakref.WeakValueDictionary()
         self.in_evaluation: deque[tuple[int, list[http.HTTPFlow]]] = deque()
         """Each batch of events sent to the monitor and not yet evaluated, oldest first: its size, and its
@@ -92,7 +98,13 @@ class OatfAddon:
         self.stopping = threading.Event()
         self.watched: dict[str, float] = {}
         self.loop: Any = None
-        self.traces = TraceCollector()
+        self.traces = TraceCollector(on_evict=self._write_evicted_trace)
+        self.journal: Journal | None = None
+        """The monitor's inputs and the reported runs, for recovery after a crash (`addon.journal`)."""
+        self.semantic_spec = ""
+        self.monitor_lost = False
+        """A monitor process died or stalled: its runs are only in the journal, which shutdown then keeps."""
+        self.once = Once()
 
     # --- options ---------------------------------------------------------------------------------------
     def load(self, loader: Any) -> None:
@@ -127,12 +139,36 @@ class OatfAddon:
             return
         with self.lock:
             self.options = options
+            self.semantic_spec = config.semantic_evaluator
             if self.monitor is None or "oatf_semantic_evaluator" in updated:
                 if self.monitor is not None:
                     self._stop_monitor(self.monitor)
                 self.monitor = self._start_monitor()
             self.monitor.set_options(options)
         self.reload()
+        if self.journal is None or "oatf_report_dir" in updated:
+            self._open_journal()
+
+    def _open_journal(self) -> None:
+        """Journal the monitor's inputs in the report directory (`addon.journal`); first conclude and report
+        the runs a previous proxy that did not stop cleanly left in it (`addon.recovery`)."""
+        directory = ctx.options.oatf_report_dir
+        try:
+            if pending_journal(directory) and self.writer is not None:
+                reports = recover(directory, list(self.library.attacks), self.options,
+                                  load_semantic_evaluator(self.semantic_spec))
+                for report in reports:
+                    self.writer.write(report)
+                log.warning("oatf: %d run(s) left open by a proxy that did not stop cleanly were concluded from "
+                            "its journal (status `recovered`) into %s", len(reports), directory)
+                clear_journal(Path(directory) / JOURNAL_DIR)
+            with self.lock:
+                if self.journal is not None:
+                    self.journal.close()
+                self.journal = Journal(directory)
+        except (OSError, ImportError, AttributeError) as exc:
+            log.error("oatf: the evaluation journal is unavailable (a crash would lose open runs): %s",
+                      describe(exc))
 
     def _start_monitor(self) -> MonitorProcess:
         """A monitor process with the current options, semantic evaluator and library."""
@@ -171,12 +207,14 @@ class OatfAddon:
         with self.lock:
             if self.monitor is not None:
                 self._send(self._drain())  # events the worker did not reach
-                self._stop_monitor(self.monitor)
+                if self._stop_monitor(self.monitor) and self.journal is not None and not self.monitor_lost:
+                    self.journal.clear()  # every run is reported: nothing left to recover
         if ctx.options.oatf_trace_dir and self.traces.sessions:
             paths = write_traces(self.traces.traces(), ctx.options.oatf_trace_dir)
             log.info("oatf: %d Attest trace(s) in %s", len(paths), ctx.options.oatf_trace_dir)
-        if self.concluded:
-            log.info("oatf verdicts:\n%s", summary_table(self.concluded))
+        concluded = self.concluded_reports()
+        if concluded:
+            log.info("oatf verdicts:\n%s", summary_table(concluded))
             if self.writer is not None:
                 log.info("oatf reports in %s", self.writer.directory.resolve())
 
@@ -219,22 +257,40 @@ class OatfAddon:
             try:
                 batch = [first, *self._drain(MAX_BATCH - 1)] if first is not None else []
                 with self.lock:
-                    if self.monitor is not None and not self.monitor.alive and not self.stopping.is_set():
-                        # Its failure is logged (receiver thread); what it followed is gone with it.
-                        log.error("oatf: starting a new monitor process; evaluation goes on with new runs")
-                        self._stop_monitor(self.monitor)
-                        self.monitor = self._start_monitor()
+                    if self.monitor is not None and not self.stopping.is_set():
+                        self._replace_if_gone(self.monitor)
                     if self.monitor is not None:
+                        self.monitor.ping()
                         if batch:
                             self._send(batch)
                         else:
-                            self.monitor.tick(time.time())
+                            now = time.time()
+                            if self.journal is not None:
+                                self._journal(self.journal.tick, now)
+                            self.monitor.tick(now)
                 if time.monotonic() >= next_poll:
                     next_poll = time.monotonic() + RELOAD_POLL_SECONDS
                     if ctx.options.oatf_watch and self._changed_on_disk():
                         self.reload()
-            except Exception:  # one bad batch must not stop evaluation of the others
-                log.exception("oatf: evaluation failed; continuing")
+            except Exception as exc:  # one bad batch must not stop evaluation of the others
+                if self.once.first("worker", type(exc).__name__):
+                    log.error("oatf: evaluation failed (each kind of failure is logged once); continuing: %s",
+                              describe(exc))
+
+    def _replace_if_gone(self, monitor: MonitorProcess) -> None:
+        """A new monitor process for one that ended or stalled: what the old one followed is gone with it."""
+        if monitor.alive and not monitor.stalled:
+            return
+        if monitor.alive:
+            log.error("oatf: the monitor process did not answer for %g s (%d event(s) waiting): ending it",
+                      monitor.stall_seconds, self.waiting())
+            monitor.kill()
+        # A death is logged by the receiver thread. Its runs are in the journal, kept for the next start.
+        self.monitor_lost = True
+        log.error("oatf: starting a new monitor process; evaluation goes on with new runs (the lost ones are "
+                  "recovered from the journal at the next start, or with `oatf recover`)")
+        self._stop_monitor(monitor)
+        self.monitor = self._start_monitor()
 
     def _drain(self, limit: int | None = None) -> list[ObservedEvent]:
         """Events waiting in the queue (at most `limit`), without blocking."""
@@ -253,23 +309,41 @@ class OatfAddon:
         if not events or self.monitor is None:
             return
         if ctx.options.oatf_trace_dir:
-            for event in events:
-                self.traces.observe(event)
+            try:
+                for event in events:
+                    self.traces.observe(event)
+            except Exception as exc:  # traces are a by-product: evaluation goes on
+                if self.once.first("traces", type(exc).__name__):
+                    log.error("oatf: collecting Attest traces failed (each kind of failure is logged once): %s",
+                              describe(exc))
+        if self.journal is not None:
+            self._journal(self.journal.events, events)
         flows = {event.flow_id: self.flows.get(event.flow_id) for event in events}
         with self.flight_lock:
             self.in_evaluation.append((len(events), [flow for flow in flows.values() if flow is not None]))
             self.events_in_flight += len(events)
         self.monitor.observe(events)
 
-    def _stop_monitor(self, monitor: MonitorProcess) -> None:
-        """Conclude every open run of `monitor` (its reports are written before this returns) and end it."""
+    def _write_evicted_trace(self, trace: dict[str, Any]) -> None:
+        """A session the trace collector evicts to bound its memory: its trace is written now, not lost (the
+        collector is fed only while `oatf_trace_dir` is set)."""
+        write_traces([trace], ctx.options.oatf_trace_dir)
+
+    def _stop_monitor(self, monitor: MonitorProcess) -> bool:
+        """Conclude every open run of `monitor` (its reports are written before this returns) and end it;
+        whether it concluded them all."""
+        concluded = False
         if not monitor.alive:
-            log.error("oatf: the monitor process had ended: the runs it followed are not reported")
+            log.error("oatf: the monitor process had ended: the runs it followed are not reported (the journal "
+                      "keeps them for `oatf recover`)")
             monitor.shutdown(timeout=1.0)
         elif not monitor.shutdown(SHUTDOWN_SECONDS):
-            log.error("oatf: the monitor did not conclude its runs within %d s; some reports are missing",
-                      SHUTDOWN_SECONDS)
+            log.error("oatf: the monitor did not conclude its runs (it stalled, or took over %d s); some reports "
+                      "are missing (the journal keeps them for `oatf recover`)", SHUTDOWN_SECONDS)
+        else:
+            concluded = True
         self._forget_in_flight()
+        return concluded
 
     # --- the receiver thread: what the monitor answers -------------------------------------------------
     def _evaluated(self) -> None:
@@ -284,29 +358,46 @@ class OatfAddon:
             self.events_in_flight = 0
 
     def _failure(self, message: str) -> None:
-        log.error("oatf: %s", message)
+        log.error("oatf: %s", printable(message, 1000))
         if self.monitor is not None and not self.monitor.alive:
             self._forget_in_flight()  # no answer will come for them
 
     def _handle(self, outputs: Sequence[Output]) -> None:
         for output in outputs:
+            # Everything shown comes from the traffic or an attack file: printable, bounded.
             if isinstance(output, PhaseChanged):
                 c = output.change
-                log.info("oatf %s: actor %s %s -> %s (%s, flow %s)", output.run, c.actor, c.from_phase,
-                         c.to_phase, c.reason, c.flow_id or "-")
+                log.info("oatf %s: actor %s %s -> %s (%s, flow %s)", printable(output.run), printable(c.actor),
+                         printable(c.from_phase), printable(c.to_phase), c.reason, c.flow_id or "-")
             elif isinstance(output, IndicatorMatched):
-                log.warning("oatf %s: indicator %s matched (flow %s): %s", output.run, output.indicator_id,
-                            output.flow_id, output.evidence[:200])
+                log.warning("oatf %s: indicator %s matched (flow %s): %s", printable(output.run),
+                            printable(output.indicator_id), output.flow_id, printable(output.evidence))
                 self._mark(output)
             elif isinstance(output, RunConcluded):
-                self.concluded.append(output.report)
+                with self.concluded_lock:
+                    self.concluded.append(output.report)
                 try:
                     path = self.writer.write(output.report) if self.writer is not None else None
                 except OSError as exc:  # one unwritable report must not drop the others
-                    log.error("oatf %s: report not written: %s", output.run, exc)
+                    log.error("oatf %s: report not written: %s", printable(output.run), describe(exc))
                     path = None
-                log.warning("oatf %s: %s (%s) -> %s", output.run, output.report["outcome"],
+                if path is not None and self.journal is not None:
+                    self._journal(self.journal.concluded, output.report)
+                log.warning("oatf %s: %s (%s) -> %s", printable(output.run), output.report["outcome"],
                             output.report["execution_summary"]["status"], path or "-")
+
+    def _journal(self, write: Callable[[Any], None], value: Any) -> None:
+        """One journal record; a full or read-only disk is logged once per kind and evaluation goes on."""
+        try:
+            write(value)
+        except Exception as exc:  # a full or read-only disk, a value it cannot encode: never stops evaluation
+            if self.once.first("journal", type(exc).__name__):
+                log.error("oatf: journal write failed (each kind of failure is logged once): %s", describe(exc))
+
+    def concluded_reports(self) -> list[dict[str, Any]]:
+        """A snapshot of the latest concluded runs' reports (the receiver thread appends meanwhile)."""
+        with self.concluded_lock:
+            return list(self.concluded)
 
     def _mark(self, output: IndicatorMatched) -> None:
         flow = self.flows.get(output.flow_id)
@@ -315,7 +406,7 @@ class OatfAddon:
 
         def apply() -> None:
             flow.marked = MARK
-            note = f"OATF {output.indicator_id} matched: {output.evidence[:300]}"
+            note = f"OATF {printable(output.indicator_id)} matched: {printable(output.evidence, 300)}"
             flow.comment = f"{flow.comment}\n{note}" if flow.comment else note
             ctx.master.addons.trigger(_update_hook(flow))
 
@@ -377,15 +468,23 @@ class OatfAddon:
             return (f"the monitor did not answer within {STATUS_SECONDS:g} s; "
                     f"{self.waiting()} event(s) waiting for evaluation")
         lines = [f"{len(self.library.attacks)} attack(s) loaded, {len(runs)} live run(s), "
-                 f"{self.waiting()} event(s) waiting for evaluation"]
-        lines += [f"{r['run']}: {r['messages']} msgs, phases {r['phases']}, matched {r['matched'] or '-'}"
-                  for r in runs]
+                 f"{self.waiting()} event(s) waiting for evaluation", *self._diagnostics()]
+        lines += [printable(f"{r['run']}: {r['messages']} msgs, phases {r['phases']}, matched {r['matched'] or '-'}",
+                            1000) for r in runs]
         return "\n".join(lines)
+
+    def _diagnostics(self) -> list[str]:
+        """What was not inspected or not evaluated as sent, if anything: the decoder's diagnostics by code (an
+        `oversize_batch` drops batch members), events the monitor could not be sent, trace sessions evicted."""
+        counts = {**self.tap.diagnostics, "unsent_events": self.monitor.unsent if self.monitor is not None else 0,
+                  "evicted_trace_sessions": self.traces.evicted}
+        shown = ", ".join(f"{code} {count}" for code, count in sorted(counts.items()) if count)
+        return [f"diagnostics: {shown}"] if shown else []
 
     @command.command("oatf.verdicts")
     def verdicts(self) -> str:
         """The verdicts of the runs concluded so far."""
-        concluded = list(self.concluded)  # the receiver thread appends meanwhile
+        concluded = self.concluded_reports()
         return summary_table(concluded) if concluded else "no run has concluded yet"
 
 

@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from addon.text import printable
+
 JSONL_NAME = "verdicts.jsonl"
 
 
@@ -52,7 +54,7 @@ class ReportWriter:
         return path
 
 
-OUTCOMES = ("exploited", "partial", "resisted", "not_delivered", "error")
+OUTCOMES = ("exploited", "partial", "resisted", "inconclusive", "not_delivered", "error")
 """A run's `outcome` (`addon.monitor.delivery.outcome`), most severe first."""
 
 EXIT_OK, EXIT_EXPLOITED, EXIT_ERROR, EXIT_NOT_DELIVERED = 0, 1, 2, 3
@@ -64,18 +66,19 @@ def _label(outcome: str) -> str:
 
 def summary_table(reports: Iterable[dict[str, Any]]) -> str:
     """A fixed-width table of concluded runs (attack, session, outcome, matched/total, tier, status), then
-    the count of each outcome: *resisted* and *not delivered* are never merged."""
+    the count of each outcome: *resisted* and *not delivered* are never merged. Every cell is printable and
+    bounded (session keys come from the traffic)."""
     rows = [("ATTACK", "SESSION", "OUTCOME", "MATCHED", "MAX TIER", "STATUS")]
     for report in reports:
         summary = report["verdict"]["evaluation_summary"]
         total = sum(summary.values())
         rows.append((
-            str(report["attack"]["id"] or report["attack"]["file"]),
-            str(report["execution_summary"]["session"])[:40],
+            printable(report["attack"]["id"] or report["attack"]["file"], 60),
+            printable(report["execution_summary"]["session"], 40),
             _label(report["outcome"]),
             f"{summary['matched']}/{total}",
-            report["verdict"].get("max_tier") or "-",
-            report["execution_summary"]["status"],
+            printable(report["verdict"].get("max_tier") or "-", 20),
+            printable(report["execution_summary"]["status"], 20),
         ))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     table = [("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()) for row in rows]
@@ -83,7 +86,7 @@ def summary_table(reports: Iterable[dict[str, Any]]) -> str:
 
 
 def outcome_summary(reports: Iterable[dict[str, Any]]) -> str:
-    """`N run(s): a exploited, b partial, c resisted, d not delivered, e error`."""
+    """`N run(s): a exploited, b partial, c resisted, d inconclusive, e not delivered, f error`."""
     counts = dict.fromkeys(OUTCOMES, 0)
     for report in reports:
         counts[report["outcome"]] += 1

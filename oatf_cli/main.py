@@ -6,6 +6,7 @@
 - `oatf evaluate [--lenient] --attacks PATH --flows FILE…`: replay recorded traffic against an attack
   library; exit statuses in `EVALUATE_EXIT_STATUSES` (strict loading refuses documents with strict-check
   errors unless `--lenient`).
+- `oatf recover DIR --attacks PATH`: conclude the runs a crashed proxy left open, from its journal.
 - `oatf export-trace --flows FILE… --out DIR`: each recorded agent session as an Attest v1 trace.
 """
 
@@ -182,6 +183,52 @@ def cmd_export_trace(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def add_settings(parser: argparse.ArgumentParser) -> None:
+    """The engine's settings as flags: the live addon's `oatf_*` options, same names and meaning
+    (`addon.engine_config`)."""
+    for setting in SETTINGS:
+        if setting.kind is bool:
+            parser.add_argument(setting.flag, action="store_true", help=setting.help)
+        else:
+            parser.add_argument(setting.flag, type=setting.kind, default=setting.default, choices=setting.choices,
+                                help=f"{setting.help} (default: {setting.default or 'none'})")
+
+
+def cmd_recover(args: argparse.Namespace) -> int:
+    """Conclude and report the runs a proxy that did not stop cleanly left open in its report directory."""
+    from addon.engine_config import engine_config
+    from addon.journal import JOURNAL_DIR
+    from addon.journal import clear as clear_journal
+    from addon.monitor import load_library
+    from addon.recovery import pending_journal, recover
+    from addon.reports import ReportWriter, exit_status, summary_table
+    from addon.semantic import load_semantic_evaluator
+
+    if not pending_journal(args.report_dir):
+        print(f"oatf recover: no journal in {args.report_dir}: nothing to recover", file=sys.stderr)
+        return EXIT_OK
+    try:
+        config = engine_config({s.name: getattr(args, s.name) for s in SETTINGS})
+        semantic = load_semantic_evaluator(config.semantic_evaluator)
+    except (ValueError, ImportError, AttributeError) as exc:
+        print(f"oatf recover: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    library = load_library([p for arg in args.attacks for p in arg.split(",") if p], config.lenient)
+    for problem in library.problems:
+        print(f"not loaded: {problem}", file=sys.stderr)
+    if library.problems:
+        print("oatf recover: the journal is kept; fix the documents and run again", file=sys.stderr)
+        return EXIT_UNREADABLE
+    reports = recover(args.report_dir, list(library.attacks), config.monitor, semantic)
+    writer = ReportWriter(args.report_dir)
+    for report in reports:
+        writer.write(report)
+    clear_journal(Path(args.report_dir) / JOURNAL_DIR)
+    print(summary_table(reports) if reports else "every run had been reported: nothing left open")
+    print(f"{len(reports)} run(s) recovered into {args.report_dir}", file=sys.stderr)
+    return exit_status(reports)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="oatf", description="Open Agent Threat Format tools")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -202,12 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help="attack documents: files or directories (repeat or comma-separate)")
     evaluate.add_argument("--flows", nargs="+", required=True, metavar="FILE", help="mitmproxy flow files or HAR")
     evaluate.add_argument("--report-dir", help="write one JSON report per run and verdicts.jsonl here")
-    for setting in SETTINGS:  # the live addon's `oatf_*` options, same names and meaning (`addon.engine_config`)
-        if setting.kind is bool:
-            evaluate.add_argument(setting.flag, action="store_true", help=setting.help)
-        else:
-            evaluate.add_argument(setting.flag, type=setting.kind, default=setting.default, choices=setting.choices,
-                                  help=f"{setting.help} (default: {setting.default or 'none'})")
+    add_settings(evaluate)
     evaluate.add_argument("--format", choices=("text", "json"), default="text")
     evaluate.add_argument("--require-delivered", action="store_true",
                           help="exit 3 when an attack loaded was never delivered to the agent (see exit status)")
@@ -215,6 +257,14 @@ def build_parser() -> argparse.ArgumentParser:
                           help="processes that evaluate sessions in parallel (default: the CPUs available; "
                           "small recordings use one)")
     evaluate.set_defaults(func=cmd_evaluate)
+    recover_ = sub.add_parser("recover", help="conclude the runs a proxy that did not stop cleanly (kill -9, a "
+                              "crash) left open, from the journal in its report directory",
+                              epilog=EVALUATE_EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    recover_.add_argument("report_dir", metavar="DIR", help="the proxy's oatf_report_dir")
+    recover_.add_argument("--attacks", action="append", required=True, metavar="PATH",
+                          help="the attack documents the proxy evaluated (repeat or comma-separate)")
+    add_settings(recover_)
+    recover_.set_defaults(func=cmd_recover)
     export = sub.add_parser("export-trace", help="write recorded agent sessions as Attest v1 traces")
     export.add_argument("--flows", nargs="+", required=True, metavar="FILE", help="mitmproxy flow files or HAR")
     export.add_argument("--out", required=True, metavar="DIR", help="one <trace_id>.json per session")

@@ -227,10 +227,18 @@ class Delivery:
                 "at": event.timestamp, "payload": path, "excerpt": excerpt}
 
 
-def outcome(result: str, delivered: bool) -> str:
+CUT_SHORT = frozenset({"evicted", "reloaded"})
+"""Execution statuses of runs the tool itself ended before the agent was done (the live-run limit, a
+library reload), not the agent's behaviour or the end of the traffic."""
+
+
+def outcome(result: str, delivered: bool, status: str = "completed") -> str:
     """What a person or CI reads for a run: the OATF result, except that `not_exploited` splits into
-    `resisted` (the attack reached the agent) and `not_delivered` (it never did: nothing was tested).
+    `resisted` (the attack reached the agent and the run ran its course), `not_delivered` (it never reached
+    the agent: nothing was tested) and `inconclusive` (delivered, but the tool cut the run short: `CUT_SHORT`).
     `exploited`, `partial` and `error` stand whether or not the payload was recognised."""
     if result != "not_exploited":
         return result
-    return "resisted" if delivered else "not_delivered"
+    if not delivered:
+        return "not_delivered"
+    return "inconclusive" if status in CUT_SHORT else "resisted"

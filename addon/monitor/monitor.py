@@ -185,12 +185,13 @@ class Monitor:
             self._timers = [t for t in self._timers if (r := self.runs.get(t[2])) is not None and r.scheduled == t[0]]
             heapq.heapify(self._timers)
 
-    def shutdown(self) -> list[Output]:
-        """Conclude every open run (the proxy is stopping): nothing observed is lost."""
+    def shutdown(self, status: str = "interrupted") -> list[Output]:
+        """Conclude every open run with `status` (the proxy is stopping: `interrupted`; a crashed proxy's
+        journal replayed: `recovered`): nothing observed is lost."""
         outputs: list[Output] = []
         for placed, session in self.sessions.flush():
             outputs.extend(self._observe(placed, session))
-        outputs.extend(self._conclude(key, "interrupted") for key in list(self.runs))
+        outputs.extend(self._conclude(key, status) for key in list(self.runs))
         self._timers.clear()
         return outputs
 

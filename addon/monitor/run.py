@@ -197,12 +197,13 @@ class AttackRun:
 
     def report(self, status: str, ended_at: float) -> dict[str, Any]:
         """The run's report: `attack`, `verdict` (the OATF AttackVerdict, as §9.3 computes it), `outcome`
-        (what a person reads: exploited, partial, error, resisted or not_delivered) and `execution_summary`."""
+        (what a person reads: exploited, partial, error, resisted, not_delivered or inconclusive) and
+        `execution_summary`."""
         verdict = self.verdict(ended_at).to_dict()
         return {
             "attack": dict(self.loaded.plan.header),
             "verdict": verdict,
-            "outcome": outcome(verdict["result"], self.delivered),
+            "outcome": outcome(verdict["result"], self.delivered, status),
             "execution_summary": self.execution_summary(status, ended_at),
         }
 

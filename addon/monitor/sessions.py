@@ -98,17 +98,22 @@ class SessionResolver:
                 self._remember(self.aliases, session, decided, MAX_FLOWS)  # the key joins the exchange's session
             return [(event, decided)]
         if session is None:
-            if route in self.keyless_routes and route not in self.last_session:
+            if event.flow_id in self.pending:
+                if event.sender == "client":
+                    self.pending[event.flow_id].events.append(event)
+                    return []
+                # The answer carries no key: the exchange joins its route (rule 2).
+                self._remember(self.keyless_routes, route, True, MAX_ROUTES)
+                return self._hold_on_route(route, [*self.pending.pop(event.flow_id).events, event])
+            held = self.held.get(route)
+            if held is not None and any(e.flow_id == event.flow_id for e in held.events):
+                return self._hold_on_route(route, [event])  # its exchange waits there already
+            if held is None and route in self.keyless_routes and route not in self.last_session:
                 return self._fallback(route, _Held(self._clock, [event]))  # rule 3 at once: nothing to wait for
-            if event.sender == "client" and event.flow_id not in self.pending:
-                return self._wait_for_answer(event)
             if event.sender == "client":
-                self.pending[event.flow_id].events.append(event)
-                return []
-            # The answer carries no key: the exchange joins its route (rule 2).
+                return self._wait_for_answer(event)
             self._remember(self.keyless_routes, route, True, MAX_ROUTES)
-            flow = self.pending.pop(event.flow_id, None)
-            return self._hold_on_route(route, [*(flow.events if flow else ()), event])
+            return self._hold_on_route(route, [event])
         self._remember(self.flow_session, event.flow_id, session, MAX_FLOWS)
         self._remember(self.last_session, route, session, MAX_ROUTES)
         self.keyless_routes.pop(route, None)

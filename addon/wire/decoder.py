@@ -10,19 +10,24 @@ returning the events the call completed:
     response_data(exchange_id, data, timestamp)*
     response_end(exchange_id, timestamp)               # or abort(exchange_id, timestamp) at any point
 
-What it decodes: JSON-RPC 2.0 bodies (MCP, A2A; single or batch; JSON or SSE answers), AG-UI RunAgentInput
-POSTs and their SSE answers, Agent Card fetches, and the legacy MCP HTTP+SSE transport (`endpoint` event,
-POSTs to it, answers on the stream). Bodies are content-decoded (gzip, deflate, br, zstd) for inspection.
+What it decodes: JSON-RPC 2.0 bodies (MCP, A2A; single or batch; JSON or SSE answers), A2A's HTTP+JSON/REST
+routes (`a2a_rest`: each decoded as the JSON-RPC method it stands for), AG-UI RunAgentInput POSTs and their SSE
+answers, Agent Card fetches, and the legacy MCP HTTP+SSE transport (`endpoint` event, POSTs to it, answers on
+the stream). Bodies are content-decoded (gzip, deflate, br, zstd) for inspection.
 SSE bodies are decoded as they arrive, so an event is reported when its blank line arrives.
 
 Which protocol: user overrides (host/path), then the traffic itself — the Agent Card path, a legacy endpoint
-announced earlier, an unambiguous JSON-RPC method name, MCP/A2A version headers, the protocol already seen at
+announced earlier, an A2A REST route (one only A2A uses, like `POST …/message:send`; or a generic one, like
+`GET …/tasks/{id}`, with an A2A version header or under an interface path already seen speaking A2A), an
+unambiguous JSON-RPC method name, MCP/A2A version headers, the protocol already seen at
 the same endpoint, the content of an SSE stream (an `endpoint` event, JSON-RPC, AG-UI event types), and
 finally MCP for JSON-RPC nobody claimed. JSON that is neither JSON-RPC nor a RunAgentInput is ignored.
 
 Bounded memory: at most `max_exchanges` open exchanges, `max_pending` outstanding requests, `max_sessions`
 remembered endpoints / legacy sessions / open AG-UI tool calls (oldest forgotten first); bodies beyond
-`max_body_size` and SSE events beyond `max_event_size` are skipped with one diagnostic each. Bad input never
+`max_body_size` and SSE events beyond `max_event_size` are skipped with one diagnostic each, JSON-RPC batch
+members beyond `max_batch` too, and JSON nested deeper than `jsonrpc.MAX_DEPTH` is inspected with the deeper
+values cut (one diagnostic). Bad input never
 raises: it produces a `Diagnostic` through `on_diagnostic`.
 """
 
@@ -33,13 +38,24 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from addon.events import DIRECTION, Endpoint, ObservedEvent, Protocol, Side
 
-from . import a2a, ag_ui, mcp
+from . import a2a, a2a_rest, ag_ui, mcp
 from .encoding import ContentDecoder, TooLarge, UndecodableBody
-from .jsonrpc import Correlator, Invalid, JsonRpcId, Kind, Message, Pending, classify_body, loads, looks_like_jsonrpc
+from .jsonrpc import (
+    MAX_DEPTH,
+    Correlator,
+    Invalid,
+    JsonRpcId,
+    Kind,
+    Message,
+    Pending,
+    classify_body,
+    loads,
+    looks_like_jsonrpc,
+)
 from .recognition import IGNORE, Override, find_override, protocol_of_method
 from .sse import SSEEvent, SSEParser
 
@@ -66,6 +82,9 @@ class DecoderConfig:
     max_exchanges: int = 10_000
     max_pending: int = 10_000
     max_sessions: int = 10_000
+    max_batch: int = 1_000
+    """Most messages of one JSON-RPC batch (§6) decoded: each is an event, and a batch is decoded at once on the
+    proxy's event loop; the members beyond it are not inspected (one `oversize_batch` diagnostic)."""
     overrides: tuple[Override, ...] = ()
     """Host/path → protocol pins (`recognition.parse_overrides`), first match wins."""
 
@@ -75,8 +94,8 @@ class Diagnostic:
     """Something in the traffic that could not be decoded (never an error of the proxy)."""
 
     code: str
-    """`oversize_body`, `oversize_event`, `undecodable_body`, `invalid_json`, `invalid_jsonrpc`,
-    `uncorrelated_response`, `truncated_stream`, `evicted`."""
+    """`oversize_body`, `oversize_event`, `undecodable_body`, `invalid_json`, `deep_json`, `invalid_jsonrpc`,
+    `oversize_batch`, `uncorrelated_response`, `truncated_stream`, `evicted`."""
     flow_id: str
     message: str
 
@@ -127,7 +146,7 @@ class _Exchange:
 
     __slots__ = (
         "card", "client", "endpoint", "id", "ignored", "keys", "method", "proto", "request", "request_headers",
-        "requests", "response", "scope", "tool_names", "url",
+        "requests", "response", "rest", "scope", "status", "tool_names", "url",
     )
 
     def __init__(self, exchange_id: str, method: str, url: str, endpoint: Endpoint, client: str) -> None:
@@ -139,6 +158,8 @@ class _Exchange:
         self.proto: Protocol | None = None
         self.ignored = False
         self.card = False
+        self.rest: a2a_rest.Route | None = None  # an A2A REST route: the exchange is one call, its own correlation
+        self.status = 0
         self.scope = f"x|{exchange_id}"
         self.keys: dict[str, str] = {}  # shared by this exchange's events: replaced, never changed in place
         self.request_headers: dict[str, str] = {}
@@ -195,6 +216,12 @@ class WireDecoder:
         if ex.method == "GET" and path in a2a.CARD_PATHS and ex.proto in (None, "a2a"):
             ex.proto, ex.card = "a2a", True
             return [self._event(ex, "a2a", "agent_card/get", "client", {}, timestamp)]
+        route = a2a_rest.match(ex.method, path) if ex.proto in (None, "a2a") else None
+        if route is not None and (route.distinctive or ex.proto == "a2a" or self._hint(ex, route.base) == "a2a"):
+            ex.rest = route
+            self._decide(ex, "a2a", route.base)
+            ex.request = self._body(ex, ex.request_headers, sse=False)
+            return []
         media_type = _media_type(ex.request_headers)
         if not media_type or _is_json(media_type):  # requests without a type are read too (curl, scripts)
             ex.request = self._body(ex, ex.request_headers, sse=False)
@@ -217,6 +244,8 @@ class WireDecoder:
         if ex is None or ex.request is None:
             return []
         body, ex.request = ex.request, None
+        if ex.rest is not None:
+            return self._rest_request(ex, ex.rest, body, timestamp)
         if not body.buffer:
             return []
         value = self._parse(ex, body.buffer, "request body", quiet=ex.proto is None)
@@ -234,6 +263,7 @@ class WireDecoder:
         ex = self._exchanges.get(exchange_id)
         if ex is None or ex.ignored or status == 101 or (ex.card and not 200 <= status < 300):
             return []
+        ex.status = status
         kept = _kept(headers)
         session = kept.get(mcp.SESSION_HEADER)
         if session and "mcp_session" not in ex.keys:
@@ -281,6 +311,8 @@ class WireDecoder:
         value = self._parse(ex, body.buffer, "response body", quiet=False)
         if value is None:
             return []
+        if ex.rest is not None:
+            return self._rest_answer(ex, ex.rest, value, not 200 <= ex.status < 300, False, timestamp)
         if ex.card:
             if isinstance(value, dict):
                 return [self._event(ex, "a2a", "agent_card/get", "server", value, timestamp, envelope=value)]
@@ -337,27 +369,33 @@ class WireDecoder:
 
     def _parse(self, ex: _Exchange, data: bytes | bytearray | str, what: str, quiet: bool) -> Any:
         try:
-            return loads(bytes(data) if isinstance(data, bytearray) else data)
+            parsed = loads(bytes(data) if isinstance(data, bytearray) else data)
         except ValueError as exc:
             if not quiet:
                 self._diagnose("invalid_json", ex, f"{what} is not JSON: {exc}")
             return None
+        if parsed.truncated:
+            self._diagnose("deep_json", ex, f"{what} nested deeper than {MAX_DEPTH} levels: inspected with the "
+                                            "deeper values cut")
+        return parsed.value
 
     # --- protocol decisions ---------------------------------------------------------------------------------
 
-    def _hint(self, ex: _Exchange) -> Protocol | None:
-        """The protocol suggested by version/session headers, else the one seen before at this endpoint."""
+    def _hint(self, ex: _Exchange, path: str | None = None) -> Protocol | None:
+        """The protocol suggested by version/session headers, else the one seen before at this endpoint (or at
+        `path` on its host)."""
         headers = ex.request_headers
         if mcp.SESSION_HEADER in headers or mcp.VERSION_HEADER in headers:
             return "mcp"
         if "a2a-version" in headers or "x-a2a-version" in headers:
             return "a2a"
         endpoint = ex.endpoint
-        return self._endpoints.get((endpoint.host, endpoint.port, endpoint.path))
+        return self._endpoints.get((endpoint.host, endpoint.port, path or endpoint.path))
 
-    def _decide(self, ex: _Exchange, protocol: Protocol) -> None:
+    def _decide(self, ex: _Exchange, protocol: Protocol, path: str | None = None) -> None:
+        """`ex` speaks `protocol`, and so does its endpoint (or `path` on its host) from now on."""
         ex.proto = protocol
-        key = (ex.endpoint.host, ex.endpoint.port, ex.endpoint.path)
+        key = (ex.endpoint.host, ex.endpoint.port, path or ex.endpoint.path)
         self._endpoints[key] = protocol
         self._endpoints.move_to_end(key)
         if len(self._endpoints) > self.config.max_sessions:
@@ -367,6 +405,11 @@ class WireDecoder:
 
     def _jsonrpc(self, ex: _Exchange, value: Any, sender: Side, in_stream: bool,
                  timestamp: float) -> list[ObservedEvent]:
+        limit = self.config.max_batch
+        if isinstance(value, list) and len(value) > limit:
+            self._diagnose("oversize_batch", ex, f"JSON-RPC batch of {len(value)} messages: the first {limit} "
+                                                 f"inspected, {len(value) - limit} not inspected")
+            value = value[:limit]
         items = classify_body(value)
         if ex.proto not in _BINDINGS:
             methods = (item.method for item in items if isinstance(item, Message) and item.method is not None)
@@ -412,16 +455,25 @@ class WireDecoder:
         if pending is None:
             self._diagnose("uncorrelated_response", ex, f"response id {item.id!r} answers no request seen")
             return []
-        is_error = item.kind is Kind.ERROR
-        content = binding.response_content(pending.method, item.payload, pending.params)
+        return self._answer(ex, binding, pending, item.payload, sender, item.kind is Kind.ERROR, in_stream,
+                            timestamp, item.id, item.envelope)
+
+    def _answer(self, ex: _Exchange, binding: _Binding, pending: Pending, payload: Any, sender: Side,
+                is_error: bool, in_stream: bool, timestamp: float, jsonrpc_id: JsonRpcId | None,
+                envelope: Any) -> list[ObservedEvent]:
+        """The events of an answer (`result` or `error`) to `pending`: the method's, and for a streamed A2A
+        update also `task/status` / `task/artifact` (format spec §7.2.2). An A2A error's content is the error
+        object as sent (no result shape applies to it)."""
+        a2a_error = is_error and binding.protocol == "a2a"
+        content = payload if a2a_error else binding.response_content(pending.method, payload, pending.params)
         keys = binding.session_keys(content)
         events = [self._event(ex, binding.protocol, pending.method, sender, content, timestamp,
-                              keys=keys, jsonrpc_id=item.id, is_error=is_error, envelope=item.envelope)]
+                              keys=keys, jsonrpc_id=jsonrpc_id, is_error=is_error, envelope=envelope)]
         synthetic = a2a.STREAM_EVENTS.get(content.get("kind", "")) if (
             in_stream and binding.protocol == "a2a" and not is_error and isinstance(content, dict)) else None
         if synthetic is not None:
             events.append(self._event(ex, "a2a", synthetic, sender, content, timestamp, keys=keys,
-                                      jsonrpc_id=item.id, envelope=item.envelope))
+                                      jsonrpc_id=jsonrpc_id, envelope=envelope))
         return events
 
     def _report_evictions(self, ex: _Exchange) -> None:
@@ -429,6 +481,25 @@ class WireDecoder:
             self._evicted_reported = self._pending.evicted
             self._diagnose("evicted", ex, f"more than {self.config.max_pending} outstanding requests: "
                                           "the oldest will not be correlated")
+
+    # --- A2A HTTP+JSON/REST ---------------------------------------------------------------------------------------
+
+    def _rest_request(self, ex: _Exchange, route: a2a_rest.Route, body: _Body, timestamp: float) -> list[ObservedEvent]:
+        """A REST call's request, as the JSON-RPC request it stands for (`a2a_rest`)."""
+        value = self._parse(ex, body.buffer, "request body", quiet=False) if body.buffer else None
+        if body.buffer and value is None:
+            return []
+        binding = _BINDINGS["a2a"]
+        content = binding.request_content(a2a_rest.request_params(route, value, parse_qsl(urlsplit(ex.url).query)))
+        return [self._event(ex, "a2a", route.event, "client", content, timestamp,
+                            keys=binding.session_keys(content), envelope=value)]
+
+    def _rest_answer(self, ex: _Exchange, route: a2a_rest.Route, value: Any, is_error: bool, in_stream: bool,
+                     timestamp: float) -> list[ObservedEvent]:
+        """A REST call's response body or SSE event, as the JSON-RPC result (or error) it stands for."""
+        payload = a2a_rest.error(value) if is_error else a2a_rest.result(route, value)
+        return self._answer(ex, _BINDINGS["a2a"], Pending(route.event, {}), payload, "server", is_error, in_stream,
+                            timestamp, None, value)
 
     # --- SSE streams -------------------------------------------------------------------------------------------
 
@@ -444,6 +515,8 @@ class WireDecoder:
         value = self._parse(ex, sse_event.data, "SSE event data", quiet=ex.proto is None)
         if value is None:
             return []
+        if ex.rest is not None:
+            return self._rest_answer(ex, ex.rest, value, sse_event.event == "error", True, timestamp)
         if ex.proto == "ag_ui" or (ex.proto is None and ag_ui.event_name(value, known_only=True)):
             ex.proto = "ag_ui"
             return self._ag_ui_event(ex, value, timestamp)

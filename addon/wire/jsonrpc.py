@@ -18,6 +18,7 @@ original request by `id`"); it holds at most `capacity` requests, forgetting the
 from __future__ import annotations
 
 import json
+import re
 from collections import OrderedDict
 from enum import Enum
 from typing import Any, NamedTuple
@@ -103,27 +104,89 @@ def classify_body(value: Any) -> list[Message | Invalid]:
 
 _DECODER = json.JSONDecoder()
 _JSON_SPACE = " \t\n\r"
+_STRINGS_AND_BRACKETS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+
+MAX_DEPTH = 256
+"""The deepest JSON nesting inspected: arrays and objects (the top-level one is level 1) nested deeper are
+replaced by `TRUNCATED`, so that every decoded value can be handed on (the monitor process receives events
+pickled, and pickling fails from about 800 levels) and evaluated. The traffic itself is never altered."""
+TRUNCATED = f"[truncated: nested deeper than {MAX_DEPTH} levels]"
 
 
-def loads(data: bytes | str) -> Any:
-    """`json.loads`, raising ValueError (never anything else) for bytes that are not JSON text
-    (invalid UTF-8 included) and for JSON nested too deeply for the interpreter. UTF-8 goes straight to the
-    decoder's scanner (the hot path: one call per message or SSE event)."""
+class Parsed(NamedTuple):
+    """A decoded JSON text."""
+
+    value: Any
+    truncated: bool
+    """Some array or object was nested deeper than `MAX_DEPTH` and replaced by `TRUNCATED`."""
+
+
+def loads(data: bytes | str) -> Parsed:
+    """`json.loads` with nesting cut at `MAX_DEPTH`, raising ValueError (never anything else) for bytes that are
+    not JSON text (invalid UTF-8 included). UTF-8 goes straight to the decoder's scanner (the hot path: one call
+    per message or SSE event)."""
+    if not isinstance(data, str):
+        raw = data
+        try:
+            data = raw.decode()  # RFC 8259 §8.1: JSON exchanged between systems is UTF-8
+        except UnicodeDecodeError:
+            data = raw.decode(json.detect_encoding(raw), "surrogatepass")  # UTF-16/32, as json.loads reads
+        else:
+            data = data.removeprefix("\ufeff")  # a UTF-8 BOM, which json.loads accepts on bytes
     try:
-        if not isinstance(data, str):
-            try:
-                data = data.decode()  # RFC 8259 §8.1: JSON exchanged between systems is UTF-8
-            except UnicodeDecodeError:
-                return json.loads(data)  # UTF-16/32 with or without BOM, or a ValueError
-            if data[:1] == "\ufeff":  # a UTF-8 BOM, which json.loads accepts on bytes
-                data = data[1:]
-        start = len(data) - len(data.lstrip(_JSON_SPACE)) if data[:1] in _JSON_SPACE else 0
-        value, end = _DECODER.raw_decode(data, start)
-        if end != len(data) and data[end:].strip(_JSON_SPACE):
-            raise ValueError(f"extra data after JSON at {end}")
-        return value
-    except RecursionError as exc:
-        raise ValueError("JSON nested too deeply") from exc
+        value = _decode(data)
+    except RecursionError:  # too deep for the scanner: cut in the text, then decoded
+        return Parsed(_decode(_cut_text(data)), True)
+    if data.count("[") + data.count("{") <= MAX_DEPTH:  # cheap: nothing can be nested too deeply
+        return Parsed(value, False)
+    return Parsed(*cut(value))
+
+
+def _decode(text: str) -> Any:
+    start = len(text) - len(text.lstrip(_JSON_SPACE)) if text[:1] in _JSON_SPACE else 0
+    value, end = _DECODER.raw_decode(text, start)
+    if end != len(text) and text[end:].strip(_JSON_SPACE):
+        raise ValueError(f"extra data after JSON at {end}")
+    return value
+
+
+def cut(value: Any, levels: int = MAX_DEPTH) -> tuple[Any, bool]:
+    """`value` with the dicts and lists (arrays and objects) nested deeper than `levels` levels replaced by
+    `TRUNCATED` (in place), and whether any was. Descends at most `levels` levels."""
+    if not isinstance(value, dict | list):
+        return value, False
+    if levels == 0:
+        return TRUNCATED, True
+    changed = False
+    for key, item in value.items() if isinstance(value, dict) else enumerate(value):
+        if isinstance(item, dict | list):
+            value[key], item_changed = cut(item, levels - 1)
+            changed = changed or item_changed
+    return value, changed
+
+
+def _cut_text(text: str) -> str:
+    """`text` with every array or object nested deeper than `MAX_DEPTH` replaced by `TRUNCATED` as a JSON
+    string (brackets inside strings do not count): a text the scanner can decode, or not JSON at all."""
+    pieces: list[str] = []
+    depth = copied = 0
+    for token in _STRINGS_AND_BRACKETS.finditer(text):
+        bracket = token.group()
+        if bracket[0] == '"':
+            continue
+        if bracket in "[{":
+            depth += 1
+            if depth == MAX_DEPTH + 1:
+                pieces.append(text[copied:token.start()])
+        else:
+            if depth == MAX_DEPTH + 1:
+                pieces.append(json.dumps(TRUNCATED))
+                copied = token.end()
+            depth -= 1
+    if depth > MAX_DEPTH:
+        raise ValueError("JSON text ends inside an array or object")
+    pieces.append(text[copied:])
+    return "".join(pieces)
 
 
 class Correlator:

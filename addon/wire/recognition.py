@@ -6,7 +6,8 @@ one binding names belongs to that binding; an unknown method belongs to the bind
 family (the part before the first `/`: `notifications/...` is MCP, `message/...` is A2A); a name both use
 (`tasks/get`, `tasks/cancel`) or no one knows is undecided, and the caller falls back to header hints, the
 protocol already seen on the endpoint, then MCP. A2A 1.0 method names (`SendMessage`, …) are mapped to their
-0.3 names first (`addon.wire.a2a.METHODS_1_0`).
+0.3 names first (`addon.wire.a2a.METHODS_1_0`). A2A's HTTP+JSON/REST routes are recognised by their paths
+(`addon.wire.a2a_rest.ROUTES`).
 """
 
 from __future__ import annotations

@@ -185,7 +185,8 @@ def test_the_library_over_honest_traffic_is_not_delivered_not_resisted(recording
     reports = [json.loads(line) for line in (tmp_path / "verdicts.jsonl").read_text().splitlines()]
     assert reports and all(r["execution_summary"]["delivered"] is False for r in reports)
     assert {r["outcome"] for r in reports} == {"not_delivered"}
-    assert f"{len(reports)} run(s): 0 exploited, 0 partial, 0 resisted, {len(reports)} not delivered" in result.stdout
+    assert f"{len(reports)} run(s): 0 exploited, 0 partial, 0 resisted, 0 inconclusive, {len(reports)} not delivered" \
+        in result.stdout
     assert result.stderr.count("never delivered") == len(IDS)
 
 

@@ -75,14 +75,15 @@ async def mcp_legacy_sse(url: str, proxy: str | None) -> list[str]:
         return await _mcp_session(session, announce=False)
 
 
-async def a2a_session(url: str, proxy: str | None) -> list[str]:
+async def a2a_session(url: str, proxy: str | None, binding: str = "JSONRPC") -> list[str]:
     """Card fetch, then message/send ("msg …" → Message, "task …" → Task) blocking and streaming, then
-    tasks/get of the streamed task. Returns the texts the client saw."""
+    tasks/get of the streamed task, over `binding` (`JSONRPC` or `HTTP+JSON`). Returns the texts the client saw."""
     seen: list[str] = []
     task_id = ""
     async with http_client(proxy) as client:
         for streaming in (False, True):
-            factory = ClientFactory(ClientConfig(httpx_client=client, streaming=streaming))
+            factory = ClientFactory(ClientConfig(httpx_client=client, streaming=streaming,
+                                                 supported_protocol_bindings=[binding]))
             agent = await factory.create_from_url(url)
             for text in ("msg hello", "task hello"):
                 request = SendMessageRequest(message=new_text_message(text, role=Role.ROLE_USER))

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 PYTHON = Path(sys.executable)
 MITMDUMP = PYTHON.parent / "mitmdump"
-PEER_KINDS = ("mcp_http", "mcp_sse", "a2a_v1", "a2a_v03", "ag_ui")
+PEER_KINDS = ("mcp_http", "mcp_sse", "a2a_v1", "a2a_v03", "a2a_rest_v1", "a2a_rest_v03", "ag_ui")
 
 
 def free_port() -> int:

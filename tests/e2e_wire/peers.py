@@ -10,6 +10,8 @@ server per port), built with the official SDKs:
 - `--a2a-v1 PORT` / `--a2a-v03 PORT`: a2a-sdk agents whose card advertises JSON-RPC 1.0 / 0.3 (the 0.3 one
   also serves the legacy card path `/.well-known/agent.json`); text starting with `msg` is answered with a
   Message, anything else with a Task (working → artifact → completed);
+- `--a2a-rest-v1 PORT` / `--a2a-rest-v03 PORT`: the same agents over the HTTP+JSON/REST binding (1.0 routes
+  at the root, 0.3 routes under `/v1`);
 - `--ag-ui PORT`: an AG-UI agent encoding `ag_ui.core` events with `EventEncoder` over SSE: POST `/agent`
   (one run with text and a tool call; `?encoding=gzip|br|zstd|deflate` compresses the stream, flushing after
   each event), POST `/ticks?count=N&interval=S&hold=S` (CUSTOM events carrying the send time, then the stream
@@ -81,12 +83,12 @@ def mcp_server(port: int, event_store: EventStore | None = None) -> FastMCP:
     return server
 
 
-def a2a_app(port: int, version: str) -> Starlette:
+def a2a_app(port: int, version: str, binding: str = "JSONRPC") -> Starlette:
     from a2a.helpers import new_task_from_user_message, new_text_message, new_text_part
     from a2a.server.agent_execution import AgentExecutor, RequestContext
     from a2a.server.events import EventQueue
     from a2a.server.request_handlers import DefaultRequestHandler
-    from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+    from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes, create_rest_routes
     from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
     from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
 
@@ -108,14 +110,16 @@ def a2a_app(port: int, version: str) -> Starlette:
 
     card = AgentCard(
         name=f"wire-test-{version}", description="Echo agent for wire tests", version="1.0",
-        supported_interfaces=[AgentInterface(url=f"http://127.0.0.1:{port}/", protocol_binding="JSONRPC",
+        supported_interfaces=[AgentInterface(url=f"http://127.0.0.1:{port}/", protocol_binding=binding,
                                              protocol_version=version)],
         capabilities=AgentCapabilities(streaming=True), default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
         skills=[AgentSkill(id="echo", name="echo", description="Echoes what it is told", tags=["test"])],
     )
     handler = DefaultRequestHandler(agent_executor=Echo(), task_store=InMemoryTaskStore(), agent_card=card)
-    routes = create_agent_card_routes(card) + create_jsonrpc_routes(handler, "/", enable_v0_3_compat=True)
+    serve = create_rest_routes(handler, enable_v0_3_compat=True) if binding == "HTTP+JSON" else \
+        create_jsonrpc_routes(handler, "/", enable_v0_3_compat=True)
+    routes = create_agent_card_routes(card) + serve
     if version == "0.3":
         routes += create_agent_card_routes(card, card_url="/.well-known/agent.json")
     return Starlette(routes=routes)
@@ -245,6 +249,8 @@ async def main() -> None:
     parser.add_argument("--mcp-resumable", type=int)
     parser.add_argument("--a2a-v1", type=int)
     parser.add_argument("--a2a-v03", type=int)
+    parser.add_argument("--a2a-rest-v1", type=int)
+    parser.add_argument("--a2a-rest-v03", type=int)
     parser.add_argument("--ag-ui", type=int)
     parser.add_argument("--replay", type=int)
     parser.add_argument("files", nargs="*")
@@ -260,6 +266,10 @@ async def main() -> None:
         apps.append((args.a2a_v1, a2a_app(args.a2a_v1, "1.0")))
     if args.a2a_v03:
         apps.append((args.a2a_v03, a2a_app(args.a2a_v03, "0.3")))
+    if args.a2a_rest_v1:
+        apps.append((args.a2a_rest_v1, a2a_app(args.a2a_rest_v1, "1.0", "HTTP+JSON")))
+    if args.a2a_rest_v03:
+        apps.append((args.a2a_rest_v03, a2a_app(args.a2a_rest_v03, "0.3", "HTTP+JSON")))
     if args.ag_ui:
         apps.append((args.ag_ui, ag_ui_app()))
     if args.replay:

@@ -1,31 +1,36 @@
 """Re-record the wire fixtures (`tests/wire/fixtures/*.mitm`): every session of `sessions.py` through mitmdump
 with the tap, against the real peers, one flow file per peer (streamed bodies and chunk timing included).
 
-    .venv/bin/python -m tests.e2e_wire.record_fixtures
+    .venv/bin/python -m tests.e2e_wire.record_fixtures [PEER…]   # only these peers' fixtures (default: all)
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import tempfile
 from pathlib import Path
 
 from mitmproxy import io
 
-from .harness import ROOT, mitmdump, peers
+from tests.wire.expected import PEER
+
+from .harness import PEER_KINDS, ROOT, mitmdump, peers
 from .sessions import SESSIONS
 
 FIXTURES = ROOT / "tests" / "wire" / "fixtures"
 
 
-def record(target: Path = FIXTURES) -> dict[str, Path]:
-    """Run every session through a recording proxy; write one fixture per peer; return them by peer."""
+def record(target: Path = FIXTURES, kinds: tuple[str, ...] = PEER_KINDS) -> dict[str, Path]:
+    """Run the sessions of the peers `kinds` through a recording proxy; write one fixture per peer; return
+    them by peer."""
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         capture = workdir / "all.mitm"
-        with peers(workdir) as running, mitmdump(workdir, flows=capture) as proxy:
-            for session in SESSIONS.values():
-                asyncio.run(session(running, proxy.url))
+        with peers(workdir, kinds) as running, mitmdump(workdir, flows=capture) as proxy:
+            for name, session in SESSIONS.items():
+                if PEER[name] in kinds:
+                    asyncio.run(session(running, proxy.url))
             by_port = {port: kind for kind, port in running.ports.items()}
         with open(capture, "rb") as handle:
             flows = list(io.FlowReader(handle).stream())
@@ -42,5 +47,5 @@ def record(target: Path = FIXTURES) -> dict[str, Path]:
 
 
 if __name__ == "__main__":
-    for kind, path in record().items():
+    for kind, path in record(kinds=tuple(sys.argv[1:]) or PEER_KINDS).items():
         print(f"{kind}: {path.relative_to(ROOT)} ({path.stat().st_size} bytes)")

@@ -47,6 +47,8 @@ SESSIONS: dict[str, Callable[[Peers, str | None], Awaitable[Any]]] = {
     "a2a_v1": lambda peers, proxy: clients.a2a_session(peers.url("a2a_v1"), proxy),
     "a2a_v03": lambda peers, proxy: clients.a2a_session(peers.url("a2a_v03"), proxy),
     "a2a_legacy_card": _legacy_card,
+    "a2a_rest_v1": lambda peers, proxy: clients.a2a_session(peers.url("a2a_rest_v1"), proxy, "HTTP+JSON"),
+    "a2a_rest_v03": lambda peers, proxy: clients.a2a_session(peers.url("a2a_rest_v03"), proxy, "HTTP+JSON"),
     **{f"ag_ui_{encoding}": _ag_ui(encoding) for encoding in AG_UI_ENCODINGS},
     "ag_ui_tool_result": _ag_ui_tool_result,
 }

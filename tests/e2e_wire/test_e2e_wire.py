@@ -18,6 +18,7 @@ import pytest
 from mitmproxy import io
 
 from tests.wire.expected import EXPECTED, PEER, PROTOCOL
+from tests.wire.test_fixtures import modulo_ids
 
 from . import clients
 from .conftest import Run
@@ -74,7 +75,15 @@ def test_mcp_legacy_transport_correlates_across_exchanges(runs: dict[str, Run]) 
     assert responses and all(e["flow_id"] not in requests for e in responses)  # answered on the SSE stream
 
 
-@pytest.mark.parametrize("name", ["a2a_v1", "a2a_v03"])
+@pytest.mark.parametrize(("rest", "jsonrpc"), [("a2a_rest_v1", "a2a_v1"), ("a2a_rest_v03", "a2a_v03")])
+def test_a2a_rest_decodes_like_jsonrpc(runs: dict[str, Run], rest: str, jsonrpc: str) -> None:
+    """The real a2a-sdk client and server over HTTP+JSON/REST: the tap decodes the same events, content Values
+    and session keys as from the same session over JSON-RPC (ids and times aside)."""
+    assert runs[rest].proxied == runs[jsonrpc].proxied
+    assert [modulo_ids(e) for e in runs[rest].events] == [modulo_ids(e) for e in runs[jsonrpc].events]
+
+
+@pytest.mark.parametrize("name", ["a2a_v1", "a2a_v03", "a2a_rest_v1", "a2a_rest_v03"])
 def test_a2a_content_in_the_binding_shape(runs: dict[str, Run], name: str) -> None:
     events = runs[name].events
     statuses = [e["content"] for e in events if e["event_type"] == "task/status"]

@@ -52,7 +52,7 @@ def test_resisted_and_not_delivered_are_never_merged() -> None:
                                                                 delivered=False)]
     lines = summary_table(reports).splitlines()
     assert "resisted" in lines[1] and "not delivered" in lines[2]
-    assert lines[-1] == "2 run(s): 0 exploited, 0 partial, 1 resisted, 1 not delivered, 0 error"
+    assert lines[-1] == "2 run(s): 0 exploited, 0 partial, 1 resisted, 0 inconclusive, 1 not delivered, 0 error"
     assert undelivered_attacks(reports, ["ACME-001", "ACME-002", "ACME-003"]) == ["ACME-002", "ACME-003"]
     assert exit_status(reports, ["ACME-002"]) == 3, "--require-delivered: an attack never delivered"
     assert exit_status([*reports, report("exploited")], ["ACME-002"]) == 1, "exploited wins"

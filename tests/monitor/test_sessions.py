@@ -84,7 +84,7 @@ events_strategy = st.lists(st.tuples(
 ), max_size=40)
 
 
-@settings(max_examples=300)
+@settings(max_examples=1000)
 @given(events_strategy)
 def test_every_event_is_placed_once_and_no_exchange_is_split(specs: list[Any]) -> None:
     events = []

@@ -32,6 +32,8 @@ EXPECTED: dict[str, list[tuple[str, str, str]]] = {
     "a2a_v1": _A2A,
     "a2a_v03": _A2A,
     "a2a_legacy_card": [("agent_card/get", REQ, C), ("agent_card/get", RES, S)],
+    "a2a_rest_v1": _A2A,
+    "a2a_rest_v03": _A2A,
     **{f"ag_ui_{encoding}": _AG_UI for encoding in AG_UI_ENCODINGS},
     "ag_ui_tool_result": [*_AG_UI, _AG_UI[0], ("tool_call_result", REQ, C), *_AG_UI[1:]],
 }
@@ -41,6 +43,7 @@ EXPECTED: dict[str, list[tuple[str, str, str]]] = {
 PEER = {name: ("ag_ui" if name.startswith("ag_ui") else "a2a_v03" if name == "a2a_legacy_card" else name)
         for name in EXPECTED}
 """Session name → the peer (and fixture file) it talks to."""
-PROTOCOL = {"mcp_http": "mcp", "mcp_sse": "mcp", "a2a_v1": "a2a", "a2a_v03": "a2a", "ag_ui": "ag_ui"}
+PROTOCOL = {"mcp_http": "mcp", "mcp_sse": "mcp", "a2a_v1": "a2a", "a2a_v03": "a2a", "a2a_rest_v1": "a2a",
+            "a2a_rest_v03": "a2a", "ag_ui": "ag_ui"}
 """Peer → protocol."""
 

@@ -393,3 +393,26 @@ def test_open_exchanges_and_pending_requests_are_bounded() -> None:
     assert len(d._pending) == 5
     assert {x.code for x in h.diagnostics} == {"evicted"}
     assert d.response_data("x0", b"late", 1.0) == [] and d.response_end("nope", 1.0) == []
+
+
+@pytest.mark.parametrize("levels", [800, 1_500, 100_000])
+def test_deep_json_is_decoded_cut_at_the_depth_limit_with_a_diagnostic(levels: int) -> None:
+    """A request nested far deeper than MAX_DEPTH (the JSON scanner gives up near 1,500 levels) is still an
+    event, its deep part cut; its response correlates as usual."""
+    h = Harness()
+    body = json.dumps(rpc(1, "tools/call", {"name": "add", "arguments": {"a": 1}}))
+    body = body.replace('{"a": 1}', '{"a": 1, "deep": ' + "[" * levels + "0" + "]" * levels + "}")
+    events = h.exchange("POST", "http://m/mcp", body.encode(), response=result(1, {"content": []}))
+    assert kinds(events) == [("mcp", "tools/call", "request", "client"), ("mcp", "tools/call", "response", "server")]
+    assert events[0].content["arguments"]["a"] == 1
+    assert [d.code for d in h.diagnostics] == ["deep_json"]
+
+
+def test_batch_members_beyond_the_limit_are_not_decoded_and_say_so() -> None:
+    h = Harness(max_batch=3)
+    events = h.exchange("POST", "http://m/mcp", [rpc(n, "tools/call", {"name": f"t{n}"}) for n in range(5)],
+                        response=b"")
+    assert [e.content["name"] for e in events] == ["t0", "t1", "t2"]
+    [diagnostic] = h.diagnostics
+    assert diagnostic.code == "oversize_batch" and "batch of 5 messages" in diagnostic.message
+    assert "2 not inspected" in diagnostic.message

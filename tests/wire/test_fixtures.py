@@ -92,6 +92,26 @@ def test_a2a_v1_and_v03_give_the_same_content_values() -> None:
     assert v1[1].envelope["result"]["message"]["role"] == "ROLE_AGENT"
 
 
+def modulo_ids(event: ObservedEvent | dict[str, Any]) -> tuple[Any, ...]:
+    """What an A2A event (decoded, or as the tap writes it) says but for ids and times: event, sides, content
+    (an Agent Card's aside: it names its transport) and the names of its session keys."""
+    get = event.get if isinstance(event, dict) else lambda name: getattr(event, name)
+    content = None if get("event_type") == "agent_card/get" else _masked(get("content"))
+    return (get("protocol"), get("event_type"), get("direction"), get("sender"), get("is_error"), content,
+            sorted(get("session_keys")))
+
+
+@pytest.mark.parametrize(("rest", "jsonrpc"), [("a2a_rest_v1", "a2a_v1"), ("a2a_rest_v03", "a2a_v03")])
+def test_a2a_rest_decodes_to_the_jsonrpc_events(rest: str, jsonrpc: str) -> None:
+    """The same client session over HTTP+JSON/REST and over JSON-RPC gives the same events, content Values and
+    session keys (ids and times aside), so every A2A document matches both."""
+    rest_events, jsonrpc_events = decode(rest)[0], decode(jsonrpc)[0][:len(SESSION_EVENTS[jsonrpc])]
+    assert [modulo_ids(e) for e in rest_events] == [modulo_ids(e) for e in jsonrpc_events]
+    assert all(e.jsonrpc_id is None for e in rest_events)
+    get = next(e for e in rest_events if e.event_type == "tasks/get" and e.direction == "request")
+    assert get.content == {"id": rest_events[-1].content["id"]}  # the task id from the URL path
+
+
 def test_ag_ui_enrichment_and_encodings() -> None:
     events, _ = decode("ag_ui")
     args = [e for e in events if e.event_type in ("tool_call_args", "tool_call_end")]

@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import json
+import pickle
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from addon.wire.jsonrpc import Correlator, Invalid, Kind, Message, Pending, classify, classify_body, loads
+from addon.wire.jsonrpc import (
+    MAX_DEPTH,
+    TRUNCATED,
+    Correlator,
+    Invalid,
+    Kind,
+    Message,
+    Pending,
+    classify,
+    classify_body,
+    loads,
+)
 
 
 @pytest.mark.parametrize(("value", "kind", "method", "msg_id"), [
@@ -55,9 +67,9 @@ def test_loads_raises_value_error_only(data: bytes) -> None:
 
 
 def test_loads_accepts_what_json_loads_accepts_on_bytes() -> None:
-    assert loads(b'\xef\xbb\xbf{"a": 1}') == {"a": 1}  # UTF-8 BOM
-    assert loads('{"a": [1, "é"]}'.encode("utf-16")) == {"a": [1, "é"]}
-    assert loads(b' \n{"a": 1}\r\n') == {"a": 1}
+    assert loads(b'\xef\xbb\xbf{"a": 1}') == ({"a": 1}, False)  # UTF-8 BOM
+    assert loads('{"a": [1, "é"]}'.encode("utf-16")) == ({"a": [1, "é"]}, False)
+    assert loads(b' \n{"a": 1}\r\n') == ({"a": 1}, False)
 
 
 def test_correlator_is_bounded_and_scoped() -> None:
@@ -92,7 +104,7 @@ def test_any_json_value_classifies_without_raising(value: object) -> None:
 @given(data=st.binary(max_size=200) | json_values.map(lambda v: json.dumps(v).encode()))
 def test_any_bytes_load_or_value_error(data: bytes) -> None:
     try:
-        value = loads(data)
+        value, _ = loads(data)
     except ValueError:
         return
     classify_body(value)
@@ -108,4 +120,39 @@ def test_text_loads_like_json_loads(text: str) -> None:
         with pytest.raises(ValueError):
             loads(text)
         return
-    assert loads(text) == expected
+    assert loads(text) == (expected, False)
+
+
+def nested(levels: int, inner: str = '"deep"') -> str:
+    return "[" * levels + inner + "]" * levels
+
+
+def depth(value: object) -> int:
+    levels = 0
+    while isinstance(value, list):
+        levels += 1
+        value = value[0] if value else None
+    return levels
+
+
+@pytest.mark.parametrize("levels", [MAX_DEPTH + 1, 800, 1_500, 100_000])
+def test_json_nested_deeper_than_the_limit_is_cut_there(levels: int) -> None:
+    """However deep (the scanner itself gives up near 1,500 levels), the value is decoded, nested at most
+    MAX_DEPTH levels, the deeper part replaced by TRUNCATED; a value can then always be pickled."""
+    body = f'{{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {nested(levels)}, "after": "kept"}}'
+    value, truncated = loads(body.encode())
+    assert truncated and value["after"] == "kept" and value["method"] == "tools/call"
+    assert depth(value["params"]) == MAX_DEPTH - 1  # the envelope is level 1, params' array level 2
+    inner = value["params"]
+    for _ in range(MAX_DEPTH - 1):
+        inner = inner[0]
+    assert inner == TRUNCATED
+    assert pickle.loads(pickle.dumps(value)) == value
+
+
+def test_json_at_the_limit_is_kept_whole_and_brackets_in_strings_do_not_count() -> None:
+    text = nested(MAX_DEPTH, '"[[[{{{"')
+    assert loads(text) == (json.loads(text), False)
+    assert loads(nested(300, '"]]]]"')).value == json.loads(nested(MAX_DEPTH, f'"{TRUNCATED}"'))
+    with pytest.raises(ValueError):
+        loads("[" * 100_000 + "]" * 99_999)
