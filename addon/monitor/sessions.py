@@ -99,7 +99,10 @@ class SessionResolver:
             return [(event, decided)]
         if session is None:
             if route in self.keyless_routes and route not in self.last_session:
-                return self._fallback(route, _Held(self._clock, [event]))  # rule 3 at once: nothing to wait for
+                # Rule 3 at once: nothing to wait for. What the route still holds (the exchange that showed it
+                # keyless) goes first, so the episode's messages are placed in order, none after its run ended.
+                held = self.held.pop(route, None)
+                return self._fallback(route, _Held(self._clock, [*(held.events if held else ()), event]))
             if event.sender == "client" and event.flow_id not in self.pending:
                 return self._wait_for_answer(event)
             if event.sender == "client":

@@ -66,6 +66,23 @@ def test_a_stateless_route_is_one_episode_across_dropped_connections_until_it_go
     assert [sessions[f"f{n}"] for n in range(5)] == [first] * 3 + ["agent:10.0.0.5>10.0.0.1:9999/mcp#2"] * 2
 
 
+def test_a_stateless_episode_is_placed_in_order_from_its_first_exchange() -> None:
+    """Stateless MCP (a fastmcp server, a pydantic-ai agent): `initialize` is answered without a session id,
+    then the agent goes on at once on new connections. The held `initialize` exchange is placed before the
+    messages that follow it, not when its hold expires (by then the episode's run may have ended, and the
+    exchange would open a second run of the same session)."""
+    resolver = SessionResolver(SessionKey.AUTO)
+    events = [message("init", 0.0, protocol="mcp", client="10.0.0.5:4000"),
+              message("init", 0.01, "server", protocol="mcp", client="10.0.0.5:4000"),
+              message("note", 0.02, protocol="mcp", client="10.0.0.5:4001"),
+              message("list", 0.03, protocol="mcp", client="10.0.0.5:4002"),
+              message("list", 0.04, "server", protocol="mcp", client="10.0.0.5:4002")]
+    placed = [p for e in events for p in resolver.place(e)]
+    assert [e.seq for e, _ in placed] == [e.seq for e in events], "all placed at once, in order"
+    assert {session for _, session in placed} == {"agent:10.0.0.5>10.0.0.1:9999/mcp#1"}
+    assert resolver.flush() == []
+
+
 def test_concurrent_sessions_from_one_host_stay_apart() -> None:
     """Two MCP `initialize` exchanges at once from one host (two sessions of one agent): each request joins
     the session its own answer opens."""
