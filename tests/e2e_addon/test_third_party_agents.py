@@ -102,7 +102,7 @@ def test_pydantic_ai_agents_against_fastmcp(tmp_path: Path, stateless: bool) -> 
     first, second = sorted(live, key=lambda r: r["verdict"]["timestamp"])
     assert summary(first) == ("exploited", "exploited", True)
     assert summary(second) == ("not_exploited", "resisted", True)
-    assert second["execution_summary"]["delivery_evidence"]["event"] == "tools/list"
+    assert [e["event"] for e in second["execution_summary"]["delivery_evidence"]] == ["tools/list"]
     sessions = [r["execution_summary"]["session"] for r in (first, second)]
     if stateless:
         route = f"agent:127.0.0.1>127.0.0.1:{port}/mcp"
