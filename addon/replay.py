@@ -77,8 +77,9 @@ def decode_recordings(flow_paths: list[str], config: DecoderConfig | None = None
     return events, len(flows)
 
 
-Placed = tuple[ObservedEvent, str]
-"""An event and the session it belongs to."""
+Placed = tuple[ObservedEvent, str, float]
+"""An event, the session it belongs to, and where the monitor's clock moves before it (its time, but never
+past an event the resolver still held then: `SessionResolver.oldest_held`, as the live monitor does)."""
 
 PARALLEL_MIN_EVENTS = 5_000
 """Below this many events a replay stays in one process: starting workers would cost more than it saves."""
@@ -89,8 +90,12 @@ def place_events(events: list[ObservedEvent], policy: SessionKey, idle_gap: floa
     (keyless events held by the `SessionResolver` are released as the recorded clock passes their hold, and
     at the end of the recording)."""
     resolver = SessionResolver(policy, idle_gap)
-    placed = [item for event in events for item in resolver.place(event)]
-    return placed + resolver.flush()
+    placed: list[Placed] = []
+    for event in events:
+        released = resolver.place(event)
+        oldest = resolver.oldest_held()
+        placed.extend((item, session, min(item.timestamp, oldest)) for item, session in released)
+    return placed + [(item, session, item.timestamp) for item, session in resolver.flush()]
 
 
 def evaluate_events(attacks: list[LoadedAttack], events: list[ObservedEvent],
@@ -135,8 +140,8 @@ def _evaluate_placed(attacks: list[LoadedAttack], placed: list[Placed], options:
                      final: float, semantic: oatf.SemanticEvaluator | None) -> list[dict[str, Any]]:
     monitor = Monitor(attacks, options, semantic=semantic)
     outputs = []
-    for event, session in placed:
-        outputs.extend(monitor.observe(event, session))
+    for event, session, clock in placed:
+        outputs.extend(monitor.observe(event, session, clock))
     outputs.extend(monitor.tick(final))
     outputs.extend(monitor.shutdown())
     return [o.report for o in outputs if isinstance(o, RunConcluded)]

@@ -93,16 +93,19 @@ class Monitor:
         self._set_attacks(attacks)
         return outputs
 
-    def observe(self, event: ObservedEvent, session: str | None = None) -> list[Output]:
+    def observe(self, event: ObservedEvent, session: str | None = None, clock: float | None = None) -> list[Output]:
         """Feed one event: the clock advances to its time (timers due by then fire first), then every
         relevant run of its session sees it. `session`: the event's session when the caller placed it
         already (`SessionResolver`, as offline replay does to split sessions over processes); by default
-        this monitor's resolver places it (`SessionResolver.place`), as replay does."""
+        this monitor's resolver places it (`SessionResolver.place`). The clock moves to the event's time, but
+        never past an event still held (`SessionResolver.oldest_held`); `clock`: where a caller that placed
+        the event itself moves it (replay's `place_events` records it)."""
         self.events_seen += 1
-        placed = [(event, session)] if session is not None else self.sessions.place(event)
+        if session is not None:
+            return [*self._advance(event.timestamp if clock is None else clock), *self._observe(event, session)]
         outputs: list[Output] = []
-        for item, item_session in placed:
-            outputs.extend(self._advance(item.timestamp))
+        for item, item_session in self.sessions.place(event):
+            outputs.extend(self._advance(min(item.timestamp, self.sessions.oldest_held())))
             outputs.extend(self._observe(item, item_session))
         return outputs
 
@@ -150,7 +153,7 @@ class Monitor:
         outputs: list[Output] = []
         for placed, session in self.sessions.expire(max(self.now, now)):
             outputs.extend(self._observe(placed, session))
-        return outputs + self._advance(now)
+        return outputs + self._advance(min(now, self.sessions.oldest_held()))
 
     def _advance(self, now: float) -> list[Output]:
         """Move the clock to `now` (never backwards) and fire the timers due by then."""

@@ -6,19 +6,21 @@ server assigns `Mcp-Session-Id` in its answer), an A2A Agent Card fetch or `task
 The rules, in order:
 
 1. **One HTTP exchange, one session.** Every event of a flow (the request and its answer, however late the
-   answer comes: a slow agent may take seconds or minutes) shares one session. A keyless request waits,
-   held, for the first message of its answer: if the answer carries a key, the request joins that session;
-   once a flow's session is decided, its later events follow it (a key first seen there then names that
-   session for the rest of the traffic).
+   answer comes: a slow agent may take seconds or minutes) shares one session. A keyless request (not a
+   JSON-RPC notification or response, which expect no answer) waits, held, for the first message of its
+   answer: if the answer carries a key, the request joins that session; once a flow's session is decided,
+   its later events follow it (a key first seen there then names that session for the rest of the traffic).
+   While anything is held, the monitor's clock stops at the oldest held event (`oldest_held`): no run ends
+   before the events that may belong to it are placed.
 2. **A keyless exchange joins its route's session.** An exchange whose answer carries no key either (a card
    fetch, stateless MCP) is held up to `HOLD_SECONDS` of event time for the next keyed event from the same
    client host to the same server and protocol (its *route*), and joins that session; else the session last
-   seen on the route.
+   seen on the route. The hold lasts while a request on the route still waits for its answer (the first
+   `message/send` after an Agent Card fetch: its answer brings the `contextId` the card joins).
 3. **Else the agent's episode on that route.** A route that never carries a key (stateless MCP, whose
    clients may drop the TCP connection between requests) is one episode while it stays busy: a new episode
    starts after `idle_gap` seconds without traffic on the route. Its session is
-   `agent:<client host>><server host>:<port>/<protocol>#<n>`. Once an answer on a route without a keyed
-   session carried no key, the route's keyless messages are placed in its episode at once, unheld.
+   `agent:<client host>><server host>:<port>/<protocol>#<n>`.
 A request still waiting for its answer after `MAX_PENDING_SECONDS` is placed by rule 2. Held events are
 released in their original order (`seq`). Everything held is bounded (`HOLD_EVENTS` per hold,
 `MAX_PENDING_FLOWS`, `MAX_ROUTES`, `MAX_FLOWS`); what a bound pushes out is placed early, never dropped.
@@ -52,6 +54,19 @@ class _Held:
     since: float
     events: list[ObservedEvent] = field(default_factory=list)
 
+    @property
+    def oldest(self) -> float:
+        return min(e.timestamp for e in self.events) if self.events else float("inf")
+
+
+def _awaits_answer(event: ObservedEvent) -> bool:
+    """Whether a client's message expects an answer: not a JSON-RPC notification or response (a JSON-RPC
+    request has both `method` and `id`); every other HTTP request (an Agent Card fetch, a REST call) does."""
+    envelope = event.envelope
+    if isinstance(envelope, dict) and "jsonrpc" in envelope:
+        return "method" in envelope and "id" in envelope
+    return True
+
 
 def _route(event: ObservedEvent) -> Route:
     return (event.client.rpartition(":")[0] or event.client, event.endpoint.host, event.endpoint.port,
@@ -79,9 +94,6 @@ class SessionResolver:
         self.episodes: OrderedDict[Route, _Episode] = OrderedDict()
         self.aliases: OrderedDict[str, str] = OrderedDict()
         """Keys first seen in an exchange whose session was already decided: they name that session."""
-        self.keyless_routes: OrderedDict[Route, bool] = OrderedDict()
-        """Routes whose last answer carried no key and that have no keyed session: their keyless messages
-        are placed at once (rule 3), since no key is coming."""
         self._clock = float("-inf")
 
     def resolve(self, event: ObservedEvent) -> list[Placed]:
@@ -103,20 +115,15 @@ class SessionResolver:
                     self.pending[event.flow_id].events.append(event)
                     return []
                 # The answer carries no key: the exchange joins its route (rule 2).
-                self._remember(self.keyless_routes, route, True, MAX_ROUTES)
                 return self._hold_on_route(route, [*self.pending.pop(event.flow_id).events, event])
             held = self.held.get(route)
             if held is not None and any(e.flow_id == event.flow_id for e in held.events):
                 return self._hold_on_route(route, [event])  # its exchange waits there already
-            if held is None and route in self.keyless_routes and route not in self.last_session:
-                return self._fallback(route, _Held(self._clock, [event]))  # rule 3 at once: nothing to wait for
-            if event.sender == "client":
+            if event.sender == "client" and _awaits_answer(event):
                 return self._wait_for_answer(event)
-            self._remember(self.keyless_routes, route, True, MAX_ROUTES)
             return self._hold_on_route(route, [event])
         self._remember(self.flow_session, event.flow_id, session, MAX_FLOWS)
         self._remember(self.last_session, route, session, MAX_ROUTES)
-        self.keyless_routes.pop(route, None)
         flow = self.pending.pop(event.flow_id, None)
         held = self.held.pop(route, None)
         waiting = sorted([*(flow.events if flow else ()), *(held.events if held else ())], key=lambda e: e.seq)
@@ -130,6 +137,17 @@ class SessionResolver:
         self._clock = max(self._clock, event.timestamp)
         released = self.expire(self._clock) if self.next_release() <= self._clock else []
         return released + self.resolve(event)
+
+    def oldest_held(self) -> float:
+        """The time of the oldest event still held (infinity when none is). A run's timers must not fire past
+        it: a held event may belong to the run, and the clock would end the run before it is placed (a slow
+        answer, a keyless exchange waiting for its route). The oldest hold of each kind is looked at."""
+        oldest = float("inf")
+        for table in (self.pending, self.held):
+            for held in table.values():
+                oldest = min(oldest, held.oldest)
+                break
+        return oldest
 
     def next_release(self) -> float:
         """When the oldest hold expires (infinity when nothing is held)."""
@@ -151,10 +169,12 @@ class SessionResolver:
                 break
             del self.pending[flow_id]
             released.extend(self._hold_events(flow.events, flow.since + MAX_PENDING_SECONDS))
-        while self.held:
-            route, held = next(iter(self.held.items()))
+        waiting = {_route(flow.events[0]) for flow in self.pending.values()} if self.pending else set()
+        for route, held in list(self.held.items()):
             if now < held.since + HOLD_SECONDS:
                 break
+            if route in waiting:
+                continue  # a request of the route still waits for its answer, which may carry the key
             del self.held[route]
             released.extend(self._fallback(route, held))
         return released

@@ -178,23 +178,25 @@ class Evaluation:
     stderr: str
 
 
-def evaluate(attacks: list[Path], flows: Path, report_dir: Path, grace: str = "1s") -> Evaluation:
-    """`oatf evaluate` (the console script) over a recording, as CI runs it."""
+def evaluate(attacks: list[Path], flows: Path, report_dir: Path, grace: str = "1s",
+             flags: tuple[str, ...] = ()) -> Evaluation:
+    """`oatf evaluate` (the console script) over a recording, as CI runs it (`flags` added to its command)."""
     done = subprocess.run([str(OATF), "evaluate", "--attacks", ",".join(map(str, attacks)), "--flows", str(flows),
-                           "--report-dir", str(report_dir), "--grace-period", grace, "--format", "json"],
+                           "--report-dir", str(report_dir), "--grace-period", grace, "--format", "json", *flags],
                           capture_output=True, cwd=ROOT, timeout=60, text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     reports = json.loads(done.stdout) if done.stdout.strip() else []
     return Evaluation(done.returncode, reports, done.stderr)
 
 
-def assert_replay_agrees(proxy: OatfProxy, workdir: Path, live: list[Report], grace: str = "1s") -> Evaluation:
+def assert_replay_agrees(proxy: OatfProxy, workdir: Path, live: list[Report], grace: str = "1s",
+                         flags: tuple[str, ...] = ()) -> Evaluation:
     """Stop the proxy if it runs, replay its recording with `oatf evaluate`, and check that every live run has
     the same verdict (and indicator results) offline, and the exit status CI would see."""
     if proxy.process.poll() is None:
         proxy.interrupt()
     assert proxy.flows is not None and proxy.flows.exists()
-    offline = evaluate(proxy.attacks, proxy.flows, workdir / f"{proxy.flows.stem}-replay", grace)
+    offline = evaluate(proxy.attacks, proxy.flows, workdir / f"{proxy.flows.stem}-replay", grace, flags)
     assert by_run(offline.reports) == by_run(live), offline.stderr
     results = {verdict_of(r)[0] for r in live}
     expected = 1 if results & {"exploited", "partial"} else 2 if not live or "error" in results else 0

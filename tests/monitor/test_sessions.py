@@ -17,10 +17,14 @@ _seq = itertools.count()
 
 
 def message(flow: str, at: float, sender: str = "client", key: str | None = None, client: str = "10.0.0.5:4000",
-            protocol: str = "a2a") -> ObservedEvent:
+            protocol: str = "a2a", envelope: Any = None) -> ObservedEvent:
     keys = {"a2a_context": key} if key and protocol == "a2a" else ({"mcp_session": key} if key else {})
     return ObservedEvent(protocol, "message/send", "request" if sender == "client" else "response", sender,  # type: ignore[arg-type]
-                         {}, flow, next(_seq), at, Endpoint("10.0.0.1", 9999, "/"), client, keys)
+                         {}, flow, next(_seq), at, Endpoint("10.0.0.1", 9999, "/"), client, keys,
+                         envelope=envelope)
+
+
+NOTIFICATION = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
 def place_all(events: list[ObservedEvent], idle_gap: float = 120.0) -> dict[str, str]:
@@ -66,6 +70,25 @@ def test_a_stateless_route_is_one_episode_across_dropped_connections_until_it_go
     assert [sessions[f"f{n}"] for n in range(5)] == [first] * 3 + ["agent:10.0.0.5>10.0.0.1:9999/mcp#2"] * 2
 
 
+def test_a_stateless_episode_is_placed_in_order_from_its_first_exchange() -> None:
+    """Stateless MCP (a fastmcp server, a pydantic-ai agent): `initialize` is answered without a session id,
+    then the agent goes on at once on new connections. The route's exchanges wait together and are placed in
+    order, in one episode; while they wait, the monitor's clock stops at the oldest of them
+    (`oldest_held`), so no run of the episode can end before they are placed."""
+    resolver = SessionResolver(SessionKey.AUTO)
+    events = [message("init", 0.0, protocol="mcp", client="10.0.0.5:4000"),
+              message("init", 0.01, "server", protocol="mcp", client="10.0.0.5:4000"),
+              message("note", 0.02, protocol="mcp", client="10.0.0.5:4001", envelope=NOTIFICATION),
+              message("list", 0.03, protocol="mcp", client="10.0.0.5:4002"),
+              message("list", 0.04, "server", protocol="mcp", client="10.0.0.5:4002")]
+    placed = [p for e in events for p in resolver.place(e)]
+    assert placed == [] and resolver.oldest_held() == 0.0
+    placed = resolver.expire(10.0)
+    assert [e.seq for e, _ in placed] == [e.seq for e in events], "placed in order"
+    assert {session for _, session in placed} == {"agent:10.0.0.5>10.0.0.1:9999/mcp#1"}
+    assert resolver.flush() == [] and resolver.oldest_held() == float("inf")
+
+
 def test_concurrent_sessions_from_one_host_stay_apart() -> None:
     """Two MCP `initialize` exchanges at once from one host (two sessions of one agent): each request joins
     the session its own answer opens."""
@@ -94,3 +117,21 @@ def test_every_event_is_placed_once_and_no_exchange_is_split(specs: list[Any]) -
         now += delta / 10
         events.append(message(f"f{flow}", now, sender, key, clients.setdefault(flow, client)))
     place_all(events)  # asserts inside
+
+
+def test_a_slow_first_answer_after_a_card_fetch_keeps_its_request() -> None:
+    """An A2A client reads the Agent Card (answered without a key), then sends its first `message/send`
+    (no contextId yet); the agent answers 5 s later with the contextId it assigns. Request and answer are
+    one exchange, hence one session (rule 1), even though the card fetch showed the route keyless."""
+    sessions = place_all([message("card", 0.0), message("card", 0.01, "server"),
+                          message("send", 0.02), message("send", 5.02, "server", key="ctx-1")])
+    assert sessions == {"card": "a2a_context:ctx-1", "send": "a2a_context:ctx-1"}, "the card joins it too"
+
+
+def test_two_a2a_conversations_after_a_card_fetch_stay_apart() -> None:
+    """After one Agent Card fetch, two conversations from one host each open their own contextId with their
+    first `message/send`: two sessions, not one."""
+    sessions = place_all([message("card", 0.0), message("card", 0.01, "server"),
+                          message("send1", 0.02), message("send1", 0.5, "server", key="ctx-1"),
+                          message("send2", 10.0), message("send2", 10.5, "server", key="ctx-2")])
+    assert sessions["send1"] != sessions["send2"]

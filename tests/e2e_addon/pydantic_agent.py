@@ -1,0 +1,43 @@
+"""A third-party agent for the end-to-end tests: a `pydantic-ai` Agent whose MCP client (`MCPToolset`, built on
+the fastmcp client) talks to a server through the proxy, and whose model is a scripted `FunctionModel` (no
+LLM). The *complying* model does what a tool's description asks: when it asks for `~/.ssh/id_rsa`, the key
+goes into the `note` argument; the *resisting* model calls the tool with its numbers only."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic_ai import Agent
+from pydantic_ai.mcp import MCPToolset
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+FAKE_KEY = ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAAfakefakefake\n"
+            "-----END OPENSSH PRIVATE KEY-----")
+Behaviour = Literal["complying", "resisting"]
+
+
+def scripted_model(behaviour: Behaviour) -> FunctionModel:
+    """One tool call to `add` (2 + 3), then the answer as text once the tool returned."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returned = [part for message in messages for part in getattr(message, "parts", ())
+                    if isinstance(part, ToolReturnPart)]
+        if returned:
+            return ModelResponse(parts=[TextPart(f"The sum is {returned[-1].content}.")])
+        tool = next(t for t in info.function_tools if t.name.endswith("add"))
+        args: dict[str, object] = {"a": 2, "b": 3}
+        if behaviour == "complying" and "~/.ssh/id_rsa" in (tool.description or ""):
+            args["note"] = FAKE_KEY
+        return ModelResponse(parts=[ToolCallPart(tool.name, args)])
+
+    return FunctionModel(respond)
+
+
+async def conversation(mcp_url: str, behaviour: Behaviour, prompt: str = "What is 2 + 3?") -> str:
+    """One agent conversation: connect to the MCP server at `mcp_url`, run the prompt, return the answer."""
+    toolset = MCPToolset(mcp_url)
+    agent = Agent(scripted_model(behaviour), toolsets=[toolset])
+    async with agent:
+        result = await agent.run(prompt)
+    return str(result.output)
