@@ -51,6 +51,7 @@ from addon.recovery import pending_journal, recover
 from addon.reports import ReportWriter, summary_table
 from addon.semantic import load_semantic_evaluator
 from addon.text import Once, describe, printable
+from addon.views import MAX_MATCHES, METADATA_KEY, ContentViews
 
 log = logging.getLogger("oatf")
 
@@ -105,6 +106,8 @@ class OatfAddon:
         self.monitor_lost = False
         """A monitor process died or stalled: its runs are only in the journal, which shutdown then keeps."""
         self.once = Once()
+        self.addons = [ContentViews()]
+        """Sub-addons: the MCP, A2A and AG-UI content views (`addon.views`)."""
 
     # --- options ---------------------------------------------------------------------------------------
     def load(self, loader: Any) -> None:
@@ -408,6 +411,10 @@ class OatfAddon:
             flow.marked = MARK
             note = f"OATF {printable(output.indicator_id)} matched: {printable(output.evidence, 300)}"
             flow.comment = f"{flow.comment}\n{note}" if flow.comment else note
+            matches = flow.metadata.setdefault(METADATA_KEY, [])  # shown first by the content views
+            if len(matches) < MAX_MATCHES:
+                matches.append({"attack": output.attack_id, "indicator": output.indicator_id,
+                                "evidence": printable(output.evidence, 300)})
             ctx.master.addons.trigger(_update_hook(flow))
 
         self.loop.call_soon_threadsafe(apply)

@@ -1,0 +1,1 @@
+"""Tests of the content views (`addon/views.py`)."""
