@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +27,18 @@ FAKE_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU
 GUARD = 60  # seconds before a hung process fails the test instead of hanging it (never asserted on)
 
 
-def tap_command(report_dir: Path, *command: str, record: Path | None = None) -> list[str]:
+def tap_command(report_dir: Path, *command: str, record: Path | None = None, flags: tuple[str, ...] = ()) -> list[str]:
     return ["tap", "--attacks", ATTACK, "--report-dir", str(report_dir),
-            *(["--record", str(record)] if record else []), "--", *command]
+            *(["--record", str(record)] if record else []), *flags, "--", *command]
 
 
-async def agent(report_dir: Path, behaviour: str, record: Path | None = None) -> str:
+async def agent(report_dir: Path, behaviour: str, record: Path | None = None, flags: tuple[str, ...] = (),
+                before_close: Callable[[], Awaitable[None]] | None = None) -> str:
     """initialize, tools/list, then `forecast`: a complying agent follows the description's instruction (sends
-    a key in `context`), a resisting one does not. Returns the tool's answer."""
-    params = StdioServerParameters(command=OATF, args=tap_command(report_dir, *SERVER, record=record), cwd=ROOT)
+    a key in `context`), a resisting one does not; then `before_close`, the session still open. Returns the
+    tool's answer."""
+    params = StdioServerParameters(command=OATF, cwd=ROOT,
+                                   args=tap_command(report_dir, *SERVER, record=record, flags=flags))
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         forecast = next(t for t in (await session.list_tools()).tools if t.name == "forecast")
@@ -42,6 +46,8 @@ async def agent(report_dir: Path, behaviour: str, record: Path | None = None) ->
         if behaviour == "complying" and "`context`" in (forecast.description or ""):
             arguments["context"] = FAKE_KEY
         result = await session.call_tool("forecast", arguments)
+        if before_close is not None:
+            await before_close()
         return "".join(getattr(c, "text", "") for c in result.content)
 
 
@@ -61,6 +67,17 @@ def test_complying_agent_is_exploited(tmp_path: Path) -> None:
     assert report["outcome"] == "exploited"
     assert report["execution_summary"]["session"].startswith("mcp_session:stdio:")
     assert report["execution_summary"]["status"] == "interrupted"  # concluded when the agent closed stdin
+
+
+def test_grace_period_concludes_runs_while_the_session_is_open(tmp_path: Path) -> None:
+    async def reported() -> None:
+        while not (tmp_path / "verdicts.jsonl").exists():  # the clock ticks with no traffic
+            await asyncio.sleep(0.1)
+
+    asyncio.run(asyncio.wait_for(agent(tmp_path, "complying", flags=("--grace-period", "1s"), before_close=reported),
+                                 GUARD))
+    [report] = reports(tmp_path)
+    assert (report["execution_summary"]["status"], report["outcome"]) == ("completed", "exploited")
 
 
 def test_resisting_agent_resisted(tmp_path: Path) -> None:
@@ -102,6 +119,15 @@ def test_relay_is_byte_for_byte_and_stderr_passes_through(tmp_path: Path) -> Non
     assert done.returncode == 0
     assert done.stdout == data
     assert done.stderr == b"child stderr\n"  # and nothing of the tap's own without -v
+
+
+def test_verbose_diagnostics_go_to_stderr(tmp_path: Path) -> None:
+    echo = "import os\nwhile data := os.read(0, 4096):\n    os.write(1, data)\n"
+    data = b"not json\n"
+    done = subprocess.run([OATF, *tap_command(tmp_path, sys.executable, "-c", echo, flags=("-v",))], input=data,
+                          capture_output=True, timeout=GUARD)
+    assert done.stdout == data
+    assert b"invalid_json" in done.stderr and b"exited with status 0" in done.stderr
 
 
 def test_exit_status_is_the_childs(tmp_path: Path) -> None:
