@@ -70,14 +70,19 @@ def test_complying_agent_is_exploited(tmp_path: Path) -> None:
 
 
 def test_grace_period_concludes_runs_while_the_session_is_open(tmp_path: Path) -> None:
+    def exploited() -> list[dict[str, Any]]:
+        try:
+            return [r for r in reports(tmp_path) if r["outcome"] == "exploited"]
+        except (OSError, ValueError):  # not written yet, or being written
+            return []
+
     async def reported() -> None:
-        while not (tmp_path / "verdicts.jsonl").exists():  # the clock ticks with no traffic
-            await asyncio.sleep(0.1)
+        while not exploited():  # the clock ticks with no traffic (on a loaded machine an earlier quiet second
+            await asyncio.sleep(0.1)  # may conclude a run before the call: only the exploited one is awaited)
 
     asyncio.run(asyncio.wait_for(agent(tmp_path, "complying", flags=("--grace-period", "1s"), before_close=reported),
                                  GUARD))
-    [report] = reports(tmp_path)
-    assert (report["execution_summary"]["status"], report["outcome"]) == ("completed", "exploited")
+    assert [r["execution_summary"]["status"] for r in exploited()] == ["completed"]
 
 
 def test_resisting_agent_resisted(tmp_path: Path) -> None:
