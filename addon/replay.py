@@ -1,5 +1,6 @@
-"""Offline replay: recorded traffic (mitmproxy flow files or HAR) through the same decoders and monitor as
-the live addon, with the recorded timestamps as the clock. This is how CI runs an attack library.
+"""Offline replay: recorded traffic (mitmproxy flow files, HAR, or `oatf tap --record` stdio captures) through
+the same decoders and monitor as the live addon, with the recorded timestamps as the clock. This is how CI runs
+an attack library.
 
 The recording ends the observation: once every event is fed, runs whose actors are all terminal conclude as
 `completed` (nothing more can happen in their grace period), and the others as `interrupted`.
@@ -30,6 +31,7 @@ from addon.monitor.options import DEFAULT_IDLE_GAP
 from addon.monitor.sessions import SessionResolver
 from addon.semantic import load_semantic_evaluator
 from addon.wire import DecoderConfig, WireDecoder
+from addon.wire.ndjson import Capture, decode_capture, is_capture, read_capture
 
 
 class ReplayError(Exception):
@@ -65,16 +67,36 @@ def read_flows(path: str) -> list[AnyHTTPFlow]:
         raise ReplayError(f"{path}: not a mitmproxy flow file or HAR: a request without a start time") from None
 
 
+def read_capture_file(path: str) -> Capture | None:
+    """The `oatf tap --record` capture at `path` (`addon.wire.ndjson`), or None when it is not one."""
+    try:
+        with open(path, "rb") as handle:
+            if not is_capture(handle.readline()):
+                return None
+            handle.seek(0)
+            return read_capture(handle.read())
+    except OSError as exc:
+        raise ReplayError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ReplayError(f"{path}: not an oatf tap capture: {exc}") from None
+
+
 def decode_recordings(flow_paths: list[str], config: DecoderConfig | None = None,
                       ) -> tuple[list[ObservedEvent], int]:
-    """Every event of every recorded flow, in time order, and the number of flows (`config`: the decoder's
-    limits and protocol pins, as the live tap has them)."""
-    flows = [flow for path in flow_paths for flow in read_flows(path)]
+    """Every event of every recording, in time order, and the number of flows (`config`: the decoder's
+    limits and protocol pins, as the live tap has them). A recording is a mitmproxy flow file, a HAR, or an
+    `oatf tap --record` capture of a stdio session (each of its messages counts as a flow)."""
+    decoder = WireDecoder(config or engine_config({}).decoder)
+    recordings = [(path, read_capture_file(path)) for path in flow_paths]
+    captures = [capture for _path, capture in recordings if capture is not None]
+    flows = [flow for path, capture in recordings if capture is None for flow in read_flows(path)]
     # One decoder over all flows, interleaved by recorded time: exchanges answer each other (the legacy MCP
     # transport answers POSTs on its SSE stream), so flows cannot be decoded one by one.
-    events = decode_flows(WireDecoder(config or engine_config({}).decoder), flows)
+    events = decode_flows(decoder, flows)
+    for capture in captures:
+        events.extend(decode_capture(decoder, capture))
     events.sort(key=lambda e: (e.timestamp, e.seq))
-    return events, len(flows)
+    return events, len(flows) + sum(len(capture.messages) for capture in captures)
 
 
 Placed = tuple[ObservedEvent, str, float]

@@ -8,6 +8,8 @@
   errors unless `--lenient`).
 - `oatf recover DIR --attacks PATH`: conclude the runs a crashed proxy left open, from its journal.
 - `oatf export-trace --flows FILE… --out DIR`: each recorded agent session as an Attest v1 trace.
+- `oatf tap [--attacks PATH…] [--report-dir DIR] [--record FILE] -- COMMAND…`: run an MCP stdio server,
+  relaying and evaluating its traffic (`addon.stdio_tap`); exits as the server did.
 """
 
 from __future__ import annotations
@@ -229,6 +231,21 @@ def cmd_recover(args: argparse.Namespace) -> int:
     return exit_status(reports)
 
 
+def cmd_tap(args: argparse.Namespace) -> int:
+    """Relay an MCP stdio server's traffic (`addon.stdio_tap`), evaluating it; exit as the server did."""
+    from addon.engine_config import engine_config
+    from addon.stdio_tap import TapOptions, exit_like, run_tap
+
+    try:
+        config = engine_config({s.name: getattr(args, s.name) for s in SETTINGS})
+    except ValueError as exc:
+        print(f"oatf tap: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    attack_paths = [p for arg in args.attacks or [] for p in arg.split(",") if p]
+    options = TapOptions(args.command, attack_paths, args.report_dir, config, args.record, args.verbose)
+    return exit_like(run_tap(options))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="oatf", description="Open Agent Threat Format tools")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -265,6 +282,19 @@ def build_parser() -> argparse.ArgumentParser:
                           help="the attack documents the proxy evaluated (repeat or comma-separate)")
     add_settings(recover_)
     recover_.set_defaults(func=cmd_recover)
+    tap = sub.add_parser("tap", help="run an MCP stdio server (COMMAND) relaying the agent's traffic to it and "
+                         "evaluating that traffic; exits with the server's status",
+                         usage="oatf tap [--attacks PATH] [options] -- COMMAND [ARGS...]")
+    tap.add_argument("--attacks", action="append", metavar="PATH",
+                     help="attack documents: files or directories (repeat or comma-separate)")
+    tap.add_argument("--report-dir", default="oatf-reports",
+                     help="write one JSON report per run and verdicts.jsonl here (default: oatf-reports)")
+    add_settings(tap)
+    tap.add_argument("--record", metavar="FILE",
+                     help="write the observed messages here as NDJSON (replayable by oatf evaluate --flows)")
+    tap.add_argument("-v", "--verbose", action="store_true", help="diagnostics and reports written, on stderr")
+    tap.add_argument("command", nargs="+", metavar="COMMAND", help="the server's command line, after --")
+    tap.set_defaults(func=cmd_tap)
     export = sub.add_parser("export-trace", help="write recorded agent sessions as Attest v1 traces")
     export.add_argument("--flows", nargs="+", required=True, metavar="FILE", help="mitmproxy flow files or HAR")
     export.add_argument("--out", required=True, metavar="DIR", help="one <trace_id>.json per session")

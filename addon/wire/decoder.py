@@ -10,6 +10,14 @@ returning the events the call completed:
     response_data(exchange_id, data, timestamp)*
     response_end(exchange_id, timestamp)               # or abort(exchange_id, timestamp) at any point
 
+A transport that frames whole messages (MCP stdio: `addon.wire.ndjson`) is one long session instead:
+
+    open_stream(stream_id, endpoint, client, keys)
+    stream_message(stream_id, data, sender, timestamp)*   # one JSON-RPC message or batch, sent by `sender`
+    close_stream(stream_id)
+
+Both go through the same JSON-RPC → event logic (naming, correlation per requesting side, content enrichment).
+
 What it decodes: JSON-RPC 2.0 bodies (MCP, A2A; single or batch; JSON or SSE answers), A2A's HTTP+JSON/REST
 routes (`a2a_rest`: each decoded as the JSON-RPC method it stands for), AG-UI RunAgentInput POSTs and their SSE
 answers, Agent Card fetches, and the legacy MCP HTTP+SSE transport (`endpoint` event, POSTs to it, answers on
@@ -117,6 +125,9 @@ _BINDINGS: dict[str, _Binding] = {
                     lambda event, payload, _params: a2a.result_content(event, payload), a2a.session_keys),
 }
 
+_STREAM = "STREAM"
+"""The method of a message stream's `_Exchange` (`open_stream`): it lasts a whole session, so the requests of its
+client are correlated through the session's `Correlator` only, never kept with the exchange."""
 _JSON_SUFFIXES = ("/json", "+json", "/json-rpc")
 _IDENTITY = ContentDecoder(None)  # no coding: stateless, shared
 _SSE = "text/event-stream"
@@ -178,6 +189,7 @@ class WireDecoder:
         self._on_diagnostic = on_diagnostic
         self._seq = 0
         self._exchanges: OrderedDict[str, _Exchange] = OrderedDict()
+        self._streams: dict[str, _Exchange] = {}  # open message streams (`open_stream`), closed by their owner
         self._pending = Correlator(self.config.max_pending)
         self._evicted_reported = 0
         self._endpoints: OrderedDict[tuple[str, int, str], Protocol] = OrderedDict()
@@ -321,6 +333,36 @@ class WireDecoder:
             return self._jsonrpc(ex, value, "server", False, timestamp)
         return []
 
+    # --- the message stream API (transports that frame whole messages: MCP stdio) ------------------------------
+
+    def open_stream(self, stream_id: str, endpoint: Endpoint, client: str, keys: dict[str, str]) -> None:
+        """An MCP message stream started: one session whose messages arrive whole, each sent by one side (MCP's
+        stdio transport, framed by `addon.wire.ndjson`). Every event of the stream carries `keys`; requests are
+        correlated per requesting side within the stream, as within an HTTP session."""
+        ex = _Exchange(stream_id, _STREAM, f"{endpoint.host}:{endpoint.port}{endpoint.path}", endpoint, client)
+        ex.proto, ex.scope, ex.keys = "mcp", f"stream|{stream_id}", dict(keys)
+        self._streams[stream_id] = ex
+
+    def stream_message(self, stream_id: str, data: bytes | str, sender: Side, timestamp: float) -> list[ObservedEvent]:
+        """One whole message (JSON text: a JSON-RPC message or batch) that `sender` sent on an open stream."""
+        ex = self._streams.get(stream_id)
+        if ex is None:
+            return []
+        if len(data) > self.config.max_body_size:
+            self._diagnose("oversize_body", ex, f"message over {self.config.max_body_size} bytes: not inspected")
+            return []
+        value = self._parse(ex, data, "message", quiet=False)
+        if value is None:
+            return []
+        if not looks_like_jsonrpc(value):
+            self._diagnose("invalid_jsonrpc", ex, "a message that is not JSON-RPC")
+            return []
+        return self._jsonrpc(ex, value, sender, False, timestamp)
+
+    def close_stream(self, stream_id: str) -> None:
+        """The stream ended: forget it (its outstanding requests stay until evicted)."""
+        self._streams.pop(stream_id, None)
+
     def abort(self, exchange_id: str, timestamp: float) -> list[ObservedEvent]:
         """The exchange failed (connection lost, killed): forget it; nothing half-received is reported."""
         ex = self._exchanges.pop(exchange_id, None)
@@ -433,7 +475,7 @@ class WireDecoder:
         params = {} if item.payload is None else item.payload
         if item.kind is Kind.REQUEST and item.id is not None:
             pending = Pending(name, params)
-            if sender == "client" and len(ex.requests) < self.config.max_pending:
+            if sender == "client" and ex.method != _STREAM and len(ex.requests) < self.config.max_pending:
                 ex.requests[item.id] = pending
             # Ids are correlated per requesting side: both peers number their requests from 0/1, so a
             # server-to-client request may share its id with an open client request (JSON-RPC 2.0 §4).
