@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import oatf
 from addon.text import printable
 
 JSONL_NAME = "verdicts.jsonl"
@@ -166,13 +167,43 @@ def undelivered_attacks(reports: Iterable[dict[str, Any]], attack_ids: Iterable[
     return [attack_id for attack_id in attack_ids if attack_id not in delivered]
 
 
-def exit_status(reports: Iterable[dict[str, Any]], undelivered: Iterable[str] = ()) -> int:
-    """CI semantics: 1 something exploited or partial; else 2 some verdict is an error; else 3 when
-    `undelivered` (attacks `--require-delivered` asked about that never reached the agent) is not empty;
-    else 0."""
-    results = {r["verdict"]["result"] for r in reports}
-    if results & {"exploited", "partial"}:
+SEVERITY_LEVELS = ("informational", "low", "medium", "high", "critical")
+"""OATF severity levels, lowest first (`--severity-threshold`)."""
+FAIL_ON = ("exploited", "partial", "not-delivered")
+"""What `--fail-on` may name: run outcomes `exploited` and `partial` (exit 1), and `not-delivered`, an attack no
+run of which was delivered (exit 3, as `--require-delivered`)."""
+DEFAULT_FAIL_ON = frozenset({"exploited", "partial"})
+
+
+def severity_at_least(level: str | None, threshold: str | None) -> bool:
+    """Whether an attack of severity `level` counts under `threshold` (None: every attack). An attack without
+    a known level counts: a gate does not pass on what it cannot rank."""
+    if threshold is None or level not in SEVERITY_LEVELS:
+        return True
+    return SEVERITY_LEVELS.index(level) >= SEVERITY_LEVELS.index(threshold)
+
+
+def tier_at_least(tier: str | None, minimum: str | None) -> bool:
+    """Whether a run whose verdict's `max_tier` is `tier` counts under `minimum` (`oatf.Tier` order: ingested
+    < local_action < boundary_breach; None: every run). A run whose matched indicators declare no tier counts."""
+    if minimum is None or tier not in {t.value for t in oatf.Tier}:
+        return True
+    return oatf.Tier(tier).rank >= oatf.Tier(minimum).rank
+
+
+def exit_status(reports: Iterable[dict[str, Any]], undelivered: Iterable[str] = (),
+                fail_on: Iterable[str] = DEFAULT_FAIL_ON, severity_threshold: str | None = None,
+                min_tier: str | None = None) -> int:
+    """CI semantics: 1 some run counted is exploited or partial (`fail_on`: which of the two fail; a run counts
+    when its attack's severity reaches `severity_threshold` and its verdict's tier `min_tier`); else 2 some
+    verdict is an error; else 3 when `undelivered` (attacks never delivered that the caller asks to fail on:
+    `--require-delivered`, `--fail-on not-delivered`) is not empty; else 0."""
+    reports = list(reports)
+    failing = set(fail_on) & {"exploited", "partial"}
+    if any(r["verdict"]["result"] in failing
+           and severity_at_least((r["attack"].get("severity") or {}).get("level"), severity_threshold)
+           and tier_at_least(r["verdict"].get("max_tier"), min_tier) for r in reports):
         return EXIT_EXPLOITED
-    if "error" in results:
+    if any(r["verdict"]["result"] == "error" for r in reports):
         return EXIT_ERROR
     return EXIT_NOT_DELIVERED if list(undelivered) else EXIT_OK
