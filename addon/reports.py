@@ -32,7 +32,8 @@ _SECRET_SHAPES = re.compile(
     r"|\bgh[pousr]_[A-Za-z0-9]{30,}"  # GitHub token
     r"|\b(?:sk|xox[abprs])-[A-Za-z0-9_-]{16,}"  # OpenAI-style and Slack tokens
     r"|\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"  # JSON Web Token
-    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----(?:[^-]|-(?!----END))*(?:-----END [A-Z ]*PRIVATE KEY-----)?")
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----(?:\\[rn]|\s)*[A-Za-z0-9+/=]{16,}(?:\\[rn]|[\r\n]|[A-Za-z0-9+/=])*"
+    r"(?:-----END [A-Z ]*PRIVATE KEY-----)?")  # a private key block
 """Well-known credential shapes, redacted wherever they appear in evidence and extracted values."""
 
 

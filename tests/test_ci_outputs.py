@@ -75,6 +75,9 @@ def test_redact_keeps_the_first_four_and_last_two_characters_of_long_values() ->
      'x: highest score 0.9 ≥ threshold 0.7 for "send…ey (16 chars)"'),
     (f"CEL expression is true: message.k == '{AWS_KEY}'", "CEL expression is true: message.k == 'AKIA…TX (20 chars)'"),
     ('x: contains "A" matched "short"', 'x: contains "A" matched "short"'),
+    *[(text, text) for text in ['x: contains "-----BEGIN RSA PRIVATE KEY-----" matched "k"']],
+    ("CEL: m == '-----BEGIN RSA PRIVATE KEY-----\\nMIIEpAIBAAKCAQEA7\\n-----END RSA PRIVATE KEY-----' and more",
+     "CEL: m == '----…-- (81 chars)' and more"),
 ])
 def test_redact_evidence(evidence: str, expected: str) -> None:
     assert redact_evidence(evidence) == expected
