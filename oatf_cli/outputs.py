@@ -26,7 +26,6 @@ Report = dict[str, Any]
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"
 TOOL_NAME = "oatf-watch"
-TOOL_URI = "https://github.com/oatf-watch/oatf-watch"
 SARIF_OUTCOMES = ("exploited", "partial")
 """The outcomes that are SARIF results (findings): the agent complied with the attack, fully or in part."""
 SARIF_LEVELS = {"critical": "error", "high": "error", "medium": "warning", "low": "note", "informational": "note"}
@@ -163,7 +162,7 @@ def to_sarif(reports: Sequence[Report], attacks: Mapping[str, oatf.Attack], flow
         "version": SARIF_VERSION,
         "runs": [{
             "tool": {"driver": {"name": TOOL_NAME, "version": version, "semanticVersion": version,
-                                "informationUri": TOOL_URI, "rules": [_rule(k, attacks[k]) for k in keys]}},
+                                "rules": [_rule(k, attacks[k]) for k in keys]}},
             "artifacts": [{"location": {"uri": _uri(path)}} for path in dict.fromkeys(captures)],
             "results": [_result(r, rule_index, flow_files, captures) for r in reports
                         if r["outcome"] in SARIF_OUTCOMES],
