@@ -252,7 +252,8 @@ def captures(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_every_output_at_once_and_no_whole_secret_anywhere(captures: Path, tmp_path: Path) -> None:
     flows = str(captures / "OW-001.complying.mitm")
     files = {fmt: tmp_path / f"out.{fmt}" for fmt in ("sarif", "junit", "html", "json")}
-    args = ["evaluate", "--attacks", str(OW_001), "--flows", flows, "--report-dir", str(tmp_path / "reports"),
+    args = ["evaluate", "--attacks", str(OW_001), "--flows", str(HONEST), flows,
+            "--report-dir", str(tmp_path / "reports"),
             *(arg for fmt, path in files.items() for arg in (f"--{fmt}", str(path)))]
     result = run(*args, "-v")
     assert result.returncode == 1, result.stdout + result.stderr
@@ -267,7 +268,7 @@ def test_every_output_at_once_and_no_whole_secret_anywhere(captures: Path, tmp_p
     jsonschema.validate(log, SARIF_REQUIRED)
     assert {r["ruleId"] for r in log["runs"][0]["results"]} == {"OW-001"}
     assert {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in log["runs"][0]["results"]} \
-        == {Path(flows).as_uri()}
+        == {Path(flows).as_uri()}, "the capture the cited flow came from (not the first one given)"
     assert ET.fromstring(texts["junit"]).get("failures") == "2"
     assert texts["html"].startswith("<!DOCTYPE html>") and json.loads(texts["json"])[0]["attack"]["id"] == "OW-001"
     assert ET.fromstring(texts["--format junit"]).tag == "testsuites"
@@ -322,3 +323,16 @@ def test_evaluate_help_documents_the_thresholds() -> None:
         assert flag in text
     assert "--fail-on not-delivered" in text
 
+
+
+def test_progress_lines_while_one_process_evaluates(captures: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from addon import replay
+
+    monkeypatch.setattr(replay, "PROGRESS_EVERY", 5)
+    lines: list[str] = []
+    result = replay.replay([str(OW_001)], [str(captures / "OW-001.complying.mitm")], progress=lines.append)
+    assert lines == [f"read 8 flow(s) from {captures / 'OW-001.complying.mitm'}", "decoded 14 event(s) from 8 flow(s)",
+                     "evaluated 5/14 event(s): 0 run(s) concluded so far",
+                     "evaluated 10/14 event(s): 0 run(s) concluded so far",
+                     "evaluated 14 event(s): 2 run(s) concluded"]
+    assert set(result.flow_files.values()) == {str(captures / "OW-001.complying.mitm")}
