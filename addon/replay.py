@@ -15,7 +15,7 @@ import operator
 import os
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +50,17 @@ class ReplayResult:
     """The attacks loaded (their keys: id, else file), whether or not any run of them was produced."""
     waived: list[LoadProblem] = field(default_factory=list)
     """Strict-check findings of documents loaded anyway (`lenient`)."""
+    attacks: dict[str, oatf.Attack] = field(default_factory=dict)
+    """The attacks loaded, by key (`attack_ids`): their headers (name, description, severity) for outputs."""
+    flow_files: dict[str, str] = field(default_factory=dict)
+    """The recording each flow (by id) was read from."""
+
+
+Progress = Callable[[str], None]
+"""Receives one line about a long replay's progress (flows read, events decoded, runs concluded)."""
+
+PROGRESS_EVERY = 10_000
+"""Events between two progress lines while one process evaluates."""
 
 
 def read_flows(path: str) -> list[AnyHTTPFlow]:
@@ -82,20 +93,37 @@ def read_capture_file(path: str) -> Capture | None:
 
 
 def decode_recordings(flow_paths: list[str], config: DecoderConfig | None = None,
+                      origins: dict[str, str] | None = None, progress: Progress | None = None,
                       ) -> tuple[list[ObservedEvent], int]:
     """Every event of every recording, in time order, and the number of flows (`config`: the decoder's
     limits and protocol pins, as the live tap has them). A recording is a mitmproxy flow file, a HAR, or an
-    `oatf tap --record` capture of a stdio session (each of its messages counts as a flow)."""
+    `oatf tap --record` capture of a stdio session (each of its messages counts as a flow). `origins`, when
+    given, receives each flow's recording (flow id → path); `progress` a line per recording read and one when
+    decoding is done."""
     decoder = WireDecoder(config or engine_config({}).decoder)
-    recordings = [(path, read_capture_file(path)) for path in flow_paths]
-    captures = [capture for _path, capture in recordings if capture is not None]
-    flows = [flow for path, capture in recordings if capture is None for flow in read_flows(path)]
+    captures = []
+    flows: list[AnyHTTPFlow] = []
+    for path in flow_paths:
+        capture = read_capture_file(path)
+        if capture is not None:
+            captures.append(capture)
+            if progress is not None:
+                progress(f"read {len(capture.messages)} stdio message(s) from {path}")
+            continue
+        read = read_flows(path)
+        flows += read
+        if origins is not None:
+            origins.update((flow.id, path) for flow in read)
+        if progress is not None:
+            progress(f"read {len(read)} flow(s) from {path}")
     # One decoder over all flows, interleaved by recorded time: exchanges answer each other (the legacy MCP
     # transport answers POSTs on its SSE stream), so flows cannot be decoded one by one.
     events = decode_flows(decoder, flows)
     for capture in captures:
         events.extend(decode_capture(decoder, capture))
     events.sort(key=lambda e: (e.timestamp, e.seq))
+    if progress is not None:
+        progress(f"decoded {len(events)} event(s) from {len(flows)} flow(s)")
     return events, len(flows) + sum(len(capture.messages) for capture in captures)
 
 
@@ -122,21 +150,25 @@ def place_events(events: list[ObservedEvent], policy: SessionKey, idle_gap: floa
 
 def evaluate_events(attacks: list[LoadedAttack], events: list[ObservedEvent],
                     options: MonitorOptions | None = None, workers: int = 1,
-                    semantic: oatf.SemanticEvaluator | None = None) -> list[dict[str, Any]]:
+                    semantic: oatf.SemanticEvaluator | None = None, progress: Progress | None = None,
+                    ) -> list[dict[str, Any]]:
     """The reports of every run over recorded events (in time order), in the order the runs ended.
 
     The recording's end concludes the runs: the clock moves one grace period (the longest any loaded attack
     or `options` sets) past the last event, so runs whose actors are all terminal conclude `completed`, and
     the others are concluded `interrupted`. Sessions are independent, so with `workers` > 1 (and enough
     events) they are split over that many forked processes, each following its share of the sessions; the
-    reports are the same as with one process (`oatf_max_runs` then bounds each process's live runs)."""
+    reports are the same as with one process (`oatf_max_runs` then bounds each process's live runs).
+    `progress` receives a line every `PROGRESS_EVERY` events one process evaluates, and one at the end."""
     options = options or MonitorOptions()
     placed = place_events(events, options.session_key, options.idle_gap)
     end = max((event.timestamp for event in events), default=0.0)
     final = end + max([options.grace_period, *(a.plan.grace_period or 0.0 for a in attacks)])
     shards = worker_count(len(events), workers)
-    reports = (_evaluate_placed(attacks, placed, options, final, semantic) if shards == 1
+    reports = (_evaluate_placed(attacks, placed, options, final, semantic, progress) if shards == 1
                else _evaluate_in_parallel(attacks, placed, options, final, shards, semantic))
+    if progress is not None:
+        progress(f"evaluated {len(placed)} event(s): {len(reports)} run(s) concluded")
     ended = operator.itemgetter("ended_at")
     return sorted(reports, key=lambda report: ended(report["execution_summary"]))
 
@@ -159,11 +191,15 @@ def _evaluate_in_parallel(attacks: list[LoadedAttack], placed: list[Placed], opt
 
 
 def _evaluate_placed(attacks: list[LoadedAttack], placed: list[Placed], options: MonitorOptions,
-                     final: float, semantic: oatf.SemanticEvaluator | None) -> list[dict[str, Any]]:
+                     final: float, semantic: oatf.SemanticEvaluator | None, progress: Progress | None = None,
+                     ) -> list[dict[str, Any]]:
     monitor = Monitor(attacks, options, semantic=semantic)
     outputs = []
-    for event, session, clock in placed:
+    for count, (event, session, clock) in enumerate(placed, 1):
         outputs.extend(monitor.observe(event, session, clock))
+        if progress is not None and count % PROGRESS_EVERY == 0:
+            concluded = sum(isinstance(o, RunConcluded) for o in outputs)
+            progress(f"evaluated {count}/{len(placed)} event(s): {concluded} run(s) concluded so far")
     outputs.extend(monitor.tick(final))
     outputs.extend(monitor.shutdown())
     return [o.report for o in outputs if isinstance(o, RunConcluded)]
@@ -213,19 +249,22 @@ def collector_paused() -> Iterator[None]:
 
 
 def replay(attack_paths: list[str], flow_paths: list[str], config: EngineConfig | None = None,
-           workers: int = 1) -> ReplayResult:
+           workers: int = 1, progress: Progress | None = None) -> ReplayResult:
     """Evaluate the attacks under `attack_paths` over the recordings in `flow_paths`, with the engine built as
-    the live addon builds it from the same settings (`addon.engine_config`; `workers`: see `evaluate_events`).
-    Raises ImportError/AttributeError when the configured semantic evaluator does not load."""
+    the live addon builds it from the same settings (`addon.engine_config`; `workers`: see `evaluate_events`;
+    `progress`: lines about the work as it goes). Raises ImportError/AttributeError when the configured semantic
+    evaluator does not load."""
     config = config or engine_config({})
     semantic = load_semantic_evaluator(config.semantic_evaluator)
+    origins: dict[str, str] = {}
     with collector_paused():
         library = load_library(attack_paths, config.lenient)
-        events, flow_count = decode_recordings(flow_paths, config.decoder)
-        reports = evaluate_events(list(library.attacks), events, config.monitor, workers, semantic)
+        events, flow_count = decode_recordings(flow_paths, config.decoder, origins, progress)
+        reports = evaluate_events(list(library.attacks), events, config.monitor, workers, semantic, progress)
     return ReplayResult(reports, list(library.problems), len(events), flow_count,
                         worker_count(len(events), workers), attack_ids=tuple(a.key for a in library.attacks),
-                        waived=list(library.waived))
+                        waived=list(library.waived), attacks={a.key: a.attack for a in library.attacks},
+                        flow_files=origins)
 
 
 def replay_flows(attack_paths: list[str], flow_paths: list[str], *, grace_period: float | None = None) -> list[dict]:
@@ -234,5 +273,5 @@ def replay_flows(attack_paths: list[str], flow_paths: list[str], *, grace_period
     return replay(attack_paths, flow_paths, config).reports
 
 
-__all__ = ["ReplayError", "ReplayResult", "available_cpus", "collector_paused", "decode_recordings", "evaluate_events",
-           "place_events", "read_flows", "replay", "replay_flows", "worker_count"]
+__all__ = ["Progress", "ReplayError", "ReplayResult", "available_cpus", "collector_paused", "decode_recordings",
+           "evaluate_events", "place_events", "read_flows", "replay", "replay_flows", "worker_count"]

@@ -1,8 +1,11 @@
-"""Verdict reports: one JSON file per run (written atomically), every verdict appended to `verdicts.jsonl`,
-and a console summary table. Files only; no mitmproxy."""
+"""Verdict reports: one JSON file per run (written atomically), every verdict appended to `verdicts.jsonl`
+(mode 0600, like the report files: reports quote what the agent sent), a console summary table, and the
+redaction of matched values (`redact_report`) every output applies unless asked to show secrets. Files only;
+no mitmproxy."""
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -12,9 +15,70 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import oatf
 from addon.text import printable
 
 JSONL_NAME = "verdicts.jsonl"
+
+REDACT_KEEP_ABOVE = 8
+"""Values longer than this are shown as their first 4 and last 2 characters (`redact`)."""
+_REDACTED = re.compile(r"^.{0,4}….{0,2} \(\d+ chars\)$", re.S)
+_MATCHED_VALUE = re.compile(r'(?P<lead> matched | for )(?P<value>"(?:[^"\\]|\\.)*"?|[\[{].*)$', re.S)
+"""The traffic value an indicator's evidence quotes last (`oatf.evaluation`): a pattern's `matched "…"` (or
+the JSON of a non-string value, or a literal cut short by the evidence limit), a semantic score's `for "…"`."""
+_STRING_LITERAL = re.compile(r'"(?:[^"\\]|\\.)*"?')
+_SECRET_SHAPES = re.compile(
+    r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"  # AWS access key id
+    r"|\bgh[pousr]_[A-Za-z0-9]{30,}"  # GitHub token
+    r"|\b(?:sk|xox[abprs])-[A-Za-z0-9_-]{16,}"  # OpenAI-style and Slack tokens
+    r"|\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"  # JSON Web Token
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----(?:\\[rn]|\s)*[A-Za-z0-9+/=]{16,}(?:\\[rn]|[\r\n]|[A-Za-z0-9+/=])*"
+    r"(?:-----END [A-Z ]*PRIVATE KEY-----)?")  # a private key block
+"""Well-known credential shapes, redacted wherever they appear in evidence and extracted values."""
+
+
+def redact(value: str) -> str:
+    """`value` longer than `REDACT_KEEP_ABOVE` characters as `AKIA…XY (40 chars)`; shorter ones, and values
+    already redacted, unchanged."""
+    if len(value) <= REDACT_KEEP_ABOVE or _REDACTED.match(value):
+        return value
+    return f"{value[:4]}…{value[-2:]} ({len(value)} chars)"
+
+
+def _redact_literal(literal: str) -> str:
+    """A JSON string literal (possibly cut short: no closing quote) with its value redacted."""
+    for text in (literal, literal + '"'):
+        try:
+            return json.dumps(redact(json.loads(text)), ensure_ascii=False)
+        except ValueError:
+            continue
+    return json.dumps(redact(literal.strip('"')), ensure_ascii=False)  # cut inside an escape
+
+
+def redact_evidence(evidence: str) -> str:
+    """An indicator's evidence with the traffic value it quotes redacted (`redact`; every string of a JSON
+    value), and any well-known credential shape elsewhere in it."""
+    found = _MATCHED_VALUE.search(evidence)
+    if found is not None:
+        value = found.group("value")
+        value = (_redact_literal(value) if value.startswith('"')
+                 else _STRING_LITERAL.sub(lambda m: _redact_literal(m.group()), value))
+        evidence = evidence[:found.start("value")] + value
+    return _SECRET_SHAPES.sub(lambda m: redact(m.group()), evidence)
+
+
+def redact_report(report: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `report` in which what the agent sent is redacted: each indicator's evidence
+    (`redact_evidence`) and each actor's extracted values (`redact`). Reports shown or written by every output
+    (report files, `verdicts.jsonl`, `oatf evaluate`'s formats) go through this unless secrets are asked for."""
+    redacted = copy.deepcopy(report)
+    for verdict in redacted["verdict"].get("indicator_verdicts") or ():
+        if isinstance(verdict.get("evidence"), str):
+            verdict["evidence"] = redact_evidence(verdict["evidence"])
+    for actor in redacted["execution_summary"].get("actors") or ():
+        actor["extractors"] = {name: redact(value) if isinstance(value, str) else value
+                               for name, value in (actor.get("extractors") or {}).items()}
+    return redacted
 
 
 def report_filename(report: dict[str, Any]) -> str:
@@ -30,13 +94,17 @@ def report_filename(report: dict[str, Any]) -> str:
 
 
 class ReportWriter:
-    """Writes each concluded run's report into `directory` and appends it to `verdicts.jsonl`."""
+    """Writes each concluded run's report into `directory` and appends it to `verdicts.jsonl`, matched values
+    redacted (`redact_report`) unless `show_secrets`."""
 
-    def __init__(self, directory: str | os.PathLike[str]):
+    def __init__(self, directory: str | os.PathLike[str], show_secrets: bool = False):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
+        self.show_secrets = show_secrets
 
     def write(self, report: dict[str, Any]) -> Path:
+        if not self.show_secrets:
+            report = redact_report(report)
         path = self.directory / report_filename(report)
         data = json.dumps(report, indent=2, sort_keys=False, default=str) + "\n"
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
@@ -49,7 +117,8 @@ class ReportWriter:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-        with open(self.directory / JSONL_NAME, "a", encoding="utf-8") as jsonl:
+        fd = os.open(self.directory / JSONL_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8") as jsonl:
             jsonl.write(json.dumps(report, separators=(",", ":"), default=str) + "\n")
         return path
 
@@ -99,13 +168,43 @@ def undelivered_attacks(reports: Iterable[dict[str, Any]], attack_ids: Iterable[
     return [attack_id for attack_id in attack_ids if attack_id not in delivered]
 
 
-def exit_status(reports: Iterable[dict[str, Any]], undelivered: Iterable[str] = ()) -> int:
-    """CI semantics: 1 something exploited or partial; else 2 some verdict is an error; else 3 when
-    `undelivered` (attacks `--require-delivered` asked about that never reached the agent) is not empty;
-    else 0."""
-    results = {r["verdict"]["result"] for r in reports}
-    if results & {"exploited", "partial"}:
+SEVERITY_LEVELS = ("informational", "low", "medium", "high", "critical")
+"""OATF severity levels, lowest first (`--severity-threshold`)."""
+FAIL_ON = ("exploited", "partial", "not-delivered")
+"""What `--fail-on` may name: run outcomes `exploited` and `partial` (exit 1), and `not-delivered`, an attack no
+run of which was delivered (exit 3, as `--require-delivered`)."""
+DEFAULT_FAIL_ON = frozenset({"exploited", "partial"})
+
+
+def severity_at_least(level: str | None, threshold: str | None) -> bool:
+    """Whether an attack of severity `level` counts under `threshold` (None: every attack). An attack without
+    a known level counts: a gate does not pass on what it cannot rank."""
+    if threshold is None or level not in SEVERITY_LEVELS:
+        return True
+    return SEVERITY_LEVELS.index(level) >= SEVERITY_LEVELS.index(threshold)
+
+
+def tier_at_least(tier: str | None, minimum: str | None) -> bool:
+    """Whether a run whose verdict's `max_tier` is `tier` counts under `minimum` (`oatf.Tier` order: ingested
+    < local_action < boundary_breach; None: every run). A run whose matched indicators declare no tier counts."""
+    if minimum is None or tier not in {t.value for t in oatf.Tier}:
+        return True
+    return oatf.Tier(tier).rank >= oatf.Tier(minimum).rank
+
+
+def exit_status(reports: Iterable[dict[str, Any]], undelivered: Iterable[str] = (),
+                fail_on: Iterable[str] = DEFAULT_FAIL_ON, severity_threshold: str | None = None,
+                min_tier: str | None = None) -> int:
+    """CI semantics: 1 some run counted is exploited or partial (`fail_on`: which of the two fail; a run counts
+    when its attack's severity reaches `severity_threshold` and its verdict's tier `min_tier`); else 2 some
+    verdict is an error; else 3 when `undelivered` (attacks never delivered that the caller asks to fail on:
+    `--require-delivered`, `--fail-on not-delivered`) is not empty; else 0."""
+    reports = list(reports)
+    failing = set(fail_on) & {"exploited", "partial"}
+    if any(r["verdict"]["result"] in failing
+           and severity_at_least((r["attack"].get("severity") or {}).get("level"), severity_threshold)
+           and tier_at_least(r["verdict"].get("max_tier"), min_tier) for r in reports):
         return EXIT_EXPLOITED
-    if "error" in results:
+    if any(r["verdict"]["result"] == "error" for r in reports):
         return EXIT_ERROR
     return EXIT_NOT_DELIVERED if list(undelivered) else EXIT_OK

@@ -15,23 +15,33 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import oatf
 from addon.engine_config import SETTINGS
 
 from .diagnostics import Finding, error_findings, parse_findings, validation_findings
 
+if TYPE_CHECKING:
+    from addon.replay import ReplayResult
+
 EXIT_OK, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
 EVALUATE_EXIT_STATUSES = """exit status:
-  0  no attack exploited (every run resisted or was not delivered)
-  1  some run exploited or partial
+  0  no attack exploited (every run resisted or was not delivered), or none that --fail-on,
+     --severity-threshold and --min-tier count
+  1  some run exploited or partial (with --fail-on: of the outcomes named; with --severity-threshold: of an
+     attack at or above that severity, or without one; with --min-tier: whose verdict's max tier reaches it,
+     or whose matched indicators declare no tier)
   2  errors: any document not loaded (invalid, unreadable, or refused by strict loading), unreadable
-     flows, no run produced, or some verdict is `error`
-  3  --require-delivered: some attack never reached the agent (no run of it was delivered)"""
+     flows, no run produced, or some verdict is `error` (whatever the thresholds)
+  3  --require-delivered or --fail-on not-delivered: some attack (at or above --severity-threshold) never
+     reached the agent (no run of it was delivered)
+Matched values are redacted in every output (AKIA…XY (20 chars)) unless --show-secrets."""
 DOCUMENT_SUFFIXES = (".yaml", ".yml")
 
 
@@ -112,10 +122,19 @@ def _positive(text: str) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    """Replay recordings through the decoders and monitor; print the verdict table; write reports."""
+    """Replay recordings through the decoders and monitor; print the verdict table (or another format); write
+    reports and CI files; exit as `EVALUATE_EXIT_STATUSES` says."""
     from addon.engine_config import engine_config
     from addon.replay import ReplayError, available_cpus, replay
-    from addon.reports import ReportWriter, exit_status, outcome_summary, summary_table, undelivered_attacks
+    from addon.reports import (
+        DEFAULT_FAIL_ON,
+        ReportWriter,
+        exit_status,
+        outcome_summary,
+        redact_report,
+        severity_at_least,
+        undelivered_attacks,
+    )
 
     try:
         config = engine_config({s.name: getattr(args, s.name) for s in SETTINGS})
@@ -123,8 +142,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print(f"oatf evaluate: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
     attack_paths = [p for arg in args.attacks for p in arg.split(",") if p]
+    show_progress = args.progress if args.progress is not None else sys.stderr.isatty()
     try:
-        result = replay(attack_paths, args.flows, config, args.jobs or available_cpus())
+        result = replay(attack_paths, args.flows, config, args.jobs or available_cpus(),
+                        progress=(lambda line: print(f"oatf evaluate: {line}", file=sys.stderr, flush=True))
+                        if show_progress else None)
     except (ImportError, AttributeError) as exc:
         print(f"oatf evaluate: --semantic-evaluator: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
@@ -135,34 +157,70 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print(f"warning: loaded anyway (--lenient): {waived}", file=sys.stderr)
     for problem in result.problems:
         print(f"not loaded: {problem}", file=sys.stderr)
+    reports = result.reports if args.show_secrets else [redact_report(r) for r in result.reports]
     if args.report_dir:
-        writer = ReportWriter(args.report_dir)
-        for report in result.reports:
+        writer = ReportWriter(args.report_dir, show_secrets=True)  # already redacted unless --show-secrets
+        for report in reports:
             writer.write(report)
-    if args.format == "json":
-        json.dump(result.reports, sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
-    else:
-        print(summary_table(result.reports) if result.reports
-              else "no run: no recorded traffic matched a loaded attack")
-        print(f"{result.flows} flow(s), {result.events} event(s), {len(result.reports)} run(s), "
+    outputs = _evaluate_outputs(args, reports, result)
+    sys.stdout.write(outputs[args.format])
+    for fmt in FILE_FORMATS:
+        path = getattr(args, fmt)
+        if path:
+            Path(path).write_text(outputs[fmt], encoding="utf-8")
+    if not args.quiet:
+        print(f"{result.flows} flow(s), {result.events} event(s), {len(reports)} run(s), "
               f"{result.workers} evaluation process(es)"
               + (f"; reports in {args.report_dir}" if args.report_dir else ""), file=sys.stderr)
     if result.problems:  # a CI gate must not pass without the attacks it was given
         documents = len({problem.path for problem in result.problems})
         print(f"oatf evaluate: {documents} document(s) not loaded ({len(result.problems)} problem(s) above): "
               "their attacks were not evaluated", file=sys.stderr)
-    if args.format == "json" and result.reports:
-        print(outcome_summary(result.reports), file=sys.stderr)
-    undelivered = undelivered_attacks(result.reports, result.attack_ids) if args.require_delivered else []
+    if args.format != "text" and reports:
+        print(outcome_summary(reports), file=sys.stderr)
+    fail_on = set(args.fail_on or DEFAULT_FAIL_ON) | ({"not-delivered"} if args.require_delivered else set())
+    undelivered = [key for key in undelivered_attacks(reports, result.attack_ids)
+                   if severity_at_least(_severity_level(result.attacks.get(key)), args.severity_threshold)
+                   ] if "not-delivered" in fail_on else []
     for attack_id in undelivered:
         print(f"oatf evaluate: {attack_id}: never delivered (no run saw its payload reach the agent)",
               file=sys.stderr)
     if result.problems:
         return EXIT_UNREADABLE
-    if not result.reports:
+    if not reports:
         return EXIT_UNREADABLE  # a CI gate must not pass on nothing: no loaded attack saw any traffic
-    return exit_status(result.reports, undelivered)
+    return exit_status(reports, undelivered, fail_on, args.severity_threshold, args.min_tier)
+
+
+FILE_FORMATS = ("json", "sarif", "junit", "html")
+"""The formats `oatf evaluate` also writes to files (`--json FILE`, `--sarif FILE`, …), beside stdout's."""
+
+
+def _severity_level(attack: oatf.Attack | None) -> str | None:
+    return str(attack.severity.level) if attack and attack.severity and attack.severity.level else None
+
+
+def _evaluate_outputs(args: argparse.Namespace, reports: list[dict], result: ReplayResult) -> dict[str, str]:
+    """Each output format `args` asks for (stdout's and the files'), by format name, rendered lazily."""
+    from . import outputs
+
+    renderers = {
+        "text": lambda: outputs.to_text(reports, args.quiet, args.verbose),
+        "json": lambda: outputs.to_json(reports),
+        "sarif": lambda: outputs.to_sarif(reports, result.attacks, result.flow_files, args.flows, package_version()),
+        "junit": lambda: outputs.to_junit(reports),
+        "html": lambda: outputs.to_html(reports),
+    }
+    wanted = {args.format, *(fmt for fmt in FILE_FORMATS if getattr(args, fmt))}
+    return {fmt: renderers[fmt]() for fmt in wanted}
+
+
+def package_version() -> str:
+    """The installed `oatf-watch` package's version."""
+    try:
+        return importlib.metadata.version("oatf-watch")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
 
 
 def cmd_export_trace(args: argparse.Namespace) -> int:
@@ -247,7 +305,10 @@ def cmd_tap(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from addon.reports import FAIL_ON, SEVERITY_LEVELS
+
     parser = argparse.ArgumentParser(prog="oatf", description="Open Agent Threat Format tools")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     validate = sub.add_parser("validate", help="check documents against every OATF rule (V-001…V-049, W-001…)")
     validate.add_argument("paths", nargs="+", metavar="FILE|DIR")
@@ -267,9 +328,31 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--flows", nargs="+", required=True, metavar="FILE", help="mitmproxy flow files or HAR")
     evaluate.add_argument("--report-dir", help="write one JSON report per run and verdicts.jsonl here")
     add_settings(evaluate)
-    evaluate.add_argument("--format", choices=("text", "json"), default="text")
+    evaluate.add_argument("--format", choices=("text", *FILE_FORMATS), default="text",
+                          help="what stdout shows (default: text, the table)")
+    for fmt, what in (("sarif", "SARIF 2.1.0 (code scanning: one result per exploited or partial run)"),
+                      ("junit", "JUnit XML (one testsuite per attack, one testcase per run)"),
+                      ("html", "one self-contained HTML page"), ("json", "the reports as a JSON array")):
+        evaluate.add_argument(f"--{fmt}", metavar="FILE", help=f"also write {what} to FILE")
+    evaluate.add_argument("--fail-on", action="append", choices=FAIL_ON, metavar="OUTCOME",
+                          help="what fails the run (repeatable): exploited, partial (exit 1), not-delivered "
+                          "(exit 3; as --require-delivered); default: exploited and partial")
+    evaluate.add_argument("--severity-threshold", choices=SEVERITY_LEVELS[1:],
+                          help="only attacks of this severity or above fail the run")
+    evaluate.add_argument("--min-tier", choices=[t.value for t in oatf.Tier],
+                          help="only runs whose verdict reaches this indicator tier fail "
+                          "(ingested < local_action < boundary_breach)")
     evaluate.add_argument("--require-delivered", action="store_true",
                           help="exit 3 when an attack loaded was never delivered to the agent (see exit status)")
+    evaluate.add_argument("--show-secrets", action="store_true",
+                          help="show matched values whole in every output (default: AKIA…XY (20 chars))")
+    verbosity = evaluate.add_mutually_exclusive_group()
+    verbosity.add_argument("-q", "--quiet", action="store_true",
+                           help="text: no table, only the summary line; no statistics on stderr")
+    verbosity.add_argument("-v", "--verbose", action="store_true", help="text: each run's evidence under the table")
+    evaluate.add_argument("--progress", action=argparse.BooleanOptionalAction,
+                          help="progress lines on stderr (flows read, events decoded, runs concluded); "
+                          "default: when stderr is a terminal")
     evaluate.add_argument("--jobs", type=_positive, metavar="N",
                           help="processes that evaluate sessions in parallel (default: the CPUs available; "
                           "small recordings use one)")

@@ -37,7 +37,8 @@ def assert_recovered(reports: list[dict], naive: str, careful: str) -> None:
     exploited, resisted = by_session[f"mcp_session:{naive}"], by_session[f"mcp_session:{careful}"]
     assert len(reports) == 2
     assert verdict_of(exploited) == ("exploited", {"DEMO-001-01": "matched"})
-    assert "BEGIN OPENSSH PRIVATE KEY" in exploited["verdict"]["indicator_verdicts"][0]["evidence"]
+    evidence = exploited["verdict"]["indicator_verdicts"][0]["evidence"]
+    assert 'PRIVATE KEY" matched "' in evidence and "BEGIN OPENSSH PRIVATE KEY" not in evidence, "redacted"
     assert (resisted["verdict"]["result"], resisted["outcome"]) == ("not_exploited", "resisted")
     assert {r["execution_summary"]["status"] for r in reports} == {"recovered"}
 

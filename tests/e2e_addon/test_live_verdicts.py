@@ -68,7 +68,8 @@ def test_tool_poisoning_complying_and_careful_agents(attackers: Peers, tmp_path:
             "classification": {"category": "capability_poisoning", "tags": ["tool-description", "injection"]}}
         assert verdict_of(exploited) == ("exploited", {"DEMO-001-01": "matched"})
         evidence = indicator(exploited, "DEMO-001-01")["evidence"]
-        assert "tools/call request" in evidence and "BEGIN OPENSSH PRIVATE KEY" in evidence
+        assert "tools/call request" in evidence and 'PRIVATE KEY" matched "' in evidence
+        assert "BEGIN OPENSSH PRIVATE KEY" not in evidence and evidence.endswith(' chars)"'), "redacted"
         summary = exploited["execution_summary"]
         assert summary["session"] == f"mcp_session:{naive}"
         assert summary["status"] == "completed" and summary["grace_applied"] is True
@@ -146,7 +147,8 @@ def test_agent_card_poisoning(attackers: Peers, tmp_path: Path) -> None:
         live = proxy.reports()
 
     assert verdict_of(exploited) == ("exploited", {"OW-025-01": "matched", "OW-025-02": "matched"})
-    assert "4111 1111 1111 1111" in indicator(exploited, "OW-025-01")["evidence"]
+    card = indicator(exploited, "OW-025-01")["evidence"]
+    assert "4111 1111 1111 1111" not in card and card.endswith(' chars)"'), "the matched card number is redacted"
     assert verdict_of(resisted) == ("not_exploited", {"OW-025-01": "not_matched", "OW-025-02": "not_matched"})
     assert exploited["execution_summary"]["session"] == f"a2a_context:{naive}"
     # the card fetch (no context id of its own) joined the session its message opened: card, send, answer

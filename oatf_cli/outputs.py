@@ -1,0 +1,261 @@
+"""`oatf evaluate`'s output formats for CI, one function per format, each returning the document as text:
+`to_json`, `to_text` (the console table), `to_sarif` (SARIF 2.1.0, for code scanning), `to_junit` (JUnit XML,
+for test reports) and `to_html` (one self-contained page). Files only; no mitmproxy.
+
+Every format shows the reports it is given as they are: redaction (`addon.reports.redact_report`) happens
+before, once, for all of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import oatf
+from addon.reports import outcome_summary, summary_table
+from addon.text import printable
+
+Report = dict[str, Any]
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+SARIF_VERSION = "2.1.0"
+TOOL_NAME = "oatf-watch"
+SARIF_OUTCOMES = ("exploited", "partial")
+"""The outcomes that are SARIF results (findings): the agent complied with the attack, fully or in part."""
+SARIF_LEVELS = {"critical": "error", "high": "error", "medium": "warning", "low": "note", "informational": "note"}
+SECURITY_SEVERITY = {"critical": "9.5", "high": "8.0", "medium": "5.5", "low": "3.0", "informational": "0.0"}
+"""GitHub code scanning's `security-severity` (a CVSS-like score) for each OATF severity level."""
+
+NOT_DELIVERED_REASON = "not delivered: the attack never reached the agent (no message carried its payload)"
+INCONCLUSIVE_REASON = "inconclusive: delivered, but the run was cut short by the tool before the agent was done"
+
+
+def _attack_key(report: Report) -> str:
+    return str(report["attack"]["id"] or report["attack"]["file"])
+
+
+def _severity(report: Report) -> str | None:
+    severity = report["attack"].get("severity") or {}
+    return severity.get("level")
+
+
+def _evidence(report: Report, results: Iterable[str] = ("matched",)) -> list[str]:
+    """`INDICATOR: evidence` for each indicator verdict of the run whose result is in `results`."""
+    wanted = set(results)
+    return [f"{v['indicator_id']}: {v.get('evidence') or ''}"
+            for v in report["verdict"].get("indicator_verdicts") or () if v["result"] in wanted]
+
+
+def _flow(report: Report) -> str | None:
+    """The flow the run's evidence cites first."""
+    cited = report["execution_summary"].get("flows_cited") or ()
+    return cited[0] if cited else None
+
+
+# --- JSON and text ------------------------------------------------------------------------------------------
+
+
+def to_json(reports: Sequence[Report]) -> str:
+    return json.dumps(list(reports), indent=2, default=str) + "\n"
+
+
+def to_text(reports: Sequence[Report], quiet: bool = False, verbose: bool = False) -> str:
+    """The console table and the outcome counts; `quiet`: the counts only; `verbose`: each run's evidence
+    (matched and error indicators, the delivery evidence) under the table. Every line is printable."""
+    if not reports:
+        return "no run: no recorded traffic matched a loaded attack\n"
+    if quiet:
+        return outcome_summary(reports) + "\n"
+    lines = [summary_table(reports)]
+    if verbose:
+        for report in reports:
+            summary = report["execution_summary"]
+            lines.append(f"{printable(_attack_key(report), 60)} {printable(summary['session'], 80)}: "
+                         f"{report['outcome'].replace('_', ' ')}")
+            lines += [f"  {printable(line, 600)}" for line in _evidence(report, ("matched", "error"))]
+            lines += [f"  delivered by {printable(d.get('flow'), 60)} {printable(d.get('event'), 40)}: "
+                      f"{printable(d.get('excerpt'), 200)}" for d in summary.get("delivery_evidence") or ()]
+    return "\n".join(lines) + "\n"
+
+
+# --- SARIF 2.1.0 ----------------------------------------------------------------------------------------------
+
+
+def _uri(path: str) -> str:
+    """A capture file as a SARIF artifact URI: relative paths as they are (POSIX form), absolute ones `file:`."""
+    candidate = Path(path)
+    return candidate.as_uri() if candidate.is_absolute() else candidate.as_posix()
+
+
+def _rule(key: str, attack: oatf.Attack) -> dict[str, Any]:
+    level = str(attack.severity.level) if attack.severity and attack.severity.level else None
+    classification = attack.classification
+    tags = ["security"]
+    if classification is not None:
+        tags += [str(classification.category)] if classification.category else []
+        tags += list(classification.tags or ())
+        tags += [f"{m.framework}/{m.id}" for m in classification.mappings or () if m.framework and m.id]
+    rule: dict[str, Any] = {
+        "id": key,
+        "name": attack.name or key,
+        "shortDescription": {"text": attack.name or key},
+        "fullDescription": {"text": " ".join((attack.description or attack.name or key).split())},
+        "defaultConfiguration": {"level": SARIF_LEVELS.get(level or "", "warning")},
+        "properties": {"tags": list(dict.fromkeys(tags))},
+    }
+    if level in SECURITY_SEVERITY:
+        rule["properties"]["security-severity"] = SECURITY_SEVERITY[level]
+        rule["properties"]["severity"] = level
+    urls = [r.url for r in attack.references or () if r.url]
+    if urls:
+        rule["helpUri"] = urls[0]
+    return rule
+
+
+def _result(report: Report, rule_index: Mapping[str, int], flow_files: Mapping[str, str],
+            captures: Sequence[str]) -> dict[str, Any]:
+    key = _attack_key(report)
+    summary = report["execution_summary"]
+    session = str(summary["session"])
+    flow = _flow(report)
+    evidence = "; ".join(_evidence(report)) or "no indicator evidence"
+    name = report["attack"].get("name") or key
+    location: dict[str, Any] = {
+        "logicalLocations": [{"name": flow or session, "fullyQualifiedName": f"{session}/{flow or ''}".rstrip("/"),
+                              "kind": "resource"}],
+    }
+    capture = flow_files.get(flow or "") or (captures[0] if captures else None)
+    if capture is not None:
+        location["physicalLocation"] = {"artifactLocation": {"uri": _uri(capture)}}
+    result: dict[str, Any] = {
+        "ruleId": key,
+        "level": SARIF_LEVELS.get(_severity(report) or "", "warning"),
+        "kind": "fail",
+        "message": {"text": f"{report['outcome']}: {name} (session {session}, flow {flow or 'none'}): {evidence}"},
+        "locations": [location],
+        "partialFingerprints": {
+            "oatfRun/v1": hashlib.sha256(f"{key}\0{session}".encode("utf-8", "surrogatepass")).hexdigest()},
+        "properties": {"outcome": report["outcome"], "session": session, "status": summary["status"],
+                       "max_tier": report["verdict"].get("max_tier")},
+    }
+    if key in rule_index:
+        result["ruleIndex"] = rule_index[key]
+    return result
+
+
+def to_sarif(reports: Sequence[Report], attacks: Mapping[str, oatf.Attack], flow_files: Mapping[str, str],
+             captures: Sequence[str], version: str) -> str:
+    """A SARIF 2.1.0 log: one rule per attack loaded (`attacks`, by key: name, description, severity as `level`
+    and `security-severity`, classification as tags), one result per exploited or partial run, located at the
+    capture file its first cited flow came from (`flow_files`, else the first of `captures`) with a logical
+    location naming the session and the flow."""
+    keys = list(attacks)
+    rule_index = {key: index for index, key in enumerate(keys)}
+    log = {
+        "$schema": SARIF_SCHEMA,
+        "version": SARIF_VERSION,
+        "runs": [{
+            "tool": {"driver": {"name": TOOL_NAME, "version": version, "semanticVersion": version,
+                                "rules": [_rule(k, attacks[k]) for k in keys]}},
+            "artifacts": [{"location": {"uri": _uri(path)}} for path in dict.fromkeys(captures)],
+            "results": [_result(r, rule_index, flow_files, captures) for r in reports
+                        if r["outcome"] in SARIF_OUTCOMES],
+        }],
+    }
+    return json.dumps(log, indent=2, default=str) + "\n"
+
+
+# --- JUnit XML --------------------------------------------------------------------------------------------------
+
+_XML_INVALID = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml(text: object) -> str:
+    """`text` with the characters XML 1.0 cannot hold (control characters, lone surrogates) escaped."""
+    return _XML_INVALID.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(text))
+
+
+def to_junit(reports: Sequence[Report]) -> str:
+    """JUnit XML: one testsuite per attack, one testcase per run (the attack over one session or episode).
+    Exploited and partial runs are failures (message: the evidence), `error` verdicts errors, not delivered
+    and inconclusive runs skipped (with the reason), resisted runs pass."""
+    suites: dict[str, list[Report]] = {}
+    for report in reports:
+        suites.setdefault(_attack_key(report), []).append(report)
+    root = ET.Element("testsuites", name=TOOL_NAME, tests=str(len(reports)))
+    totals = dict.fromkeys(("failures", "errors", "skipped"), 0)
+    for key, runs in suites.items():
+        suite = ET.SubElement(root, "testsuite", name=_xml(key), tests=str(len(runs)))
+        counts = dict.fromkeys(totals, 0)
+        for report in runs:
+            summary = report["execution_summary"]
+            case = ET.SubElement(suite, "testcase", classname=_xml(key), name=_xml(summary["session"]))
+            outcome = report["outcome"]
+            if outcome in ("exploited", "partial"):
+                evidence = _evidence(report)
+                node = ET.SubElement(case, "failure", type=outcome,
+                                     message=_xml(f"{outcome}: {evidence[0] if evidence else 'no evidence'}"))
+                node.text = _xml("\n".join(evidence))
+                counts["failures"] += 1
+            elif outcome == "error":
+                evidence = _evidence(report, ("error", "skipped"))
+                node = ET.SubElement(case, "error", type="error",
+                                     message=_xml(evidence[0] if evidence else "the verdict is an error"))
+                node.text = _xml("\n".join(evidence))
+                counts["errors"] += 1
+            elif outcome == "not_delivered":
+                ET.SubElement(case, "skipped", message=NOT_DELIVERED_REASON)
+                counts["skipped"] += 1
+            elif outcome == "inconclusive":
+                ET.SubElement(case, "skipped", message=f"{INCONCLUSIVE_REASON} (status {_xml(summary['status'])})")
+                counts["skipped"] += 1
+        for name, value in counts.items():
+            suite.set(name, str(value))
+            totals[name] += value
+    for name, value in totals.items():
+        root.set(name, str(value))
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+# --- HTML -------------------------------------------------------------------------------------------------------
+
+_STYLE = """body{font-family:system-ui,sans-serif;margin:2em;color:#222}
+table{border-collapse:collapse;width:100%}th,td{border:1px solid #ccc;padding:.3em .5em;text-align:left;
+vertical-align:top}th{background:#f3f3f3}td.evidence{font-family:monospace;white-space:pre-wrap;
+word-break:break-all}.exploited{background:#fbe3e3}.partial{background:#fdf0dc}.resisted{background:#e5f5e5}
+.error{background:#f0e0f5}.summary{font-size:1.2em}"""
+
+
+def to_html(reports: Sequence[Report], title: str = "oatf evaluate report") -> str:
+    """One static, self-contained page (inline style, no script): the count of each outcome and a table of
+    the runs with their evidence. Every value from the traffic or the documents is HTML-escaped."""
+    e = html.escape
+    rows = []
+    for report in reports:
+        execution = report["execution_summary"]
+        evidence = "\n".join(_evidence(report, ("matched", "error"))) or "-"
+        rows.append(
+            f'<tr class="{e(report["outcome"])}"><td>{e(_attack_key(report))}</td>'
+            f"<td>{e(str(report['attack'].get('name') or ''))}</td><td>{e(str(_severity(report) or '-'))}</td>"
+            f"<td>{e(str(execution['session']))}</td><td>{e(report['outcome'].replace('_', ' '))}</td>"
+            f"<td>{e(str(report['verdict'].get('max_tier') or '-'))}</td><td>{e(str(execution['status']))}</td>"
+            f'<td class="evidence">{e(evidence)}</td></tr>')
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
+<title>{e(title)}</title><style>{_STYLE}</style></head>
+<body><h1>{e(title)}</h1>
+<p class="summary">{e(outcome_summary(reports))}</p>
+<table><thead><tr><th>Attack</th><th>Name</th><th>Severity</th><th>Session</th><th>Outcome</th><th>Max tier</th>
+<th>Status</th><th>Evidence</th></tr></thead>
+<tbody>
+{chr(10).join(rows)}
+</tbody></table></body></html>
+"""
