@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import queue
 import signal
@@ -108,7 +109,7 @@ class Evaluator:
                 continue
             if item is None:
                 break
-            self._guarded("evaluation", lambda item=item: self._chunk(*item))
+            self._guarded("evaluation", functools.partial(self._chunk, *item))
         self._guarded("shutdown", lambda: self._report(self.monitor.shutdown("interrupted")))
         self.session.close()
 
@@ -121,7 +122,7 @@ class Evaluator:
         outputs = []
         for line in lines:
             if self.record is not None:
-                self._guarded("record", lambda line=line: self._record(sender, line, timestamp))
+                self._guarded("record", functools.partial(self._record, sender, line, timestamp))
             for event in self.session.message(sender, line, timestamp):
                 outputs.extend(self.monitor.observe(event))
         self._report(outputs)
@@ -134,7 +135,7 @@ class Evaluator:
     def _report(self, outputs: list[Any]) -> None:
         for output in outputs:
             if isinstance(output, RunConcluded):
-                self._guarded("report", lambda report=output.report: self._write(report))
+                self._guarded("report", functools.partial(self._write, output.report))
 
     def _write(self, report: dict[str, Any]) -> None:
         path = self.writer.write(report)
