@@ -47,7 +47,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("idle_gap", str, "2m", "Time without traffic after which a keyless route's next message starts a "
             "new agent episode."),
     Setting("max_run_lifetime", str, "1h", "Conclude a run still open after this long."),
-    Setting("max_runs", int, 10_000, "Live runs kept at once (least recently active evicted)."),
+    Setting("max_runs", int, 100_000, "Live runs kept at once (least recently active evicted; ~4 KB each)."),
     Setting("actor_bindings", str, "", "Bind actors to endpoints: name=host[:port][/path],..."),
     Setting("semantic_evaluator", str, "", "module:attribute of a SemanticEvaluator; without one, semantic "
             "indicators are skipped."),

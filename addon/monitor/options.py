@@ -78,7 +78,7 @@ class MonitorOptions:
     """Seconds of quiet after every actor is terminal before the verdict (`attack.grace_period` wins)."""
     max_run_lifetime: float = 3600.0
     """A run still open this long after it started is concluded with status `timed_out`."""
-    max_runs: int = 10_000
+    max_runs: int = 100_000
     """Live runs kept at once; beyond it the least recently active run is concluded (status `evicted`)."""
     bindings: tuple[ActorBinding, ...] = field(default_factory=tuple)
     idle_gap: float = DEFAULT_IDLE_GAP
