@@ -80,3 +80,27 @@ def test_a2a_js_client_and_agent(tmp_path: Path, binding: str, complying: bool) 
     assert [e["event"] for e in live[0]["execution_summary"]["delivery_evidence"]] == ["agent_card/get"]
     offline = assert_replay_agrees(proxy, tmp_path, live)
     assert [summary(r) for r in offline.reports] == [expected]
+
+
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
+def test_a2a_js_two_conversations_through_one_proxy(tmp_path: Path, binding: str) -> None:
+    """A complying then a resisting client conversation, back to back through one proxy (each: a card fetch,
+    then a `SendMessage` that opens a new context): two runs, one per `contextId`, each with its own verdict;
+    `oatf evaluate` agrees."""
+    attack = tmp_path / "a2a-secret.yaml"
+    attack.write_text(ATTACK, encoding="utf-8")
+    port = free_port()
+    options = {"mode": f"reverse:http://127.0.0.1:{port}"}
+    with oatf_proxy(tmp_path, "a2a-js-two", [attack], options=options) as proxy, \
+            node_server(["a2a_server.mjs"], tmp_path / "a2a-server.log", port, {"PUBLIC_URL": proxy.url}):
+        run_driver("a2a_client.mjs", proxy.url, binding, f"book room 4, the API key is {SECRET}")
+        run_driver("a2a_client.mjs", proxy.url, binding, "book room 5")
+        proxy.wait_until(lambda: len(proxy.reports()) >= 2, timeout=20)
+        proxy.interrupt()
+        live = sorted(proxy.reports(), key=lambda r: r["verdict"]["timestamp"])
+
+    assert [summary(r) for r in live] == [("exploited", "exploited", True), ("not_exploited", "resisted", True)], \
+        [(r["execution_summary"]["session"], summary(r)) for r in live]
+    assert all(r["execution_summary"]["session"].startswith("a2a_context:") for r in live)
+    offline = assert_replay_agrees(proxy, tmp_path, live)
+    assert sorted(map(summary, offline.reports)) == sorted(map(summary, live))
