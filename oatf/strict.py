@@ -26,13 +26,13 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Collection, Iterator
-from dataclasses import dataclass
 
 from .bindings import EVENTS, KNOWN_MODES, KNOWN_PROTOCOLS, SURFACES
 from .errors import ValidationError
 from .model import Document, Indicator, Trigger
-from .validation.execution_rules import actor_sites
+from .validation.execution_rules import EXECUTION, actor_sites
 from .validation.indicator_rules import indicator_protocol
+from .validation.report import Issue, join_path
 
 STRICT_RULES: dict[str, str] = {
     "S-001": "§7", "S-002": "§7", "S-003": "§7.1.3", "S-004": "§7",
@@ -48,15 +48,6 @@ ENVELOPE_FIELDS: dict[str, frozenset[str]] = {
 _FIRST_SEGMENT = re.compile(r"^[^.\[]*")
 
 
-@dataclass(frozen=True)
-class Issue:
-    """One strict-check finding, `path` relative to the object the rule inspected (`surface`, `event`)."""
-
-    rule: str
-    path: str
-    message: str
-
-
 def strict_errors(document: Document) -> Iterator[ValidationError]:
     """Every S-rule violation of `document` (a parsed, not normalized, document: its source positions locate
     each error), in document order. Checks only what `validate` leaves as warnings; run it after `validate`."""
@@ -65,16 +56,17 @@ def strict_errors(document: Document) -> Iterator[ValidationError]:
         return
     execution = attack.execution
     if execution is not None:
-        yield from _located(document, "attack.execution", s004_unknown_mode(execution.mode))
+        yield from _located(document, EXECUTION, s004_unknown_mode(execution.mode))
         for site in actor_sites(execution):
-            if site.path != "attack.execution":  # an explicit actor (the implicit one's mode is not its own)
-                yield from _located(document, site.path, s004_unknown_mode(site.mode))
+            if site.path:  # an explicit actor (the implicit one's mode is not its own)
+                yield from _located(document, join_path(EXECUTION, site.path), s004_unknown_mode(site.mode))
             for phase_site in site.phases:
                 phase = phase_site.phase
-                if phase_site.path != "attack.execution":
-                    yield from _located(document, phase_site.path, s004_unknown_mode(phase.mode))
+                phase_path = join_path(EXECUTION, phase_site.path)
+                if phase_site.path:
+                    yield from _located(document, phase_path, s004_unknown_mode(phase.mode))
                 if phase.trigger is not None:
-                    yield from _located(document, f"{phase_site.path}.trigger",
+                    yield from _located(document, f"{phase_path}.trigger",
                                         s002_unknown_event(phase.trigger, phase.mode or site.mode))
     execution_mode = execution.mode if execution is not None else None
     for i, indicator in enumerate(attack.indicators or ()):
@@ -155,7 +147,7 @@ def _suggestion(name: str, known: Collection[str]) -> str:
 def _located(document: Document, base: str, issues: Iterator[Issue]) -> Iterator[ValidationError]:
     """The driver's half: each issue's path joined to `base`, located in the document's source."""
     for issue in issues:
-        path = f"{base}.{issue.path}"
+        path = join_path(base, issue.path)
         found = document.source.locate(path) if document.source is not None else None
         line, column = found if found is not None else (None, None)
         yield ValidationError(issue.rule, STRICT_RULES[issue.rule], issue.message, path, line, column)

@@ -1,15 +1,19 @@
 """`validate` (SDK spec §3.2): every V-rule and W-code, all violations at once, ordered by dot-path.
 
-Rules live in small functions grouped by what they inspect — the envelope (`document_rules`), the execution
-profile (`execution_rules`), indicators (`indicator_rules`) and phase state (`state_rules`) — each naming
-its rule in its docstring. A rule never raises on a malformed document: it reports and moves on.
+Each rule is one small generator named by its id and what it checks (`v025_indicator_confidence`,
+`w004_template_reference`), its docstring naming the rule and the spec section. It yields `Issue`s whose paths
+are relative to the node it inspects; the drivers (`check_*`) walk the document, join those paths to the node's
+dot-path and record them in a `Report`, which locates errors in the source and sorts everything by path. Rules
+are grouped by what they inspect — the envelope and attack metadata (`document_rules`), the execution profile
+(`execution_rules`), indicators (`indicator_rules`) and phase state (`state_rules`). A rule never raises on a
+malformed document: it reports and moves on.
 """
 
 from __future__ import annotations
 
 from ..bindings import known_modes, known_protocols
 from ..model import Document
-from .document_rules import check_attack_fields, check_oatf_version, check_single_attack, check_yaml_features
+from .document_rules import check_document
 from .execution_rules import check_execution
 from .indicator_rules import check_indicators
 from .report import SPEC_REFS, Report, ValidationResult
@@ -21,12 +25,9 @@ __all__ = ["SPEC_REFS", "ValidationResult", "known_modes", "known_protocols", "v
 def validate(document: Document) -> ValidationResult:
     """SDK spec §3.2. A document is conforming iff `result.errors` is empty."""
     report = Report(document)
-    check_oatf_version(document, report)
-    check_single_attack(document, report)
-    check_yaml_features(document, report)
+    check_document(document, report)
     attack = document.attack
     if attack is not None:
-        check_attack_fields(attack, report)
         check_execution(attack, report)
         check_indicators(attack, report)
         check_states(attack, report)

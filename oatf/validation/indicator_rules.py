@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 from ..bindings import SURFACES, known_protocols
 from ..cel import cel_syntax_error
@@ -19,46 +20,46 @@ from ..model import (
 )
 from ..paths import is_simple_path, is_wildcard_path
 from ..protocols import extract_protocol
-from .document_rules import bad_enum, enum_message
-from .execution_rules import actor_sites, check_condition_regex
-from .report import Report
+from .document_rules import v005_enum_value
+from .execution_rules import PROTOCOL, actor_sites, condition_regex, v013_regex_syntax, v034_mode_protocol_pattern
+from .report import Issue, Report
 
-PROTOCOL = re.compile(r"^[a-z][a-z0-9_]*$")
 INDICATOR_ID = re.compile(r"^[A-Z][A-Z0-9-]*-[0-9]{3,}-[0-9]{2,}$")
 CEL_IDENTIFIER = re.compile(r"^[_a-zA-Z][_a-zA-Z0-9]*$")
 
 
 def check_indicators(attack: Attack, report: Report) -> None:
-    """V-006, V-010 and every per-indicator rule; W-005 for protocols no actor speaks."""
-    indicators = attack.indicators
-    if indicators is None:
-        return
-    if not indicators:
-        report.error("V-006", "attack.indicators", "indicators, when present, must contain at least one indicator")
+    """The driver for indicators: list-wide rules, then every indicator (paths below `attack.indicators[i]`)."""
+    report.add("attack", v006_indicators_present(attack))
+    report.add("attack", v010_unique_indicator_ids(attack))
     execution = attack.execution
     sites = list(actor_sites(execution)) if execution is not None else []
     actor_names = {s.name for s in sites if s.name is not None}
     actor_protocols = {extract_protocol(s.mode) for s in sites if s.mode is not None}
     execution_mode = execution.mode if execution is not None else None
-    seen_ids: set[str] = set()
-    for i, indicator in enumerate(indicators):
+    for i, indicator in enumerate(attack.indicators or ()):
         path = f"attack.indicators[{i}]"
-        if indicator.id is not None:
-            if indicator.id in seen_ids:
-                report.error("V-010", f"{path}.id", f"indicator id {echo(indicator.id)} is used twice")
-            seen_ids.add(indicator.id)
-            check_indicator_id(indicator.id, attack.id, f"{path}.id", report)
-        check_indicator(indicator, path, report)
-        if indicator.protocol is None and execution_mode is None:
-            report.error("V-028", f"{path}.protocol",
-                         "without execution.mode every indicator must declare its protocol")
         protocol = indicator_protocol(indicator, execution_mode)
-        check_surface(indicator, protocol, path, report)
-        if protocol is not None and actor_protocols and protocol not in actor_protocols:
-            report.warn("W-005", f"{path}.protocol", f"no actor of this attack speaks protocol {echo(protocol)}")
-        if indicator.actor is not None and indicator.actor not in actor_names:
-            report.error("V-048", f"{path}.actor", f"indicator.actor {echo(indicator.actor)} names no actor "
-                         f"(actors: {', '.join(sorted(actor_names)) or 'none'})")
+        for rule in (v012_one_detection_method, v049_method_block, v034_mode_protocol_pattern, w003_unknown_protocol,
+                     v021_indicator_targets, v025_indicator_confidence, v014_cel_syntax, v039_cel_variable_names,
+                     v026_cel_variable_paths, w007_semantic_experimental, v022_semantic_threshold):
+            report.add(path, rule(indicator))
+        report.add(path, v024_indicator_id_format(indicator, attack.id))
+        report.add(path, v018_surface_known(indicator, protocol))
+        report.add(path, w005_protocol_has_actor(protocol, actor_protocols))
+        report.add(path, v048_indicator_actor(indicator, actor_names))
+        for field, value, enum in (("method", indicator.method, IndicatorMethod),
+                                   ("direction", indicator.direction, Direction),
+                                   ("severity", indicator.severity, SeverityLevel), ("tier", indicator.tier, Tier)):
+            report.add(f"{path}.{field}", v005_enum_value(value, enum, field))
+        pattern = indicator.pattern
+        if pattern is not None:
+            report.add(f"{path}.pattern.regex", v013_regex_syntax(condition_regex(pattern.shorthand)))
+            if isinstance(pattern.condition, MatchCondition):
+                report.add(f"{path}.pattern.condition.regex", v013_regex_syntax(pattern.condition.regex))
+        if indicator.semantic is not None:
+            report.add(f"{path}.semantic.intent_class",
+                       v005_enum_value(indicator.semantic.intent_class, SemanticIntentClass, "intent_class"))
 
 
 def indicator_protocol(indicator: Indicator, execution_mode: str | None) -> str | None:
@@ -68,93 +69,140 @@ def indicator_protocol(indicator: Indicator, execution_mode: str | None) -> str 
     return extract_protocol(execution_mode)
 
 
-def check_indicator_id(indicator_id: str, attack_id: str | None, path: str, report: Report) -> None:
-    """V-024: with an attack id, indicator ids are `{attack.id}-NN`."""
-    if attack_id is None:
-        return
-    if not INDICATOR_ID.match(indicator_id) or indicator_id.rsplit("-", 1)[0] != attack_id:
-        report.error("V-024", path, f"indicator id {echo(indicator_id)} must be {echo(attack_id)} followed by -NN "
-                     "(two or more digits)")
+# --- list-wide rules (paths relative to the attack) ----------------------------------------------------------
 
 
-def check_indicator(indicator: Indicator, path: str, report: Report) -> None:
-    """V-012, V-049, V-021, V-013, V-014, V-026, V-039, V-022, V-025, V-034, V-005; W-003, W-007."""
+def v006_indicators_present(attack: Attack) -> Iterator[Issue]:
+    """V-006 (§11.1.9): `indicators`, when present, holds at least one indicator."""
+    if attack.indicators is not None and not attack.indicators:
+        yield Issue("V-006", "indicators", "indicators, when present, must contain at least one indicator")
+
+
+def v010_unique_indicator_ids(attack: Attack) -> Iterator[Issue]:
+    """V-010 (§11.1.10): indicator ids are unique."""
+    seen: set[str] = set()
+    for i, indicator in enumerate(attack.indicators or ()):
+        if indicator.id is None:
+            continue
+        if indicator.id in seen:
+            yield Issue("V-010", f"indicators[{i}].id", f"indicator id {echo(indicator.id)} is used twice")
+        seen.add(indicator.id)
+
+
+# --- per-indicator rules (paths relative to the indicator) ---------------------------------------------------
+
+
+def v012_one_detection_method(indicator: Indicator) -> Iterator[Issue]:
+    """V-012 (§11.1.11): exactly one of pattern, expression, semantic; a pattern has a condition."""
     keys = indicator.detection_keys
     if len(keys) != 1:
         found = ", ".join(keys) if keys else "none"
-        report.error("V-012", path, f"an indicator has exactly one of pattern, expression, semantic (found: {found})")
-    if bad_enum(indicator.method, IndicatorMethod):
-        report.error("V-005", f"{path}.method", enum_message("method", indicator.method, IndicatorMethod))
-    elif indicator.method is not None and indicator.method not in keys:
-        report.error("V-049", f"{path}.method", f"method {indicator.method!s} needs a `{indicator.method!s}` block")
-    for field, enum in (("direction", Direction), ("severity", SeverityLevel), ("tier", Tier)):
-        if bad_enum(getattr(indicator, field), enum):
-            report.error("V-005", f"{path}.{field}", enum_message(field, getattr(indicator, field), enum))
-    if indicator.protocol is not None:
-        if not PROTOCOL.match(indicator.protocol):
-            report.error("V-034", f"{path}.protocol", f"protocol {echo(indicator.protocol)} must match [a-z][a-z0-9_]*")
-        elif indicator.protocol not in known_protocols():
-            report.warn("W-003", f"{path}.protocol", f"protocol {echo(indicator.protocol)} is not defined by an "
-                        f"included binding (known: {', '.join(sorted(known_protocols()))}); is it a typo?")
-    if indicator.target is None:
-        report.error("V-021", f"{path}.target", "indicator.target is required (\"\" targets the whole message)")
-    else:
-        check_target(indicator.target, f"{path}.target", report)
-    if indicator.confidence is not None and not 0 <= indicator.confidence <= 100:
-        report.error("V-025", f"{path}.confidence", f"confidence must be within 0–100, got {indicator.confidence}")
-    if indicator.pattern is not None:
-        pattern = indicator.pattern
-        if pattern.target is not None:
-            check_target(pattern.target, f"{path}.pattern.target", report)
-        if pattern.shorthand is not None:
-            check_condition_regex(pattern.shorthand, f"{path}.pattern", report)
-        if isinstance(pattern.condition, MatchCondition):
-            check_condition_regex(pattern.condition, f"{path}.pattern.condition", report)
-        if pattern.condition is None and pattern.shorthand is None:
-            report.error("V-012", f"{path}.pattern", "pattern needs a condition (or a shorthand operator)")
-    if indicator.expression is not None:
-        check_expression(indicator, path, report)
-    if indicator.semantic is not None:
-        semantic = indicator.semantic
-        report.warn("W-007", f"{path}.semantic", "semantic indicators are experimental and model-dependent; "
-                    "results are not reproducible across tools")
-        if semantic.target is not None:
-            check_target(semantic.target, f"{path}.semantic.target", report)
-        if semantic.threshold is not None and not 0.0 <= semantic.threshold <= 1.0:
-            report.error("V-022", f"{path}.semantic.threshold",
-                         f"semantic.threshold must be within 0.0–1.0, got {semantic.threshold}")
-        if bad_enum(semantic.intent_class, SemanticIntentClass):
-            report.error("V-005", f"{path}.semantic.intent_class",
-                         enum_message("intent_class", semantic.intent_class, SemanticIntentClass))
+        yield Issue("V-012", "", f"an indicator has exactly one of pattern, expression, semantic (found: {found})")
+    pattern = indicator.pattern
+    if pattern is not None and pattern.condition is None and pattern.shorthand is None:
+        yield Issue("V-012", "pattern", "pattern needs a condition (or a shorthand operator)")
 
 
-def check_target(target: str, path: str, report: Report) -> None:
-    """V-021: a wildcard dot-path (segments of [A-Za-z0-9_-], optional `[*]`; "" is the root)."""
-    if not is_wildcard_path(target):
-        report.error("V-021", path, f"target {echo(target)} is not a valid dot-path (segments of letters, digits, "
-                     "`_` or `-`, each optionally followed by [*]; no numeric indices, no empty segments)")
-
-
-def check_expression(indicator: Indicator, path: str, report: Report) -> None:
-    """V-014 (CEL syntax), V-039 (variable names), V-026 (variable paths)."""
+def v014_cel_syntax(indicator: Indicator) -> Iterator[Issue]:
+    """V-014 (§6.3): `expression.cel` is valid CEL."""
     expression = indicator.expression
-    assert expression is not None
-    if expression.cel is not None and (reason := cel_syntax_error(expression.cel)):
-        report.error("V-014", f"{path}.expression.cel", f"invalid CEL expression: {reason}")
-    for name, variable_path in (expression.variables or {}).items():
-        here = f"{path}.expression.variables.{name}"
-        if not CEL_IDENTIFIER.match(name):
-            report.error("V-039", here, f"variable name {echo(name)} is not a CEL identifier ([_a-zA-Z][_a-zA-Z0-9]*)",
-                         key=True)
-        if not isinstance(variable_path, str) or not is_simple_path(variable_path):
-            report.error("V-026", here, f"variable path {echo(variable_path)} must be a simple dot-path "
-                         "(no wildcards or indices)")
+    if expression is not None and expression.cel is not None and (reason := cel_syntax_error(expression.cel)):
+        yield Issue("V-014", "expression.cel", f"invalid CEL expression: {reason}")
 
 
-def check_surface(indicator: Indicator, protocol: str | None, path: str, report: Report) -> None:
-    """V-018 (warning): a surface the indicator's recognized binding does not define."""
+def v018_surface_known(indicator: Indicator, protocol: str | None) -> Iterator[Issue]:
+    """V-018 (§7), a warning: `surface` is an operation of the indicator's recognized protocol binding."""
     if indicator.surface is None or protocol not in SURFACES:
         return
     if indicator.surface not in SURFACES[protocol]:
-        report.warn("V-018", f"{path}.surface",
-                    f"surface {echo(indicator.surface)} is not an operation of the {protocol} binding")
+        yield Issue("V-018", "surface", f"surface {echo(indicator.surface)} is not an operation of the {protocol} "
+                    "binding", warning=True)
+
+
+def v021_indicator_targets(indicator: Indicator) -> Iterator[Issue]:
+    """V-021 (§6.1): `target` is present, and it and the pattern/semantic overrides are wildcard dot-paths
+    (segments of [A-Za-z0-9_-], optional `[*]`; "" is the root)."""
+    if indicator.target is None:
+        yield Issue("V-021", "target", "indicator.target is required (\"\" targets the whole message)")
+    targets = (("target", indicator.target),
+               ("pattern.target", indicator.pattern.target if indicator.pattern is not None else None),
+               ("semantic.target", indicator.semantic.target if indicator.semantic is not None else None))
+    for path, target in targets:
+        if target is not None and not is_wildcard_path(target):
+            yield Issue("V-021", path, f"target {echo(target)} is not a valid dot-path (segments of letters, digits, "
+                        "`_` or `-`, each optionally followed by [*]; no numeric indices, no empty segments)")
+
+
+def v022_semantic_threshold(indicator: Indicator) -> Iterator[Issue]:
+    """V-022 (§6.4): `semantic.threshold` is within 0.0–1.0."""
+    threshold = indicator.semantic.threshold if indicator.semantic is not None else None
+    if threshold is not None and not 0.0 <= threshold <= 1.0:
+        yield Issue("V-022", "semantic.threshold", f"semantic.threshold must be within 0.0–1.0, got {threshold}")
+
+
+def v024_indicator_id_format(indicator: Indicator, attack_id: str | None) -> Iterator[Issue]:
+    """V-024 (§6.1): with an attack id, indicator ids are `{attack.id}-NN`."""
+    if indicator.id is None or attack_id is None:
+        return
+    if not INDICATOR_ID.match(indicator.id) or indicator.id.rsplit("-", 1)[0] != attack_id:
+        yield Issue("V-024", "id", f"indicator id {echo(indicator.id)} must be {echo(attack_id)} followed by -NN "
+                    "(two or more digits)")
+
+
+def v025_indicator_confidence(indicator: Indicator) -> Iterator[Issue]:
+    """V-025 (§6.1): `confidence` is within 0–100."""
+    if indicator.confidence is not None and not 0 <= indicator.confidence <= 100:
+        yield Issue("V-025", "confidence", f"confidence must be within 0–100, got {indicator.confidence}")
+
+
+def v026_cel_variable_paths(indicator: Indicator) -> Iterator[Issue]:
+    """V-026 (§6.3): `expression.variables` paths are simple dot-paths."""
+    variables = indicator.expression.variables if indicator.expression is not None else None
+    for name, variable_path in (variables or {}).items():
+        if not isinstance(variable_path, str) or not is_simple_path(variable_path):
+            yield Issue("V-026", f"expression.variables.{name}", f"variable path {echo(variable_path)} must be a "
+                        "simple dot-path (no wildcards or indices)")
+
+
+def v039_cel_variable_names(indicator: Indicator) -> Iterator[Issue]:
+    """V-039 (§11.1.15): `expression.variables` names are CEL identifiers."""
+    variables = indicator.expression.variables if indicator.expression is not None else None
+    for name in variables or {}:
+        if not CEL_IDENTIFIER.match(name):
+            yield Issue("V-039", f"expression.variables.{name}",
+                        f"variable name {echo(name)} is not a CEL identifier ([_a-zA-Z][_a-zA-Z0-9]*)", key=True)
+
+
+def v048_indicator_actor(indicator: Indicator, actor_names: set[str]) -> Iterator[Issue]:
+    """V-048 (§6.1): `indicator.actor` names an actor of the execution profile."""
+    if indicator.actor is not None and indicator.actor not in actor_names:
+        yield Issue("V-048", "actor", f"indicator.actor {echo(indicator.actor)} names no actor "
+                    f"(actors: {', '.join(sorted(actor_names)) or 'none'})")
+
+
+def v049_method_block(indicator: Indicator) -> Iterator[Issue]:
+    """V-049 (§6.1): a (valid) `method` has its detection block."""
+    method = indicator.method
+    if isinstance(method, IndicatorMethod) and method not in indicator.detection_keys:
+        yield Issue("V-049", "method", f"method {method!s} needs a `{method!s}` block")
+
+
+def w003_unknown_protocol(indicator: Indicator) -> Iterator[Issue]:
+    """W-003 (SDK spec §3.2): a protocol that passes V-034 but no included binding defines; likely a typo."""
+    protocol = indicator.protocol
+    if protocol is not None and PROTOCOL.match(protocol) and protocol not in known_protocols():
+        yield Issue("W-003", "protocol", f"protocol {echo(protocol)} is not defined by an included binding "
+                    f"(known: {', '.join(sorted(known_protocols()))}); is it a typo?", warning=True)
+
+
+def w005_protocol_has_actor(protocol: str | None, actor_protocols: set[str]) -> Iterator[Issue]:
+    """W-005 (SDK spec §7.0): the indicator's protocol is spoken by some actor."""
+    if protocol is not None and actor_protocols and protocol not in actor_protocols:
+        yield Issue("W-005", "protocol", f"no actor of this attack speaks protocol {echo(protocol)}", warning=True)
+
+
+def w007_semantic_experimental(indicator: Indicator) -> Iterator[Issue]:
+    """W-007 (SDK spec §7.0): semantic indicators are experimental and model-dependent."""
+    if indicator.semantic is not None:
+        yield Issue("W-007", "semantic", "semantic indicators are experimental and model-dependent; results are not "
+                    "reproducible across tools", warning=True)

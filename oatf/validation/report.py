@@ -1,7 +1,8 @@
-"""The collector every validation rule reports into (SDK spec §3.2, §7.0, §7.2)."""
+"""What validation rules yield (`Issue`) and the collector drivers record it in (SDK spec §3.2, §7.0, §7.2)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..errors import Diagnostic, DiagnosticSeverity, ValidationError
@@ -33,6 +34,28 @@ class ValidationResult:
         return not self.errors
 
 
+@dataclass(frozen=True)
+class Issue:
+    """One finding of a rule, `path` relative to the node the rule inspected ("" for the node itself)."""
+
+    rule: str
+    path: str
+    message: str
+    key: bool = False
+    """Locate the finding at the mapping key naming `path` rather than at its value."""
+    warning: bool = False
+    """A warning (W-codes, and the V-018/V-029 recommendations), never an error."""
+
+
+def join_path(base: str, relative: str) -> str:
+    """The dot-path of `relative` (`name`, `[0].name`, or "" for the node itself) below `base`."""
+    if not relative:
+        return base
+    if not base or relative.startswith("["):
+        return f"{base}{relative}"
+    return f"{base}.{relative}"
+
+
 @dataclass
 class Report:
     """Collects violations with their source position; sorts them by dot-path at the end (SDK spec §7.4)."""
@@ -41,13 +64,16 @@ class Report:
     errors: list[ValidationError] = field(default_factory=list)
     warnings: list[Diagnostic] = field(default_factory=list)
 
-    def error(self, rule: str, path: str, message: str, key: bool = False) -> None:
-        """Record a violation of `rule` at `path` (located at the mapping key naming it, with `key`)."""
-        line, column = self._locate(path, key)
-        self.errors.append(ValidationError(rule, SPEC_REFS[rule], message, path, line, column))
-
-    def warn(self, code: str, path: str, message: str) -> None:
-        self.warnings.append(Diagnostic(DiagnosticSeverity.WARNING, code, message, path))
+    def add(self, base: str, issues: Iterable[Issue]) -> None:
+        """Record each issue at its path joined to `base`, errors with their source position."""
+        for issue in issues:
+            path = join_path(base, issue.path)
+            if issue.warning:
+                self.warnings.append(Diagnostic(DiagnosticSeverity.WARNING, issue.rule, issue.message, path))
+            else:
+                line, column = self._locate(path, issue.key)
+                self.errors.append(ValidationError(issue.rule, SPEC_REFS[issue.rule], issue.message, path,
+                                                   line, column))
 
     def _locate(self, path: str, key: bool = False) -> tuple[int | None, int | None]:
         source = self.document.source
