@@ -5,7 +5,6 @@ Issue "document pipeline", section Bad input, and SDK spec §3.1/§3.3/§3.4."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -84,11 +83,10 @@ def test_normalize_idempotent_and_serialize_round_trips(attack: dict) -> None:
     "- " * 50_000 + "x",
 ])
 def test_deep_nesting_is_a_bounded_parse_error(text: str) -> None:
-    start = time.perf_counter()
+    """A parse error, not a RecursionError or a hang (how long it takes is `benchmarks/bench_load.py`'s)."""
     with pytest.raises(oatf.OATFParseError) as failure:
         oatf.parse(text)
     assert "nesting" in failure.value.errors[0].message or "YAML" in failure.value.errors[0].message
-    assert time.perf_counter() - start < 30
 
 
 def test_alias_bomb_is_rejected_without_expanding() -> None:
