@@ -137,6 +137,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         writer = ReportWriter(args.report_dir)
         for report in result.reports:
             writer.write(report)
+        writer.commit()
     if args.format == "json":
         json.dump(result.reports, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
@@ -223,6 +224,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
     writer = ReportWriter(args.report_dir)
     for report in reports:
         writer.write(report)
+    writer.commit()
     clear_journal(Path(args.report_dir) / JOURNAL_DIR)
     print(summary_table(reports) if reports else "every run had been reported: nothing left open")
     print(f"{len(reports)} run(s) recovered into {args.report_dir}", file=sys.stderr)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from addon import journal as journal_module
 from addon.events import Endpoint, ObservedEvent
-from addon.journal import JOURNAL_DIR, Journal, decode_event, encode_event, records
+from addon.journal import JOURNAL_DIR, Journal, decode_event, encode_event, records, run_key
 from addon.monitor import Monitor, MonitorOptions, RunConcluded
 from addon.recovery import pending_journal, recover
 
@@ -41,7 +41,7 @@ def test_recovery_reports_the_open_runs_once_and_skips_the_reported_ones(tmp_pat
     outputs = [o for e in first for o in live.observe(e)]
     journal.tick(6.0)
     [done] = [o.report for o in outputs + live.tick(6.0) if isinstance(o, RunConcluded)]
-    journal.concluded(done)
+    journal.concluded(run_key(done))
     second = [event("tools/list", {}, 7.0, session="b"), call("-----BEGIN PRIVATE KEY", 7.5, session="b")]
     journal.events(second)
     journal.close()  # the process dies here: run b is open
