@@ -1,0 +1,123 @@
+"""Shutdown with many runs open: how long mitmdump + the addon takes to exit after SIGINT, reporting every run.
+
+    .venv/bin/python benchmarks/bench_shutdown.py [--sessions 1000] [--concurrency 50] [--addon PATH]
+
+A FastMCP server (Streamable HTTP, `tests/e2e_wire/peers.py`) behind mitmdump with the addon; `--sessions` MCP
+sessions opened through the proxy with raw HTTP JSON-RPC (`initialize`, `notifications/initialized`,
+`tools/list`, `tools/call`; each session left open, with a one-hour grace period so that no run concludes
+before the shutdown). Once the addon has evaluated every event (`oatf.status`: nothing waiting), it is asked
+for its live runs, mitmdump gets SIGINT, and the time until it exits is measured. Configurations, each its own
+mitmdump, measured in the same run:
+- baseline: the addon with no attack loaded (no run: the shutdown's fixed cost);
+- library: the addon with the whole `attacks/` library (every MCP attack opens a run per session).
+Printed per configuration: runs open at SIGINT, reports written (per-run files and `verdicts.jsonl` lines) and
+the seconds from SIGINT to exit; and the library's shutdown time against the baseline's. `--addon` measures
+another copy of the addon (say, an older checkout's `addon/oatf_addon.py`) with the same workload.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.e2e_addon.harness import HERE, OatfProxy  # noqa: E402
+from tests.e2e_wire.clients import http_client  # noqa: E402
+from tests.e2e_wire.harness import mitmdump, peers  # noqa: E402
+
+ATTACKS = ROOT / "attacks"
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+STATUS = re.compile(r"(\d+) attack\(s\) loaded, (\d+) live run\(s\), (\d+) event\(s\) waiting")
+
+
+async def mcp_session(client: httpx.AsyncClient, url: str) -> None:
+    """One MCP session over raw JSON-RPC, left open."""
+    post = client.post
+    init = await post(url, headers=HEADERS, json={
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "bench-shutdown", "version": "1"}}})
+    headers = {**HEADERS, "Mcp-Session-Id": init.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-06-18"}
+    await post(url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+    await post(url, headers=headers, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    await post(url, headers=headers, json={"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                                           "params": {"name": "add", "arguments": {"a": 1, "b": 2}}})
+
+
+async def open_sessions(url: str, proxy: str, sessions: int, concurrency: int) -> None:
+    limit = asyncio.Semaphore(concurrency)
+    async with http_client(proxy, timeout=60.0) as client:
+        async def one() -> None:
+            async with limit:
+                await mcp_session(client, url)
+
+        await asyncio.gather(*(one() for _ in range(sessions)))
+
+
+def status(proxy: OatfProxy) -> tuple[int, int, int]:
+    """(attacks loaded, live runs, events waiting) from `oatf.status`."""
+    found = STATUS.search(proxy.command("oatf.status"))
+    assert found is not None
+    loaded, live, waiting = (int(group) for group in found.groups())
+    return loaded, live, waiting
+
+
+def measure(workdir: Path, name: str, addon: Path, attacks: str, url: str, sessions: int,
+            concurrency: int) -> dict[str, float]:
+    report_dir = workdir / f"{name}-reports"
+    extra = ("--set", "termlog_verbosity=warn", "-s", str(addon), "-s", str(HERE / "command_script.py"),
+             "--set", f"oatf_attacks={attacks}", "--set", f"oatf_report_dir={report_dir}",
+             "--set", "oatf_grace_period=1h", "--set", "oatf_watch=false")
+    with mitmdump(workdir, tap=False, name=name, extra=extra) as running:
+        proxy = OatfProxy(running, report_dir, None, [])
+        started = time.monotonic()
+        asyncio.run(open_sessions(url, proxy.url, sessions, concurrency))
+        traffic = time.monotonic() - started
+        while (current := status(proxy))[2]:
+            time.sleep(0.2)
+        caught_up = time.monotonic() - started
+        loaded, live, _ = current
+        interrupted = time.monotonic()
+        proxy.interrupt(timeout=600, sig=signal.SIGINT)
+        seconds = time.monotonic() - interrupted
+    files = len([p for p in report_dir.glob("*.json") if not p.name.startswith(".")])
+    jsonl = report_dir / "verdicts.jsonl"
+    lines = len(jsonl.read_text(encoding="utf-8").splitlines()) if jsonl.exists() else 0
+    print(f"  {name:9} {loaded:3d} attack(s): {sessions} sessions in {traffic:5.1f} s, evaluated after "
+          f"{caught_up:5.1f} s; {live:6d} runs open at SIGINT -> {files:6d} report files, {lines:6d} "
+          f"verdicts.jsonl lines; SIGINT to exit {seconds:6.2f} s")
+    return {"seconds": seconds, "live": live, "files": files, "lines": lines}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sessions", type=int, default=1000)
+    parser.add_argument("--concurrency", type=int, default=50, help="sessions being opened at once")
+    parser.add_argument("--addon", type=Path, default=ROOT / "addon" / "oatf_addon.py")
+    args = parser.parse_args()
+    print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
+    print(f"{args.sessions} MCP sessions (raw JSON-RPC through the proxy, {args.concurrency} at a time), grace "
+          f"1h, then SIGINT; addon {args.addon}")
+    with tempfile.TemporaryDirectory(dir=ROOT) as tmp, peers(Path(tmp), kinds=("mcp_http",)) as running:
+        workdir = Path(tmp)  # on the project's disk, as reports would be (not a tmpfs): fsyncs cost what they do
+        url = running.url("mcp_http", "/mcp")
+        baseline = measure(workdir, "baseline", args.addon, "", url, args.sessions, args.concurrency)
+        library = measure(workdir, "library", args.addon, str(ATTACKS), url, args.sessions, args.concurrency)
+    complete = library["files"] == library["lines"] == library["live"]
+    print(f"  library vs baseline: shutdown {library['seconds'] / baseline['seconds']:.1f}x the baseline's "
+          f"({library['seconds'] - baseline['seconds']:+.2f} s for {library['live']:.0f} runs); every open run "
+          f"reported exactly once: {'yes' if complete else 'NO'}")
+
+
+if __name__ == "__main__":
+    main()
