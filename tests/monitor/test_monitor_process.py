@@ -21,6 +21,7 @@ from .test_monitor import POISONED_TOOL, TIMED, attack, call, event
 class Collector:
     def __init__(self) -> None:
         self.outputs: list[Output | Reported] = []
+        self.batches: list[list[Output | Reported]] = []
         self.evaluated = 0
         self.failures: list[str] = []
         self.changed = threading.Condition()
@@ -28,6 +29,7 @@ class Collector:
     def on_outputs(self, outputs: list[Output | Reported]) -> None:
         with self.changed:
             self.outputs.extend(outputs)
+            self.batches.append(outputs)
             self.changed.notify_all()
 
     def on_evaluated(self) -> None:
@@ -87,6 +89,24 @@ def test_clock_ticks_conclude_runs_in_the_child(tmp_path: Path) -> None:
     [report] = collector.reports()
     assert report["execution_summary"]["status"] == "completed"
     assert monitor.shutdown(timeout=30)
+
+
+def test_the_child_writes_the_reports_and_tells_the_parent_once_per_batch(tmp_path: Path) -> None:
+    """Runs concluded by one message are written by the child, made durable together and told to the parent in
+    one answer: run, outcome, status, path — the report itself never crosses the pipe."""
+    collector = Collector()
+    monitor = start(collector, tmp_path, grace=1.0)
+    monitor.observe([call("-----BEGIN PRIVATE KEY-----" if n % 2 else "nothing", 100.0, session=f"s{n}")
+                     for n in range(6)])
+    monitor.tick(102.0)
+    assert collector.wait(lambda: len(collector.reported()) == 6)
+    [batch] = [b for b in collector.batches if any(isinstance(o, Reported) for o in b)]
+    assert len(batch) == 6
+    assert {(r.summary.session, r.summary.outcome, r.summary.status) for r in collector.reported()} == {
+        (f"mcp_session:s{n}", "exploited" if n % 2 else "not_delivered", "completed") for n in range(6)}
+    assert sorted(p.name for p in tmp_path.glob("*.json")) == sorted(Path(r.path or "").name for r in batch)
+    assert len((tmp_path / "verdicts.jsonl").read_text().splitlines()) == 6
+    assert monitor.shutdown(timeout=30) and collector.failures == []
 
 
 def test_the_child_lives_in_a_session_of_its_own(tmp_path: Path) -> None:
