@@ -42,7 +42,15 @@ STATUS = re.compile(r"(\d+) attack\(s\) loaded, (\d+) live run\(s\), (\d+) event
 
 async def mcp_session(client: httpx.AsyncClient, url: str) -> None:
     """One MCP session over raw JSON-RPC, left open."""
-    post = client.post
+
+    async def post(url: str, headers: dict[str, str], json: dict[str, object]) -> httpx.Response:
+        for attempt in range(3):  # a loaded loopback drops a kept-alive connection now and then
+            try:
+                return await client.post(url, headers=headers, json=json)
+            except httpx.TransportError:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
     init = await post(url, headers=HEADERS, json={
         "jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {},
@@ -65,9 +73,9 @@ async def open_sessions(url: str, proxy: str, sessions: int, concurrency: int) -
 
 
 def status(proxy: OatfProxy) -> tuple[int, int, int]:
-    """(attacks loaded, live runs, events waiting) from `oatf.status`."""
-    found = STATUS.search(proxy.command("oatf.status"))
-    assert found is not None
+    """(attacks loaded, live runs, events waiting) from `oatf.status`, asked until the monitor answers."""
+    while (found := STATUS.search(proxy.command("oatf.status"))) is None:
+        time.sleep(0.5)
     loaded, live, waiting = (int(group) for group in found.groups())
     return loaded, live, waiting
 
