@@ -10,15 +10,17 @@ for its live runs, mitmdump gets SIGINT, and the time until it exits is measured
 mitmdump, measured in the same run:
 - baseline: the addon with no attack loaded (no run: the shutdown's fixed cost);
 - library: the addon with the whole `attacks/` library (every MCP attack opens a run per session).
-Printed per configuration: runs open at SIGINT, reports written (per-run files and `verdicts.jsonl` lines) and
-the seconds from SIGINT to exit; and the library's shutdown time against the baseline's. `--addon` measures
-another copy of the addon (say, an older checkout's `addon/oatf_addon.py`) with the same workload.
+Printed per configuration: runs open at SIGINT and reports with status `interrupted`, reports written (per-run
+files, `verdicts.jsonl` lines, distinct runs in them) and the seconds from SIGINT to exit; and the library's
+shutdown time against the baseline's. `--addon` measures another copy of the addon (say, an older checkout's
+`addon/oatf_addon.py`) with the same workload.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import re
 import signal
 import sys
@@ -85,7 +87,7 @@ def measure(workdir: Path, name: str, addon: Path, attacks: str, url: str, sessi
     report_dir = workdir / f"{name}-reports"
     extra = ("--set", "termlog_verbosity=warn", "-s", str(addon), "-s", str(HERE / "command_script.py"),
              "--set", f"oatf_attacks={attacks}", "--set", f"oatf_report_dir={report_dir}",
-             "--set", "oatf_grace_period=1h", "--set", "oatf_watch=false")
+             "--set", "oatf_grace_period=1h", "--set", "oatf_watch=false", "--set", "oatf_max_runs=1000000")
     with mitmdump(workdir, tap=False, name=name, extra=extra) as running:
         proxy = OatfProxy(running, report_dir, None, [])
         started = time.monotonic()
@@ -100,11 +102,16 @@ def measure(workdir: Path, name: str, addon: Path, attacks: str, url: str, sessi
         seconds = time.monotonic() - interrupted
     files = len([p for p in report_dir.glob("*.json") if not p.name.startswith(".")])
     jsonl = report_dir / "verdicts.jsonl"
-    lines = len(jsonl.read_text(encoding="utf-8").splitlines()) if jsonl.exists() else 0
+    lines = [json.loads(line) for line in jsonl.read_text(encoding="utf-8").splitlines()] if jsonl.exists() else []
+    runs = {(r["attack"]["id"], r["execution_summary"]["session"], r["execution_summary"]["started_at"])
+            for r in lines}
+    interrupted = sum(r["execution_summary"]["status"] == "interrupted" for r in lines)
     print(f"  {name:9} {loaded:3d} attack(s): {sessions} sessions in {traffic:5.1f} s, evaluated after "
-          f"{caught_up:5.1f} s; {live:6d} runs open at SIGINT -> {files:6d} report files, {lines:6d} "
-          f"verdicts.jsonl lines; SIGINT to exit {seconds:6.2f} s")
-    return {"seconds": seconds, "live": live, "files": files, "lines": lines}
+          f"{caught_up:5.1f} s; {live:6d} runs open at SIGINT -> {interrupted:6d} reported `interrupted`; "
+          f"{files:6d} report files, {len(lines):6d} verdicts.jsonl lines, {len(runs):6d} runs; SIGINT to exit "
+          f"{seconds:6.2f} s")
+    return {"seconds": seconds, "live": live, "interrupted": interrupted, "files": files, "lines": len(lines),
+            "runs": len(runs)}
 
 
 def main() -> None:
@@ -121,7 +128,7 @@ def main() -> None:
         url = running.url("mcp_http", "/mcp")
         baseline = measure(workdir, "baseline", args.addon, "", url, args.sessions, args.concurrency)
         library = measure(workdir, "library", args.addon, str(ATTACKS), url, args.sessions, args.concurrency)
-    complete = library["files"] == library["lines"] == library["live"]
+    complete = library["interrupted"] == library["live"] and library["files"] == library["lines"] == library["runs"]
     print(f"  library vs baseline: shutdown {library['seconds'] / baseline['seconds']:.1f}x the baseline's "
           f"({library['seconds'] - baseline['seconds']:+.2f} s for {library['live']:.0f} runs); every open run "
           f"reported exactly once: {'yes' if complete else 'NO'}")
