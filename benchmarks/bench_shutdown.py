@@ -1,6 +1,6 @@
 """Shutdown with many runs open: how long mitmdump + the addon takes to exit after SIGINT, reporting every run.
 
-    .venv/bin/python benchmarks/bench_shutdown.py [--sessions 1000] [--concurrency 50] [--addon PATH]
+    .venv/bin/python benchmarks/bench_shutdown.py [--sessions 1000] [--concurrency 50]
 
 A FastMCP server (Streamable HTTP, `tests/e2e_wire/peers.py`) behind mitmdump with the addon; `--sessions` MCP
 sessions opened through the proxy with raw HTTP JSON-RPC (`initialize`, `notifications/initialized`,
@@ -12,8 +12,8 @@ mitmdump, measured in the same run:
 - library: the addon with the whole `attacks/` library (every MCP attack opens a run per session).
 Printed per configuration: runs open at SIGINT and reports with status `interrupted`, reports written (per-run
 files, `verdicts.jsonl` lines, distinct runs in them) and the seconds from SIGINT to exit; and the library's
-shutdown time against the baseline's. `--addon` measures another copy of the addon (say, an older checkout's
-`addon/oatf_addon.py`) with the same workload.
+shutdown time against the baseline's. To measure an older version, copy this script into its checkout and run
+it there (the proxy imports the `addon` package of the checkout the script is in).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from tests.e2e_wire.clients import http_client  # noqa: E402
 from tests.e2e_wire.harness import mitmdump, peers  # noqa: E402
 
 ATTACKS = ROOT / "attacks"
+ADDON = ROOT / "addon" / "oatf_addon.py"
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 STATUS = re.compile(r"(\d+) attack\(s\) loaded, (\d+) live run\(s\), (\d+) event\(s\) waiting")
 
@@ -82,10 +83,10 @@ def status(proxy: OatfProxy) -> tuple[int, int, int]:
     return loaded, live, waiting
 
 
-def measure(workdir: Path, name: str, addon: Path, attacks: str, url: str, sessions: int,
+def measure(workdir: Path, name: str, attacks: str, url: str, sessions: int,
             concurrency: int) -> dict[str, float]:
     report_dir = workdir / f"{name}-reports"
-    extra = ("--set", "termlog_verbosity=warn", "-s", str(addon), "-s", str(HERE / "command_script.py"),
+    extra = ("--set", "termlog_verbosity=warn", "-s", str(ADDON), "-s", str(HERE / "command_script.py"),
              "--set", f"oatf_attacks={attacks}", "--set", f"oatf_report_dir={report_dir}",
              "--set", "oatf_grace_period=1h", "--set", "oatf_watch=false", "--set", "oatf_max_runs=1000000")
     with mitmdump(workdir, tap=False, name=name, extra=extra) as running:
@@ -118,16 +119,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=50, help="sessions being opened at once")
-    parser.add_argument("--addon", type=Path, default=ROOT / "addon" / "oatf_addon.py")
     args = parser.parse_args()
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
     print(f"{args.sessions} MCP sessions (raw JSON-RPC through the proxy, {args.concurrency} at a time), grace "
-          f"1h, then SIGINT; addon {args.addon}")
+          f"1h, then SIGINT; addon {ADDON}")
     with tempfile.TemporaryDirectory(dir=ROOT) as tmp, peers(Path(tmp), kinds=("mcp_http",)) as running:
         workdir = Path(tmp)  # on the project's disk, as reports would be (not a tmpfs): fsyncs cost what they do
         url = running.url("mcp_http", "/mcp")
-        baseline = measure(workdir, "baseline", args.addon, "", url, args.sessions, args.concurrency)
-        library = measure(workdir, "library", args.addon, str(ATTACKS), url, args.sessions, args.concurrency)
+        baseline = measure(workdir, "baseline", "", url, args.sessions, args.concurrency)
+        library = measure(workdir, "library", str(ATTACKS), url, args.sessions, args.concurrency)
     complete = library["interrupted"] == library["live"] and library["files"] == library["lines"] == library["runs"]
     print(f"  library vs baseline: shutdown {library['seconds'] / baseline['seconds']:.1f}x the baseline's "
           f"({library['seconds'] - baseline['seconds']:+.2f} s for {library['live']:.0f} runs); every open run "
