@@ -16,6 +16,14 @@ Files, in `<report dir>/journal/`: segments `NNNNNNNN.jsonl` (one JSON object pe
   process loses nothing already journaled); `os.fsync` runs at most every `FSYNC_SECONDS` and when a segment
   is closed (a crash of the machine loses at most that much).
 - A torn last line (the process died mid-write) is ignored on reading.
+
+**Reports' fsync policy** (`addon.reports.ReportWriter`, used by the monitor process, which writes the reports
+itself). Each report is put in place atomically at once (temporary file + rename), and appended to
+`verdicts.jsonl`; the reports written meanwhile are made durable together — each file, `verdicts.jsonl`, then
+the directory fsynced — at most every `addon.monitor_process.COMMIT_SECONDS` (0.2 s) and before the monitor
+answers `shutdown`. Only then does the proxy learn of those runs and journal their `concluded` markers: a
+marker never precedes a durable report. A crash between the two leaves a written report without a marker;
+recovery recognises it by its file (`addon.recovery`), so no run is reported twice and none is lost.
 """
 
 from __future__ import annotations
@@ -77,8 +85,9 @@ class Journal:
     def tick(self, now: float) -> None:
         self._write({"tick": now})
 
-    def concluded(self, report: dict[str, Any]) -> None:
-        self._write({"concluded": list(run_key(report))})
+    def concluded(self, key: RunKey) -> None:
+        """The run `key` was reported: its report file is written and durable (`ReportWriter.commit`)."""
+        self._write({"concluded": list(key)})
 
     def _write(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, separators=(",", ":"), default=str) + "\n"

@@ -2,22 +2,28 @@
 loop for the interpreter lock (issue 5: "evaluation never blocks the proxy's event loop"). No mitmproxy here.
 
 The parent sends batches of `ObservedEvent`s and commands over a pipe; the child (`python -m
-addon.monitor_process READ_FD WRITE_FD`) owns the sans-I/O `Monitor` and answers with its outputs (phase
-changes, indicator matches, concluded runs), which the parent handles (logs, flow marks, report files).
+addon.monitor_process READ_FD WRITE_FD`) owns the sans-I/O `Monitor`, writes the report of every run it
+concludes (`ReportWriter`: JSON encoding and fsync stay out of the proxy's process; durable in batches, at
+most every `COMMIT_SECONDS`, see `addon.journal`'s fsync policy) and answers with its outputs (phase changes,
+indicator matches) and, once their reports are durable, the runs reported (`Reported`: run, outcome, status,
+path — not the report), which the parent handles (logs, flow marks, summary table, journal markers).
 Pickled messages, in order, one pipe each way:
 
-    parent → child: ("start", (MonitorOptions, semantic spec)) first, then
+    parent → child: ("start", (MonitorOptions, semantic spec, report directory)) first, then
                     ("events", [event, ...]) | ("tick", now) | ("options", MonitorOptions)
-                    | ("attacks", [LoadedAttack, ...]) | ("status", None) | ("shutdown", None) | ("ping", None)
+                    | ("reports", report directory) | ("attacks", [LoadedAttack, ...]) | ("status", None)
+                    | ("shutdown", None) | ("ping", None)
     child → parent: ("evaluated", [Output, ...]) after each "events" message, in order (possibly empty)
-                    | ("outputs", [Output, ...]) | ("status", [run snapshot, ...]) | ("failed", message)
-                    | ("done", [Output, ...]) | ("pong", None)
+                    | ("outputs", [Output, ...]) | ("reported", [Reported, ...]) | ("status", [run snapshot, ...])
+                    | ("failed", message) | ("done", [Reported, ...]) | ("pong", None)
 
 The child runs in a session of its own: a Ctrl-C or a signal to the proxy's process group does not reach it,
 so it lives to conclude its runs when the proxy shuts down. It ends after `shutdown` — whose answer carries
-every run still open, concluded as `interrupted`, so nothing observed is lost — or when the pipe closes (the
-proxy died). One event that makes evaluation raise is reported as `failed` and the others go on. Every send
-goes through a sender thread: no caller (mitmproxy's event loop included) ever waits for the child.
+every run still open, concluded as `interrupted` and reported, so nothing observed is lost — or when the pipe
+closes (the proxy died; the reports written are made durable first). A report that cannot be written (a full
+or read-only disk) is answered as `Reported` without a path, with the error; evaluation goes on. One event
+that makes evaluation raise is reported as `failed` and the others go on. Every send goes through a sender
+thread: no caller (mitmproxy's event loop included) ever waits for the child.
 
 No thread dies silently: the sender, the receiver and the child's loops catch everything, report each kind of
 failure once, and go on. An event that cannot be pickled (the decoder cuts JSON at `MAX_DEPTH`, far below
@@ -45,7 +51,8 @@ from pathlib import Path
 from typing import Any
 
 from addon.events import ObservedEvent
-from addon.monitor import LoadedAttack, Monitor, MonitorOptions, Output
+from addon.monitor import LoadedAttack, Monitor, MonitorOptions, Output, RunConcluded
+from addon.reports import Reported, ReportWriter
 from addon.semantic import load_semantic_evaluator
 from addon.text import Once, describe, printable
 from addon.wire.jsonrpc import cut
@@ -55,21 +62,72 @@ STALL_SECONDS = 30.0
 """A monitor process that does not answer a heartbeat within this long is stalled (and replaced)."""
 HEARTBEAT_SECONDS = 0.5
 """While the proxy waits for the monitor to conclude its runs, how often it checks that it still answers."""
+COMMIT_SECONDS = 0.2
+"""The child makes the reports it wrote durable (`ReportWriter.commit`) at most this often, and at shutdown."""
 
-OutputsHandler = Callable[[list[Output]], None]
+OutputsHandler = Callable[[list[Output | Reported]], None]
 Message = tuple[str, Any]
+
+
+class Reporting:
+    """The child's report writing: each concluded run's report written at once, made durable in batches."""
+
+    def __init__(self, directory: str) -> None:
+        self.writer = ReportWriter(directory)
+        self.pending: list[Reported] = []
+        """Runs whose report is written (or failed) and not yet committed: the parent has not heard of them."""
+        self.committed = 0.0
+        """When the last commit ran (monotonic)."""
+
+    def conclude(self, outputs: list[Output]) -> list[Output]:
+        """Write the report of every concluded run among `outputs`; the other outputs."""
+        rest: list[Output] = []
+        for output in outputs:
+            if not isinstance(output, RunConcluded):
+                rest.append(output)
+                continue
+            try:
+                path = self.writer.write(output.report)
+            except OSError as exc:  # a full or read-only disk: the run is told without a path, the others go on
+                self.pending.append(Reported.of(output.run, output.report, None, describe(exc)))
+            else:
+                self.pending.append(Reported.of(output.run, output.report, path))
+        return rest
+
+    def wait(self) -> float | None:
+        """Seconds until the pending reports are due for a commit; None when nothing is pending."""
+        if not self.pending:
+            return None
+        return max(0.0, self.committed + COMMIT_SECONDS - time.monotonic())
+
+    def commit(self) -> list[Reported]:
+        """Make the written reports durable; the runs to tell the parent (not written, when the fsync failed)."""
+        reported, self.pending = self.pending, []
+        self.committed = time.monotonic()
+        try:
+            self.writer.commit()
+        except OSError as exc:
+            return [dataclasses.replace(r, path=None, error=r.error or describe(exc)) for r in reported]
+        return reported
+
+    def move(self, directory: str) -> list[Reported]:
+        """Reports go to `directory` from now on; the pending ones are committed first (and returned)."""
+        reported = self.commit()
+        self.writer = ReportWriter(directory)
+        return reported
 
 
 def serve(inbox: Connection, outbox: Connection) -> None:
     """The child process: a `Monitor` answering the parent's messages until `shutdown` or a closed pipe."""
     try:
-        kind, (options, semantic_spec) = inbox.recv()
+        kind, (options, semantic_spec, report_dir) = inbox.recv()
         monitor = Monitor([], options, semantic=load_semantic_evaluator(semantic_spec))
     except (EOFError, OSError):
         return
     except Exception:  # the parent checked the semantic evaluator; anything else is reported
         outbox.send(("failed", traceback.format_exc(limit=8)))
         return
+    reporting = Reporting(report_dir)
     sending = threading.Lock()
 
     def answer(message: Message) -> None:
@@ -78,12 +136,22 @@ def serve(inbox: Connection, outbox: Connection) -> None:
 
     work: queue.SimpleQueue[Message | None] = queue.SimpleQueue()
     threading.Thread(target=_read, args=(inbox, work, answer), name="oatf-monitor-reader", daemon=True).start()
-    while (message := work.get()) is not None:
+    while True:
+        try:
+            message = work.get(timeout=reporting.wait())
+        except queue.Empty:  # reports are due for a commit and nothing else came
+            message = ("commit", None)
+        if message is None:  # the proxy is gone: what was written is still made durable
+            reporting.commit()
+            return
         kind, payload = message
         try:
-            if not _handle(monitor, kind, payload, answer):
+            if not _handle(monitor, reporting, kind, payload, answer):
                 return
+            if reporting.wait() == 0.0:
+                answer(("reported", reporting.commit()))
         except OSError:  # the proxy is gone: nobody is left to report to
+            reporting.commit()
             return
         except Exception:  # one bad message must not stop evaluation of the others
             answer(("failed", traceback.format_exc(limit=8)))
@@ -108,13 +176,22 @@ def _read(inbox: Connection, work: queue.SimpleQueue[Message | None], answer: Ca
                 answer(("failed", traceback.format_exc(limit=8)))
 
 
-def _handle(monitor: Monitor, kind: str, payload: Any, answer: Callable[[Message], None]) -> bool:
+def _handle(monitor: Monitor, reporting: Reporting, kind: str, payload: Any,
+            answer: Callable[[Message], None]) -> bool:
     """Evaluate one message and answer it; False after `shutdown`."""
     if kind == "shutdown":
-        answer(("done", monitor.shutdown()))
+        last = reporting.conclude(monitor.shutdown())
+        if last:
+            answer(("outputs", last))
+        answer(("done", reporting.commit()))
         return False
     if kind == "status":
         answer(("status", monitor.status()))
+        return True
+    if kind in ("commit", "reports"):
+        reported = reporting.commit() if kind == "commit" else reporting.move(payload)
+        if reported:
+            answer(("reported", reported))
         return True
     outputs: list[Output] = []
     try:
@@ -129,6 +206,7 @@ def _handle(monitor: Monitor, kind: str, payload: Any, answer: Callable[[Message
             outputs = monitor.replace_attacks(payload)
     except Exception:  # one bad event must not stop evaluation of the others
         answer(("failed", traceback.format_exc(limit=8)))
+    outputs = reporting.conclude(outputs)
     if kind == "events":
         answer(("evaluated", outputs))
     elif outputs:
@@ -142,7 +220,7 @@ class MonitorProcess:
     the child's error reports, each kind of failure of the sender and receiver threads (once), and the news of
     its death."""
 
-    def __init__(self, options: MonitorOptions, semantic_spec: str, on_outputs: OutputsHandler,
+    def __init__(self, options: MonitorOptions, semantic_spec: str, report_dir: str, on_outputs: OutputsHandler,
                  on_evaluated: Callable[[], None], on_failure: Callable[[str], None]) -> None:
         self.on_outputs = on_outputs
         self.on_evaluated = on_evaluated
@@ -172,7 +250,7 @@ class MonitorProcess:
         """Set when no more answers will come: after `done`, or when the child is gone."""
         self._concluded = False
         """The child answered `shutdown` with its last runs."""
-        self._outbox.put(("start", (options, semantic_spec)))
+        self._outbox.put(("start", (options, semantic_spec, report_dir)))
         self._sender = threading.Thread(target=self._send_all, name="oatf-monitor-sender", daemon=True)
         self._receiver = threading.Thread(target=self._receive, name="oatf-monitor-receiver", daemon=True)
         self._sender.start()
@@ -203,6 +281,9 @@ class MonitorProcess:
     def set_options(self, options: MonitorOptions) -> None:
         self._outbox.put(("options", options))
 
+    def set_report_dir(self, directory: str) -> None:
+        self._outbox.put(("reports", directory))
+
     def replace_attacks(self, attacks: list[LoadedAttack]) -> None:
         self._outbox.put(("attacks", attacks))
 
@@ -217,8 +298,8 @@ class MonitorProcess:
             return self._status[0] if self._status else None
 
     def shutdown(self, timeout: float) -> bool:
-        """Conclude every open run in the child (its outputs reach `on_outputs` before this returns) and
-        end it. False when the child did not finish within `timeout` seconds, or stalled before."""
+        """Conclude every open run in the child (their reports are written and reach `on_outputs` before this
+        returns) and end it. False when the child did not finish within `timeout` seconds, or stalled before."""
         self._outbox.put(("shutdown", None))
         deadline = time.monotonic() + timeout
         while not self._done.wait(HEARTBEAT_SECONDS) and time.monotonic() < deadline and not self.stalled:

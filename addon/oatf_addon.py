@@ -5,9 +5,9 @@ that do one thing, commands for users):
 - the wire tap (`addon.mitm_tap`) decodes MCP/A2A/AG-UI traffic into `ObservedEvent`s as flows pass,
   streaming SSE responses chunk by chunk, never altering a byte;
 - events go through a queue to one worker thread that sends them in batches to the sans-I/O `Monitor`, which
-  runs in a child process (`addon.monitor_process`: CEL and every other evaluation stays off the proxy's
-  event loop and out of its interpreter lock), and ticks its clock; a receiver thread handles what the
-  monitor answers: logs, reports;
+  runs in a child process (`addon.monitor_process`: CEL and every other evaluation, and writing the reports,
+  stay off the proxy's event loop and out of its interpreter lock), and ticks its clock; a receiver thread
+  handles what the monitor answers: logs, the summary table, the journal's markers of reported runs;
 - flows that matched an indicator are marked and commented (on the event loop);
 - on shutdown every open run is concluded and reported: nothing observed is lost.
 """
@@ -43,12 +43,11 @@ from addon.monitor import (
     MonitorOptions,
     Output,
     PhaseChanged,
-    RunConcluded,
     load_library,
 )
 from addon.monitor_process import MonitorProcess
 from addon.recovery import pending_journal, recover
-from addon.reports import ReportWriter, summary_table
+from addon.reports import Reported, ReportWriter, summary_table
 from addon.semantic import load_semantic_evaluator
 from addon.text import Once, describe, printable
 from addon.views import MAX_MATCHES, METADATA_KEY, ContentViews
@@ -80,11 +79,13 @@ class OatfAddon:
         self.lock = threading.Lock()
         self.monitor: MonitorProcess | None = None
         self.options = MonitorOptions()
-        self.writer: ReportWriter | None = None
+        self.report_dir: Path | None = None
         self.library = Library((), ())
-        self.concluded: deque[dict[str, Any]] = deque(maxlen=MAX_SUMMARY_ROWS)
-        """The latest concluded runs' reports, for the summary table (all of them are on disk); appended by the
-        receiver thread, read through `concluded_reports` only."""
+        self.concluded: deque[Reported] = deque(maxlen=MAX_SUMMARY_ROWS)
+        """The latest concluded runs, for the summary table (all of their reports are on disk, unless
+        `unwritten`); appended by the receiver thread, read through `concluded_reports` only."""
+        self.unwritten = 0
+        """Reports the monitor process could not write: their runs stay in the journal, which shutdown keeps."""
         self.concluded_lock = threading.Lock()
         self.flows: weakref.WeakValueDictionary[str, http.HTTPFlow] = weakref.WeakValueDictionary()
         self.in_evaluation: deque[tuple[int, list[http.HTTPFlow]]] = deque()
@@ -134,7 +135,8 @@ class OatfAddon:
             config = engine_config({s.name: getattr(ctx.options, s.option) for s in SETTINGS})
             options = config.monitor
             load_semantic_evaluator(config.semantic_evaluator)  # checked here, loaded in the child
-            self.writer = ReportWriter(ctx.options.oatf_report_dir)
+            report_dir = Path(ctx.options.oatf_report_dir)
+            report_dir.mkdir(parents=True, exist_ok=True)  # checked here, written by the monitor process
         except (ValueError, ImportError, AttributeError, OSError) as exc:
             # Logged, not raised: mitmproxy would print a traceback. An error logged during start-up makes
             # mitmdump exit with this message; later, the previous settings stay in force.
@@ -143,10 +145,14 @@ class OatfAddon:
         with self.lock:
             self.options = options
             self.semantic_spec = config.semantic_evaluator
+            moved = self.report_dir is not None and report_dir != self.report_dir
+            self.report_dir = report_dir
             if self.monitor is None or "oatf_semantic_evaluator" in updated:
                 if self.monitor is not None:
                     self._stop_monitor(self.monitor)
                 self.monitor = self._start_monitor()
+            elif moved:
+                self.monitor.set_report_dir(str(report_dir))
             self.monitor.set_options(options)
         self.reload()
         if self.journal is None or "oatf_report_dir" in updated:
@@ -157,11 +163,13 @@ class OatfAddon:
         the runs a previous proxy that did not stop cleanly left in it (`addon.recovery`)."""
         directory = ctx.options.oatf_report_dir
         try:
-            if pending_journal(directory) and self.writer is not None:
+            if pending_journal(directory):
                 reports = recover(directory, list(self.library.attacks), self.options,
                                   load_semantic_evaluator(self.semantic_spec))
+                writer = ReportWriter(directory)
                 for report in reports:
-                    self.writer.write(report)
+                    writer.write(report)
+                writer.commit()
                 log.warning("oatf: %d run(s) left open by a proxy that did not stop cleanly were concluded from "
                             "its journal (status `recovered`) into %s", len(reports), directory)
                 clear_journal(Path(directory) / JOURNAL_DIR)
@@ -175,8 +183,8 @@ class OatfAddon:
 
     def _start_monitor(self) -> MonitorProcess:
         """A monitor process with the current options, semantic evaluator and library."""
-        monitor = MonitorProcess(self.options, ctx.options.oatf_semantic_evaluator, self._handle, self._evaluated,
-                                 self._failure)
+        monitor = MonitorProcess(self.options, ctx.options.oatf_semantic_evaluator, str(self.report_dir),
+                                 self._handle, self._evaluated, self._failure)
         if self.library.attacks:
             monitor.replace_attacks(list(self.library.attacks))
         return monitor
@@ -210,16 +218,21 @@ class OatfAddon:
         with self.lock:
             if self.monitor is not None:
                 self._send(self._drain())  # events the worker did not reach
-                if self._stop_monitor(self.monitor) and self.journal is not None and not self.monitor_lost:
+                stopped = self._stop_monitor(self.monitor)
+                if self.unwritten:
+                    log.error("oatf: %d report(s) could not be written: the journal in %s keeps their runs; the "
+                              "next start with a writable report directory (or `oatf recover`) reports them",
+                              self.unwritten, self.report_dir)
+                elif stopped and self.journal is not None and not self.monitor_lost:
                     self.journal.clear()  # every run is reported: nothing left to recover
         if ctx.options.oatf_trace_dir and self.traces.sessions:
             paths = write_traces(self.traces.traces(), ctx.options.oatf_trace_dir)
             log.info("oatf: %d Attest trace(s) in %s", len(paths), ctx.options.oatf_trace_dir)
         concluded = self.concluded_reports()
         if concluded:
-            log.info("oatf verdicts:\n%s", summary_table(concluded))
-            if self.writer is not None:
-                log.info("oatf reports in %s", self.writer.directory.resolve())
+            log.info("oatf verdicts:\n%s", summary_table(r.summary for r in concluded))
+            if self.report_dir is not None:
+                log.info("oatf reports in %s", self.report_dir.resolve())
 
     # --- hooks: decoding only, on the event loop ------------------------------------------------------
     def requestheaders(self, flow: http.HTTPFlow) -> None:
@@ -333,8 +346,8 @@ class OatfAddon:
         write_traces([trace], ctx.options.oatf_trace_dir)
 
     def _stop_monitor(self, monitor: MonitorProcess) -> bool:
-        """Conclude every open run of `monitor` (its reports are written before this returns) and end it;
-        whether it concluded them all."""
+        """Conclude every open run of `monitor` (the monitor process writes their reports before this returns)
+        and end it; whether it concluded them all."""
         concluded = False
         if not monitor.alive:
             log.error("oatf: the monitor process had ended: the runs it followed are not reported (the journal "
@@ -365,7 +378,7 @@ class OatfAddon:
         if self.monitor is not None and not self.monitor.alive:
             self._forget_in_flight()  # no answer will come for them
 
-    def _handle(self, outputs: Sequence[Output]) -> None:
+    def _handle(self, outputs: Sequence[Output | Reported]) -> None:
         for output in outputs:
             # Everything shown comes from the traffic or an attack file: printable, bounded.
             if isinstance(output, PhaseChanged):
@@ -376,18 +389,23 @@ class OatfAddon:
                 log.warning("oatf %s: indicator %s matched (flow %s): %s", printable(output.run),
                             printable(output.indicator_id), output.flow_id, printable(output.evidence))
                 self._mark(output)
-            elif isinstance(output, RunConcluded):
-                with self.concluded_lock:
-                    self.concluded.append(output.report)
-                try:
-                    path = self.writer.write(output.report) if self.writer is not None else None
-                except OSError as exc:  # one unwritable report must not drop the others
-                    log.error("oatf %s: report not written: %s", printable(output.run), describe(exc))
-                    path = None
-                if path is not None and self.journal is not None:
-                    self._journal(self.journal.concluded, output.report)
-                log.warning("oatf %s: %s (%s) -> %s", printable(output.run), output.report["outcome"],
-                            output.report["execution_summary"]["status"], path or "-")
+            elif isinstance(output, Reported):
+                self._reported(output)
+
+    def _reported(self, output: Reported) -> None:
+        """A run the monitor process concluded and reported: its report is written and durable, or could not
+        be written (its run stays in the journal; each kind of failure is logged once)."""
+        with self.concluded_lock:
+            self.concluded.append(output)
+        if output.path is None:
+            self.unwritten += 1
+            if self.once.first("report", (output.error or "").partition(":")[0]):
+                log.error("oatf: report not written (each kind of failure is logged once; the journal keeps the "
+                          "runs): %s", printable(output.error or "", 300))
+        elif self.journal is not None:
+            self._journal(self.journal.concluded, output.key)
+        log.warning("oatf %s: %s (%s) -> %s", printable(output.run), output.summary.outcome,
+                    printable(output.summary.status), output.path or "-")
 
     def _journal(self, write: Callable[[Any], None], value: Any) -> None:
         """One journal record; a full or read-only disk is logged once per kind and evaluation goes on."""
@@ -397,8 +415,8 @@ class OatfAddon:
             if self.once.first("journal", type(exc).__name__):
                 log.error("oatf: journal write failed (each kind of failure is logged once): %s", describe(exc))
 
-    def concluded_reports(self) -> list[dict[str, Any]]:
-        """A snapshot of the latest concluded runs' reports (the receiver thread appends meanwhile)."""
+    def concluded_reports(self) -> list[Reported]:
+        """A snapshot of the latest concluded runs (the receiver thread appends meanwhile)."""
         with self.concluded_lock:
             return list(self.concluded)
 
@@ -492,7 +510,7 @@ class OatfAddon:
     def verdicts(self) -> str:
         """The verdicts of the runs concluded so far."""
         concluded = self.concluded_reports()
-        return summary_table(concluded) if concluded else "no run has concluded yet"
+        return summary_table(r.summary for r in concluded) if concluded else "no run has concluded yet"
 
 
 def _update_hook(flow: http.HTTPFlow) -> Any:

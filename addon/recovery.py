@@ -4,6 +4,10 @@
 and options — the same inputs in the same order, so the same runs — and returns the reports of every run that
 was not reported before the crash: runs that the journal shows still open are concluded with status
 `recovered`; a run that had concluded but whose report was never written keeps the status it concluded with.
+A run counts as reported when the journal holds its `concluded` marker, or when its report file is in
+`report_dir` (the monitor process writes a report before the proxy journals its marker: a crash in between
+leaves the file without the marker). Its file name is the same in replay — attack, session and end time —
+whatever status the run then concludes with.
 Used by the addon at start-up (a journal left in its report directory) and by `oatf recover DIR`.
 """
 
@@ -15,6 +19,7 @@ from typing import Any
 import oatf
 from addon.journal import JOURNAL_DIR, decode_event, records, run_key
 from addon.monitor import LoadedAttack, Monitor, MonitorOptions, Output, RunConcluded
+from addon.reports import report_filename
 
 
 def pending_journal(report_dir: str | Path) -> bool:
@@ -43,4 +48,5 @@ def recover(report_dir: str | Path, attacks: list[LoadedAttack], options: Monito
             attack, session, started = record["concluded"]
             reported.add((str(attack), str(session), float(started)))
     outputs.extend(monitor.shutdown("recovered"))
-    return [o.report for o in outputs if isinstance(o, RunConcluded) and run_key(o.report) not in reported]
+    return [o.report for o in outputs if isinstance(o, RunConcluded) and run_key(o.report) not in reported
+            and not (Path(report_dir) / report_filename(o.report)).exists()]

@@ -1,7 +1,7 @@
 """Verdict reports: one JSON file per run (written atomically), every verdict appended to `verdicts.jsonl`
-(mode 0600, like the report files: reports quote what the agent sent), a console summary table, and the
-redaction of matched values (`redact_report`) every output applies unless asked to show secrets. Files only;
-no mitmproxy."""
+(mode 0600, like the report files: reports quote what the agent sent), made durable in batches
+(`ReportWriter.commit`), a console summary table, and the redaction of matched values (`redact_report`) every
+output applies unless asked to show secrets. Files only; no mitmproxy."""
 
 from __future__ import annotations
 
@@ -12,10 +12,12 @@ import os
 import re
 import tempfile
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import oatf
+from addon.journal import RunKey, run_key
 from addon.text import printable
 
 JSONL_NAME = "verdicts.jsonl"
@@ -95,14 +97,21 @@ def report_filename(report: dict[str, Any]) -> str:
 
 class ReportWriter:
     """Writes each concluded run's report into `directory` and appends it to `verdicts.jsonl`, matched values
-    redacted (`redact_report`) unless `show_secrets`."""
+    redacted (`redact_report`) unless `show_secrets`.
+
+    `write` puts one report in place atomically (temporary file, then rename: a reader never sees half a
+    report); `commit` makes every report written since the last commit durable at once — each file, then
+    `verdicts.jsonl`, then the directory, fsynced — so a batch of conclusions costs one round of fsyncs, not
+    one per report. The directory is created on the first write (and again if it disappears)."""
 
     def __init__(self, directory: str | os.PathLike[str], show_secrets: bool = False):
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
         self.show_secrets = show_secrets
+        self._written: list[Path] = []
+        self._jsonl: IO[str] | None = None
 
     def write(self, report: dict[str, Any]) -> Path:
+        self.directory.mkdir(parents=True, exist_ok=True)
         if not self.show_secrets:
             report = redact_report(report)
         path = self.directory / report_filename(report)
@@ -111,16 +120,75 @@ class ReportWriter:
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-        fd = os.open(self.directory / JSONL_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        with os.fdopen(fd, "a", encoding="utf-8") as jsonl:
-            jsonl.write(json.dumps(report, separators=(",", ":"), default=str) + "\n")
+        self._written.append(path)
+        if self._jsonl is None:
+            fd = os.open(self.directory / JSONL_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            self._jsonl = os.fdopen(fd, "a", encoding="utf-8")  # closed by `commit`
+        self._jsonl.write(json.dumps(report, separators=(",", ":"), default=str) + "\n")
+        self._jsonl.flush()
         return path
+
+    def commit(self) -> None:
+        """fsync every report written since the last commit, `verdicts.jsonl` and the directory."""
+        written, self._written = self._written, []
+        jsonl, self._jsonl = self._jsonl, None
+        if jsonl is not None:
+            with jsonl:
+                os.fsync(jsonl.fileno())
+        for path in written:
+            _fsync(path)
+        if written:
+            _fsync(self.directory)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What the summary table shows of one report."""
+
+    attack: str
+    session: str
+    outcome: str
+    matched: int
+    total: int
+    max_tier: str | None
+    status: str
+
+    @classmethod
+    def of(cls, report: dict[str, Any]) -> RunSummary:
+        summary = report["verdict"]["evaluation_summary"]
+        return cls(str(report["attack"]["id"] or report["attack"]["file"]),
+                   str(report["execution_summary"]["session"]), report["outcome"], summary["matched"],
+                   sum(summary.values()), report["verdict"].get("max_tier"),
+                   str(report["execution_summary"]["status"]))
+
+
+@dataclass(frozen=True)
+class Reported:
+    """A concluded run, as the monitor process tells the proxy once its report is written and durable (or
+    could not be written): what the proxy logs, shows and journals — never the report itself."""
+
+    run: str
+    key: RunKey
+    summary: RunSummary
+    path: str | None
+    """The report file; None when it could not be written (`error`)."""
+    error: str | None = None
+
+    @classmethod
+    def of(cls, run: str, report: dict[str, Any], path: Path | None, error: str | None = None) -> Reported:
+        return cls(run, run_key(report), RunSummary.of(report), None if path is None else str(path), error)
 
 
 OUTCOMES = ("exploited", "partial", "resisted", "inconclusive", "not_delivered", "error")
@@ -133,32 +201,35 @@ def _label(outcome: str) -> str:
     return outcome.replace("_", " ")
 
 
-def summary_table(reports: Iterable[dict[str, Any]]) -> str:
+def _summaries(reports: Iterable[dict[str, Any] | RunSummary]) -> list[RunSummary]:
+    return [r if isinstance(r, RunSummary) else RunSummary.of(r) for r in reports]
+
+
+def summary_table(reports: Iterable[dict[str, Any] | RunSummary]) -> str:
     """A fixed-width table of concluded runs (attack, session, outcome, matched/total, tier, status), then
     the count of each outcome: *resisted* and *not delivered* are never merged. Every cell is printable and
     bounded (session keys come from the traffic)."""
+    summaries = _summaries(reports)
     rows = [("ATTACK", "SESSION", "OUTCOME", "MATCHED", "MAX TIER", "STATUS")]
-    for report in reports:
-        summary = report["verdict"]["evaluation_summary"]
-        total = sum(summary.values())
+    for summary in summaries:
         rows.append((
-            printable(report["attack"]["id"] or report["attack"]["file"], 60),
-            printable(report["execution_summary"]["session"], 40),
-            _label(report["outcome"]),
-            f"{summary['matched']}/{total}",
-            printable(report["verdict"].get("max_tier") or "-", 20),
-            printable(report["execution_summary"]["status"], 20),
+            printable(summary.attack, 60),
+            printable(summary.session, 40),
+            _label(summary.outcome),
+            f"{summary.matched}/{summary.total}",
+            printable(summary.max_tier or "-", 20),
+            printable(summary.status, 20),
         ))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     table = [("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()) for row in rows]
-    return "\n".join([*table, outcome_summary(reports)])
+    return "\n".join([*table, outcome_summary(summaries)])
 
 
-def outcome_summary(reports: Iterable[dict[str, Any]]) -> str:
+def outcome_summary(reports: Iterable[dict[str, Any] | RunSummary]) -> str:
     """`N run(s): a exploited, b partial, c resisted, d inconclusive, e not delivered, f error`."""
     counts = dict.fromkeys(OUTCOMES, 0)
-    for report in reports:
-        counts[report["outcome"]] += 1
+    for summary in _summaries(reports):
+        counts[summary.outcome] += 1
     return f"{sum(counts.values())} run(s): " + ", ".join(f"{n} {_label(o)}" for o, n in counts.items())
 
 

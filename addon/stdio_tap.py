@@ -133,9 +133,11 @@ class Evaluator:
         self.record.flush()
 
     def _report(self, outputs: list[Any]) -> None:
-        for output in outputs:
-            if isinstance(output, RunConcluded):
-                self._guarded("report", functools.partial(self._write, output.report))
+        concluded = [output.report for output in outputs if isinstance(output, RunConcluded)]
+        for report in concluded:
+            self._guarded("report", functools.partial(self._write, report))
+        if concluded:
+            self._guarded("report", self.writer.commit)  # one round of fsyncs per batch of reports
 
     def _write(self, report: dict[str, Any]) -> None:
         path = self.writer.write(report)

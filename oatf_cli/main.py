@@ -162,6 +162,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         writer = ReportWriter(args.report_dir, show_secrets=True)  # already redacted unless --show-secrets
         for report in reports:
             writer.write(report)
+        writer.commit()
     outputs = _evaluate_outputs(args, reports, result)
     sys.stdout.write(outputs[args.format])
     for fmt in FILE_FORMATS:
@@ -283,6 +284,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
     writer = ReportWriter(args.report_dir)
     for report in reports:
         writer.write(report)
+    writer.commit()
     clear_journal(Path(args.report_dir) / JOURNAL_DIR)
     print(summary_table(reports) if reports else "every run had been reported: nothing left open")
     print(f"{len(reports)} run(s) recovered into {args.report_dir}", file=sys.stderr)

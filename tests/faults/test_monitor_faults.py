@@ -15,8 +15,9 @@ import pytest
 from mitmproxy.test import taddons
 
 import addon.oatf_addon as oatf_addon
-from addon.monitor import IndicatorMatched, RunConcluded
+from addon.monitor import IndicatorMatched
 from addon.oatf_addon import OatfAddon
+from addon.reports import Reported
 from addon.wire.jsonrpc import TRUNCATED
 from tests.monitor.test_monitor import POISONED_TOOL, call, event
 from tests.monitor.test_monitor_process import Collector, start
@@ -40,11 +41,11 @@ def nested(levels: int, inner: Any) -> Any:
     return inner
 
 
-def test_a_batch_that_cannot_be_pickled_is_sent_cut_and_sending_goes_on() -> None:
+def test_a_batch_that_cannot_be_pickled_is_sent_cut_and_sending_goes_on(tmp_path: Path) -> None:
     """An event nested 2,000 levels deep (pickling fails from about 800) in a batch: the batch is sent with that
     event cut at MAX_DEPTH, the failure is reported once, and the next batches are still sent and evaluated."""
     collector = Collector()
-    monitor = start(collector)
+    monitor = start(collector, tmp_path)
     deep = event("tools/call", {"name": "add", "arguments": {"note": nested(2_000, KEY)}}, 0.0, session="deep")
     monitor.observe([deep, call(KEY, 0.0, session="same-batch")])
     monitor.observe([call(KEY, 1.0, session="next-batch")])
@@ -59,13 +60,13 @@ def test_a_batch_that_cannot_be_pickled_is_sent_cut_and_sending_goes_on() -> Non
         leaf = leaf[0]
     assert leaf == TRUNCATED
     assert monitor.shutdown(timeout=30)
-    sessions = {o.report["execution_summary"]["session"] for o in collector.outputs if isinstance(o, RunConcluded)}
+    sessions = {r.summary.session for r in collector.reported()}
     assert sessions == {"mcp_session:deep", "mcp_session:same-batch", "mcp_session:next-batch"}
 
 
-def test_a_stopped_child_is_stalled_and_shutdown_does_not_wait_for_it() -> None:
+def test_a_stopped_child_is_stalled_and_shutdown_does_not_wait_for_it(tmp_path: Path) -> None:
     collector = Collector()
-    monitor = start(collector)
+    monitor = start(collector, tmp_path)
     monitor.stall_seconds = 0.5
     monitor.ping()
     assert wait_until(lambda: monitor._ping_sent is None)  # answered: not stalled
@@ -102,8 +103,13 @@ def test_the_addon_replaces_a_stalled_monitor_and_evaluation_goes_on(tmp_path: P
         addon._enqueue(call(KEY, time.time(), session="after"))
         assert wait_until(lambda: addon.waiting() == 0)
         addon.done()
-    [after] = [r for r in addon.concluded_reports() if r["execution_summary"]["session"] == "mcp_session:after"]
-    assert after["verdict"]["result"] == "exploited"
+    [after] = [r for r in addon.concluded_reports() if r.summary.session == "mcp_session:after"]
+    assert after.summary.outcome == "exploited" and after.path is not None
+
+
+def concluded(session: str) -> Reported:
+    return Reported.of("r", {**report("exploited", session=session), "execution_summary": {
+        "status": "completed", "session": session, "started_at": 1.0, "ended_at": 2.0}}, Path("r.json"))
 
 
 def test_done_and_verdicts_read_a_snapshot_of_the_concluded_runs(tmp_path: Path,
@@ -116,13 +122,13 @@ def test_done_and_verdicts_read_a_snapshot_of_the_concluded_runs(tmp_path: Path,
         rows = 0
         for _ in reports:
             rows += 1
-            addon._handle([RunConcluded("r", report("exploited", session=f"s{rows}"))])  # the receiver, meanwhile
+            addon._handle([concluded(f"s{rows}")])  # the receiver, meanwhile
         return f"{rows} row(s)"
 
     monkeypatch.setattr(oatf_addon, "summary_table", table)
     with taddons.context(addon) as context:
         configured(addon, context, tmp_path)
-        addon._handle([RunConcluded("r", report("exploited", session="s0"))])
+        addon._handle([concluded("s0")])
         assert addon.verdicts() == "1 row(s)"
         addon.done()
     assert len(addon.concluded_reports()) == 4  # s0, one appended by verdicts, two by done

@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 
 from addon import journal as journal_module
 from addon.events import Endpoint, ObservedEvent
-from addon.journal import JOURNAL_DIR, Journal, decode_event, encode_event, records
+from addon.journal import JOURNAL_DIR, Journal, decode_event, encode_event, records, run_key
 from addon.monitor import Monitor, MonitorOptions, RunConcluded
 from addon.recovery import pending_journal, recover
+from addon.reports import ReportWriter
 
 from .test_monitor import POISONED_TOOL, attack, call, event
 
@@ -41,7 +42,7 @@ def test_recovery_reports_the_open_runs_once_and_skips_the_reported_ones(tmp_pat
     outputs = [o for e in first for o in live.observe(e)]
     journal.tick(6.0)
     [done] = [o.report for o in outputs + live.tick(6.0) if isinstance(o, RunConcluded)]
-    journal.concluded(done)
+    journal.concluded(run_key(done))
     second = [event("tools/list", {}, 7.0, session="b"), call("-----BEGIN PRIVATE KEY", 7.5, session="b")]
     journal.events(second)
     journal.close()  # the process dies here: run b is open
@@ -51,6 +52,25 @@ def test_recovery_reports_the_open_runs_once_and_skips_the_reported_ones(tmp_pat
     assert report["execution_summary"]["session"] == "mcp_session:b"
     assert report["execution_summary"]["status"] == "recovered"
     assert report["verdict"]["result"] == "exploited" and "PRIVATE KEY" in str(report["verdict"])
+
+
+def test_recovery_skips_a_run_whose_report_file_was_written_without_its_marker(tmp_path: Path) -> None:
+    """The monitor process writes a report before the proxy journals its `concluded` marker: a crash in between
+    leaves the file without the marker. That run is not reported again; the open one is."""
+    options = MonitorOptions(grace_period=5)
+    live = Monitor([attack(POISONED_TOOL)], options)
+    journal = Journal(tmp_path)
+    events = [call("-----BEGIN PRIVATE KEY", 0.0, session="a"), call("nothing", 7.0, session="b")]
+    journal.events(events[:1])
+    journal.tick(6.0)
+    journal.events(events[1:])
+    journal.close()  # the process dies here: a's report is written, no marker; b is open
+    outputs = [*live.observe(events[0]), *live.tick(6.0)]
+    [done] = [o.report for o in outputs if isinstance(o, RunConcluded)]
+    ReportWriter(tmp_path).write(done)
+
+    [report] = recover(tmp_path, [attack(POISONED_TOOL)], options)
+    assert report["execution_summary"]["session"] == "mcp_session:b"
 
 
 def test_a_torn_last_line_is_skipped(tmp_path: Path) -> None:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+
+import pytest
 
 from addon.monitor.delivery import outcome
 from addon.reports import JSONL_NAME, ReportWriter, exit_status, summary_table, undelivered_attacks
@@ -33,6 +36,22 @@ def test_writer_writes_one_file_per_run_and_appends_jsonl(tmp_path: Path) -> Non
     lines = (tmp_path / "reports" / JSONL_NAME).read_text().splitlines()
     assert [json.loads(line)["verdict"]["result"] for line in lines] == ["exploited", "not_exploited"]
     assert not list((tmp_path / "reports").glob(".tmp-*")), "no temporary file is left behind"
+
+
+def test_reports_are_made_durable_together_at_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`write` puts each report in place without an fsync; `commit` fsyncs every report written since, then
+    `verdicts.jsonl` and the directory, once each; a commit with nothing written fsyncs nothing."""
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+    writer = ReportWriter(tmp_path)
+    paths = [writer.write(report("exploited", session=f"s{n}")) for n in range(5)]
+    assert synced == [] and all(path.exists() for path in paths)
+    writer.commit()
+    assert len(synced) == 5 + 2
+    writer.commit()
+    assert len(synced) == 7
+    assert len((tmp_path / JSONL_NAME).read_text().splitlines()) == 5
 
 
 def test_summary_table_and_exit_status() -> None:

@@ -1,0 +1,138 @@
+"""Shutdown with many runs open: how long mitmdump + the addon takes to exit after SIGINT, reporting every run.
+
+    .venv/bin/python benchmarks/bench_shutdown.py [--sessions 1000] [--concurrency 50]
+
+A FastMCP server (Streamable HTTP, `tests/e2e_wire/peers.py`) behind mitmdump with the addon; `--sessions` MCP
+sessions opened through the proxy with raw HTTP JSON-RPC (`initialize`, `notifications/initialized`,
+`tools/list`, `tools/call`; each session left open, with a one-hour grace period so that no run concludes
+before the shutdown). Once the addon has evaluated every event (`oatf.status`: nothing waiting), it is asked
+for its live runs, mitmdump gets SIGINT, and the time until it exits is measured. Configurations, each its own
+mitmdump, measured in the same run:
+- baseline: the addon with no attack loaded (no run: the shutdown's fixed cost);
+- library: the addon with the whole `attacks/` library (every MCP attack opens a run per session).
+Printed per configuration: runs open at SIGINT and reports with status `interrupted`, reports written (per-run
+files, `verdicts.jsonl` lines, distinct runs in them) and the seconds from SIGINT to exit; and the library's
+shutdown time against the baseline's. To measure an older version, copy this script into its checkout and run
+it there (the proxy imports the `addon` package of the checkout the script is in).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.e2e_addon.harness import HERE, OatfProxy  # noqa: E402
+from tests.e2e_wire.clients import http_client  # noqa: E402
+from tests.e2e_wire.harness import mitmdump, peers  # noqa: E402
+
+ATTACKS = ROOT / "attacks"
+ADDON = ROOT / "addon" / "oatf_addon.py"
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+STATUS = re.compile(r"(\d+) attack\(s\) loaded, (\d+) live run\(s\), (\d+) event\(s\) waiting")
+
+
+async def mcp_session(client: httpx.AsyncClient, url: str) -> None:
+    """One MCP session over raw JSON-RPC, left open."""
+
+    async def post(url: str, headers: dict[str, str], json: dict[str, object]) -> httpx.Response:
+        for attempt in range(3):  # a loaded loopback drops a kept-alive connection now and then
+            try:
+                return await client.post(url, headers=headers, json=json)
+            except httpx.TransportError:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+    init = await post(url, headers=HEADERS, json={
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "bench-shutdown", "version": "1"}}})
+    headers = {**HEADERS, "Mcp-Session-Id": init.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-06-18"}
+    await post(url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+    await post(url, headers=headers, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    await post(url, headers=headers, json={"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                                           "params": {"name": "add", "arguments": {"a": 1, "b": 2}}})
+
+
+async def open_sessions(url: str, proxy: str, sessions: int, concurrency: int) -> None:
+    limit = asyncio.Semaphore(concurrency)
+    async with http_client(proxy, timeout=60.0) as client:
+        async def one() -> None:
+            async with limit:
+                await mcp_session(client, url)
+
+        await asyncio.gather(*(one() for _ in range(sessions)))
+
+
+def status(proxy: OatfProxy) -> tuple[int, int, int]:
+    """(attacks loaded, live runs, events waiting) from `oatf.status`, asked until the monitor answers."""
+    while (found := STATUS.search(proxy.command("oatf.status"))) is None:
+        time.sleep(0.5)
+    loaded, live, waiting = (int(group) for group in found.groups())
+    return loaded, live, waiting
+
+
+def measure(workdir: Path, name: str, attacks: str, url: str, sessions: int,
+            concurrency: int) -> dict[str, float]:
+    report_dir = workdir / f"{name}-reports"
+    extra = ("--set", "termlog_verbosity=warn", "-s", str(ADDON), "-s", str(HERE / "command_script.py"),
+             "--set", f"oatf_attacks={attacks}", "--set", f"oatf_report_dir={report_dir}",
+             "--set", "oatf_grace_period=1h", "--set", "oatf_watch=false", "--set", "oatf_max_runs=1000000")
+    with mitmdump(workdir, tap=False, name=name, extra=extra) as running:
+        proxy = OatfProxy(running, report_dir, None, [])
+        started = time.monotonic()
+        asyncio.run(open_sessions(url, proxy.url, sessions, concurrency))
+        traffic = time.monotonic() - started
+        while (current := status(proxy))[2]:
+            time.sleep(0.2)
+        caught_up = time.monotonic() - started
+        loaded, live, _ = current
+        interrupted = time.monotonic()
+        proxy.interrupt(timeout=600, sig=signal.SIGINT)
+        seconds = time.monotonic() - interrupted
+    files = len([p for p in report_dir.glob("*.json") if not p.name.startswith(".")])
+    jsonl = report_dir / "verdicts.jsonl"
+    lines = [json.loads(line) for line in jsonl.read_text(encoding="utf-8").splitlines()] if jsonl.exists() else []
+    runs = {(r["attack"]["id"], r["execution_summary"]["session"], r["execution_summary"]["started_at"])
+            for r in lines}
+    interrupted = sum(r["execution_summary"]["status"] == "interrupted" for r in lines)
+    print(f"  {name:9} {loaded:3d} attack(s): {sessions} sessions in {traffic:5.1f} s, evaluated after "
+          f"{caught_up:5.1f} s; {live:6d} runs open at SIGINT -> {interrupted:6d} reported `interrupted`; "
+          f"{files:6d} report files, {len(lines):6d} verdicts.jsonl lines, {len(runs):6d} runs; SIGINT to exit "
+          f"{seconds:6.2f} s")
+    return {"seconds": seconds, "live": live, "interrupted": interrupted, "files": files, "lines": len(lines),
+            "runs": len(runs)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sessions", type=int, default=1000)
+    parser.add_argument("--concurrency", type=int, default=50, help="sessions being opened at once")
+    args = parser.parse_args()
+    print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
+    print(f"{args.sessions} MCP sessions (raw JSON-RPC through the proxy, {args.concurrency} at a time), grace "
+          f"1h, then SIGINT; addon {ADDON}")
+    with tempfile.TemporaryDirectory(dir=ROOT) as tmp, peers(Path(tmp), kinds=("mcp_http",)) as running:
+        workdir = Path(tmp)  # on the project's disk, as reports would be (not a tmpfs): fsyncs cost what they do
+        url = running.url("mcp_http", "/mcp")
+        baseline = measure(workdir, "baseline", "", url, args.sessions, args.concurrency)
+        library = measure(workdir, "library", str(ATTACKS), url, args.sessions, args.concurrency)
+    complete = library["interrupted"] == library["live"] and library["files"] == library["lines"] == library["runs"]
+    print(f"  library vs baseline: shutdown {library['seconds'] / baseline['seconds']:.1f}x the baseline's "
+          f"({library['seconds'] - baseline['seconds']:+.2f} s for {library['live']:.0f} runs); every open run "
+          f"reported exactly once: {'yes' if complete else 'NO'}")
+
+
+if __name__ == "__main__":
+    main()
