@@ -511,8 +511,9 @@ class WireDecoder:
         keys = binding.session_keys(content)
         events = [self._event(ex, binding.protocol, pending.method, sender, content, timestamp,
                               keys=keys, jsonrpc_id=jsonrpc_id, is_error=is_error, envelope=envelope)]
-        synthetic = a2a.STREAM_EVENTS.get(content.get("kind", "")) if (
-            in_stream and binding.protocol == "a2a" and not is_error and isinstance(content, dict)) else None
+        kind = content.get("kind") if isinstance(content, dict) else None
+        synthetic = a2a.STREAM_EVENTS.get(kind) if (  # `kind` comes from the traffic: any JSON value
+            isinstance(kind, str) and in_stream and binding.protocol == "a2a" and not is_error) else None
         if synthetic is not None:
             events.append(self._event(ex, "a2a", synthetic, sender, content, timestamp, keys=keys,
                                       jsonrpc_id=jsonrpc_id, envelope=envelope))

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from addon.wire import a2a_rest, parse_overrides
@@ -203,6 +203,7 @@ def test_routes_and_bodies_never_raise(method: str, path: str, body: Any, query:
 @settings(max_examples=150, deadline=None)
 @given(path=paths, body=json_values, response=json_values, status=st.sampled_from([200, 404, 500]),
        sse=st.booleans())
+@example(path="/message:send", body=None, response={"kind": []}, status=200, sse=True)  # an unhashable `kind`
 def test_decoder_never_raises_on_rest_traffic(path: str, body: Any, response: Any, status: int, sse: bool) -> None:
     h = Harness()
     events = h.exchange("POST", f"{BASE}/v1{path}", body, request_headers=V1, status=status,
