@@ -204,11 +204,14 @@ def test_routes_and_bodies_never_raise(method: str, path: str, body: Any, query:
 @given(path=paths, body=json_values, response=json_values, status=st.sampled_from([200, 404, 500]),
        sse=st.booleans())
 @example(path="/message:send", body=None, response={"kind": []}, status=200, sse=True)  # an unhashable `kind`
+@example(path="/", body=None, response={"method": None}, status=200, sse=False)  # JSON-RPC-shaped, invalid
 def test_decoder_never_raises_on_rest_traffic(path: str, body: Any, response: Any, status: int, sse: bool) -> None:
     h = Harness()
     events = h.exchange("POST", f"{BASE}/v1{path}", body, request_headers=V1, status=status,
                         response=[json.dumps(response)] if sse else response)
     events += h.exchange("GET", f"{BASE}{path}", request_headers=V1, status=status, response=response)
     assert all(e.protocol == "a2a" for e in events)
-    assert {d.code for d in h.diagnostics} <= {"invalid_json"}
+    # Bad input is reported as a diagnostic, never raised: a body that is not JSON, or JSON-RPC-shaped but
+    # invalid (a body with a `method` on the agent's root path is taken for JSON-RPC).
+    assert {d.code for d in h.diagnostics} <= {"invalid_json", "invalid_jsonrpc"}
     assert json.dumps([e.content for e in events], default=str)  # contents stay JSON values
