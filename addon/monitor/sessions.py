@@ -28,7 +28,8 @@ released in their original order (`seq`). Everything held is bounded (`HOLD_EVEN
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import heapq
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 
 from ..events import ObservedEvent
@@ -53,10 +54,6 @@ Placed = tuple[ObservedEvent, str]
 class _Held:
     since: float
     events: list[ObservedEvent] = field(default_factory=list)
-
-    @property
-    def oldest(self) -> float:
-        return min(e.timestamp for e in self.events) if self.events else float("inf")
 
 
 def _awaits_answer(event: ObservedEvent) -> bool:
@@ -86,6 +83,12 @@ class SessionResolver:
         self.policy = policy
         self.idle_gap = idle_gap
         self.pending: OrderedDict[str, _Held] = OrderedDict()
+        self.pending_routes: Counter[Route] = Counter()
+        """Requests waiting for their answer, per route: a route's hold lasts while it has any (rule 2)."""
+        self._held_times: list[tuple[float, int]] = []
+        """(time, seq) of every event put on hold, a heap; entries of placed events are dropped lazily."""
+        self._held_seqs: set[int] = set()
+        """The seqs of the events on hold now."""
         """Keyless requests waiting for their answer, by flow, oldest first (rule 1)."""
         self.held: OrderedDict[Route, _Held] = OrderedDict()
         """Keyless exchanges waiting for a keyed event on their route, oldest hold first (rule 2)."""
@@ -98,6 +101,9 @@ class SessionResolver:
 
     def resolve(self, event: ObservedEvent) -> list[Placed]:
         """The events that can be placed now (this one and any it releases), with their session."""
+        return self._placed(self._resolve(event))
+
+    def _resolve(self, event: ObservedEvent) -> list[Placed]:
         if self.policy in (SessionKey.GLOBAL, SessionKey.CONNECTION):
             return [(event, session_of(event, self.policy))]
         self._clock = max(self._clock, event.timestamp)
@@ -112,10 +118,11 @@ class SessionResolver:
         if session is None:
             if event.flow_id in self.pending:
                 if event.sender == "client":
+                    self._track([event])
                     self.pending[event.flow_id].events.append(event)
                     return []
                 # The answer carries no key: the exchange joins its route (rule 2).
-                return self._hold_on_route(route, [*self.pending.pop(event.flow_id).events, event])
+                return self._hold_on_route(route, [*self._unpend(event.flow_id).events, event])
             held = self.held.get(route)
             if held is not None and any(e.flow_id == event.flow_id for e in held.events):
                 return self._hold_on_route(route, [event])  # its exchange waits there already
@@ -124,7 +131,7 @@ class SessionResolver:
             return self._hold_on_route(route, [event])
         self._remember(self.flow_session, event.flow_id, session, MAX_FLOWS)
         self._remember(self.last_session, route, session, MAX_ROUTES)
-        flow = self.pending.pop(event.flow_id, None)
+        flow = self._unpend(event.flow_id) if event.flow_id in self.pending else None
         held = self.held.pop(route, None)
         waiting = sorted([*(flow.events if flow else ()), *(held.events if held else ())], key=lambda e: e.seq)
         for item in held.events if held else ():
@@ -141,13 +148,11 @@ class SessionResolver:
     def oldest_held(self) -> float:
         """The time of the oldest event still held (infinity when none is). A run's timers must not fire past
         it: a held event may belong to the run, and the clock would end the run before it is placed (a slow
-        answer, a keyless exchange waiting for its route). The oldest hold of each kind is looked at."""
-        oldest = float("inf")
-        for table in (self.pending, self.held):
-            for held in table.values():
-                oldest = min(oldest, held.oldest)
-                break
-        return oldest
+        answer, a keyless exchange waiting for its route)."""
+        heap, held = self._held_times, self._held_seqs
+        while heap and heap[0][1] not in held:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else float("inf")
 
     def next_release(self) -> float:
         """When the oldest hold expires (infinity when nothing is held)."""
@@ -167,25 +172,24 @@ class SessionResolver:
             flow_id, flow = next(iter(self.pending.items()))
             if now < flow.since + MAX_PENDING_SECONDS:
                 break
-            del self.pending[flow_id]
-            released.extend(self._hold_events(flow.events, flow.since + MAX_PENDING_SECONDS))
-        waiting = {_route(flow.events[0]) for flow in self.pending.values()} if self.pending else set()
+            released.extend(self._hold_events(self._unpend(flow_id).events, flow.since + MAX_PENDING_SECONDS))
         for route, held in list(self.held.items()):
             if now < held.since + HOLD_SECONDS:
                 break
-            if route in waiting:
+            if self.pending_routes[route]:
                 continue  # a request of the route still waits for its answer, which may carry the key
             del self.held[route]
             released.extend(self._fallback(route, held))
-        return released
+        return self._placed(released)
 
     def flush(self) -> list[Placed]:
         """Release everything held (shutdown, end of a recording)."""
         released = [pair for flow in self.pending.values() for pair in self._hold_events(flow.events, flow.since)]
         self.pending.clear()
+        self.pending_routes.clear()
         released += [pair for route, held in self.held.items() for pair in self._fallback(route, held)]
         self.held.clear()
-        return released
+        return self._placed(released)
 
     # --- helpers ------------------------------------------------------------------------------------------
 
@@ -194,12 +198,40 @@ class SessionResolver:
         return None if session.startswith("connection:") else self.aliases.get(session, session)
 
     def _wait_for_answer(self, event: ObservedEvent) -> list[Placed]:
+        self._track([event])
         self.pending[event.flow_id] = _Held(self._clock, [event])
+        self.pending_routes[_route(event)] += 1
         released: list[Placed] = []
         while len(self.pending) > MAX_PENDING_FLOWS:
-            _, oldest = self.pending.popitem(last=False)
+            oldest = self._unpend(next(iter(self.pending)))
             released.extend(self._hold_events(oldest.events, oldest.since))
         return released
+
+    def _unpend(self, flow_id: str) -> _Held:
+        """A request's exchange stops waiting for its answer."""
+        flow = self.pending.pop(flow_id)
+        route = _route(flow.events[0])
+        self.pending_routes[route] -= 1
+        if not self.pending_routes[route]:
+            del self.pending_routes[route]
+        return flow
+
+    def _track(self, events: list[ObservedEvent]) -> None:
+        """Events put on hold: `oldest_held` sees them until they are placed."""
+        for event in events:
+            if event.seq not in self._held_seqs:
+                self._held_seqs.add(event.seq)
+                heapq.heappush(self._held_times, (event.timestamp, event.seq))
+        if len(self._held_times) > 4 * len(self._held_seqs) + 1024:  # drop placed events' entries
+            self._held_times = [t for t in self._held_times if t[1] in self._held_seqs]
+            heapq.heapify(self._held_times)
+
+    def _placed(self, placed: list[Placed]) -> list[Placed]:
+        """Events leave the holds as they are placed."""
+        if self._held_seqs:
+            for event, _session in placed:
+                self._held_seqs.discard(event.seq)
+        return placed
 
     def _hold_on_route(self, route: Route, events: list[ObservedEvent]) -> list[Placed]:
         return self._hold_events(events, self._clock, route)
@@ -212,6 +244,7 @@ class SessionResolver:
         held = self.held.get(route)
         if held is None:
             held = self.held[route] = _Held(since)
+        self._track(events)
         held.events.extend(events)
         if len(held.events) < HOLD_EVENTS:
             return []

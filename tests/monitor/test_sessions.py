@@ -30,7 +30,13 @@ NOTIFICATION = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 def place_all(events: list[ObservedEvent], idle_gap: float = 120.0) -> dict[str, str]:
     """flow id → session, for every event (asserting each is placed exactly once and flows never split)."""
     resolver = SessionResolver(SessionKey.AUTO, idle_gap)
-    placed = [p for e in events for p in resolver.place(e)] + resolver.flush()
+    placed: list[tuple[ObservedEvent, str]] = []
+    for n, event in enumerate(events):
+        placed += resolver.place(event)
+        done = {e.seq for e, _ in placed}
+        waiting = [e.timestamp for e in events[:n + 1] if e.seq not in done]
+        assert resolver.oldest_held() == min(waiting, default=float("inf")), "the clock stops at the oldest held"
+    placed += resolver.flush()
     assert sorted(e.seq for e, _ in placed) == sorted(e.seq for e in events), "every event placed exactly once"
     by_flow: dict[str, set[str]] = {}
     for event, session in placed:
