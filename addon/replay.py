@@ -163,10 +163,9 @@ def evaluate_events(attacks: list[LoadedAttack], events: list[ObservedEvent],
     options = options or MonitorOptions()
     placed = place_events(events, options.session_key, options.idle_gap)
     end = max((event.timestamp for event in events), default=0.0)
-    final = end + max([options.grace_period, *(a.plan.grace_period or 0.0 for a in attacks)])
     shards = worker_count(len(events), workers)
-    reports = (_evaluate_placed(attacks, placed, options, final, semantic, progress) if shards == 1
-               else _evaluate_in_parallel(attacks, placed, options, final, shards, semantic))
+    reports = (_evaluate_placed(attacks, placed, options, end, semantic, progress) if shards == 1
+               else _evaluate_in_parallel(attacks, placed, options, end, shards, semantic))
     if progress is not None:
         progress(f"evaluated {len(placed)} event(s): {len(reports)} run(s) concluded")
     ended = operator.itemgetter("ended_at")
@@ -174,14 +173,14 @@ def evaluate_events(attacks: list[LoadedAttack], events: list[ObservedEvent],
 
 
 def _evaluate_in_parallel(attacks: list[LoadedAttack], placed: list[Placed], options: MonitorOptions,
-                          final: float, shards: int, semantic: oatf.SemanticEvaluator | None,
+                          end: float, shards: int, semantic: oatf.SemanticEvaluator | None,
                           ) -> list[dict[str, Any]]:
     """`_evaluate_placed` with the sessions split over `shards` forked processes (by a hash of the session)."""
     split: list[list[Placed]] = [[] for _ in range(shards)]
     for item in placed:
         split[zlib.crc32(item[1].encode("utf-8", "surrogatepass")) % shards].append(item)
     global _SHARDS
-    _SHARDS = (attacks, split, options, final, semantic)
+    _SHARDS = (attacks, split, options, end, semantic)
     try:
         with multiprocessing.get_context("fork").Pool(shards) as pool:
             results = pool.map(_evaluate_shard, range(shards))
@@ -191,7 +190,7 @@ def _evaluate_in_parallel(attacks: list[LoadedAttack], placed: list[Placed], opt
 
 
 def _evaluate_placed(attacks: list[LoadedAttack], placed: list[Placed], options: MonitorOptions,
-                     final: float, semantic: oatf.SemanticEvaluator | None, progress: Progress | None = None,
+                     end: float, semantic: oatf.SemanticEvaluator | None, progress: Progress | None = None,
                      ) -> list[dict[str, Any]]:
     monitor = Monitor(attacks, options, semantic=semantic)
     outputs = []
@@ -200,8 +199,7 @@ def _evaluate_placed(attacks: list[LoadedAttack], placed: list[Placed], options:
         if progress is not None and count % PROGRESS_EVERY == 0:
             concluded = sum(isinstance(o, RunConcluded) for o in outputs)
             progress(f"evaluated {count}/{len(placed)} event(s): {concluded} run(s) concluded so far")
-    outputs.extend(monitor.tick(final))
-    outputs.extend(monitor.shutdown())
+    outputs.extend(monitor.end_of_traffic(end))
     return [o.report for o in outputs if isinstance(o, RunConcluded)]
 
 
@@ -213,9 +211,9 @@ semantic evaluator."""
 
 def _evaluate_shard(index: int) -> list[dict[str, Any]]:
     assert _SHARDS is not None
-    attacks, split, options, final, semantic = _SHARDS
+    attacks, split, options, end, semantic = _SHARDS
     with collector_paused():
-        return _evaluate_placed(attacks, split[index], options, final, semantic)
+        return _evaluate_placed(attacks, split[index], options, end, semantic)
 
 
 def available_cpus() -> int:

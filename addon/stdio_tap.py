@@ -89,6 +89,9 @@ class Evaluator:
         self.session = session
         self.monitor = monitor
         self.writer = writer
+        self.server_exited = False
+        """The server exited by itself (the agent closed the session): its runs end as a recording's do
+        (`Monitor.end_of_traffic`), not cut short; after a signal they are concluded `interrupted` at once."""
         self.record = record
         self.errors = errors
         self.verbose = verbose
@@ -110,7 +113,8 @@ class Evaluator:
             if item is None:
                 break
             self._guarded("evaluation", functools.partial(self._chunk, *item))
-        self._guarded("shutdown", lambda: self._report(self.monitor.shutdown("interrupted")))
+        self._guarded("shutdown", lambda: self._report(
+            self.monitor.end_of_traffic(self.monitor.now) if self.server_exited else self.monitor.shutdown()))
         self.session.close()
 
     def _chunk(self, sender: Side, data: bytes | None, timestamp: float) -> None:
@@ -239,6 +243,7 @@ def run_tap(options: TapOptions, stdin: int = 0, stdout: int = 1, stderr: IO[str
     try:
         status = child.wait()
         threads[1].join(DRAIN_SECONDS)
+        evaluator.server_exited = status >= 0  # not killed by a signal: the session is over, not cut short
         evaluator.queue.put(None)
         evaluation.join()
     finally:

@@ -188,6 +188,14 @@ class Monitor:
             self._timers = [t for t in self._timers if (r := self.runs.get(t[2])) is not None and r.scheduled == t[0]]
             heapq.heapify(self._timers)
 
+    def end_of_traffic(self, end: float) -> list[Output]:
+        """The traffic ended at `end` (a recording's end; a stdio session the agent closed): the clock moves
+        one grace period — the longest any loaded attack or the options set — past it, so runs whose actors are
+        all terminal conclude `completed`, and the others are concluded `interrupted` after that full grace
+        period (not cut short: `AttackRun.cut_short`)."""
+        grace = max([self.options.grace_period, *(a.plan.grace_period or 0.0 for a in self.attacks)])
+        return [*self.tick(end + grace), *self.shutdown()]
+
     def shutdown(self, status: str = "interrupted") -> list[Output]:
         """Conclude every open run with `status` (the proxy is stopping: `interrupted`; a crashed proxy's
         journal replayed: `recovered`): nothing observed is lost."""

@@ -24,7 +24,7 @@ import oatf
 
 from ..events import ObservedEvent
 from .actors import ActorMachine, PhaseChange
-from .delivery import Delivery, MessageText, outcome
+from .delivery import CUT_SHORT, Delivery, MessageText, outcome
 from .indicators import IndicatorTracker
 from .library import LoadedAttack
 from .options import MonitorOptions
@@ -195,6 +195,13 @@ class AttackRun:
         return oatf.AttackVerdict(verdict.attack_id, verdict.result, verdict.indicator_verdicts,
                                   verdict.evaluation_summary, timestamp, "oatf-watch", verdict.max_tier)
 
+    def cut_short(self, status: str, ended_at: float) -> bool:
+        """Whether the run ended before the agent was done, as far as an observer can tell: the tool ended
+        it (`delivery.CUT_SHORT`: evicted, reloaded), or it ended before a grace period of quiet followed its
+        last message (a proxy stopped or crashed mid-grace: `interrupted`, `recovered`). The end of a
+        recording is not that: replay moves the clock a grace period past the last event."""
+        return status in CUT_SHORT or ended_at < self.last_event_at + self.grace_period
+
     def report(self, status: str, ended_at: float) -> dict[str, Any]:
         """The run's report: `attack`, `verdict` (the OATF AttackVerdict, as §9.3 computes it), `outcome`
         (what a person reads: exploited, partial, error, resisted, not_delivered or inconclusive) and
@@ -203,7 +210,7 @@ class AttackRun:
         return {
             "attack": dict(self.loaded.plan.header),
             "verdict": verdict,
-            "outcome": outcome(verdict["result"], self.delivered, status),
+            "outcome": outcome(verdict["result"], self.delivered, self.cut_short(status, ended_at)),
             "execution_summary": self.execution_summary(status, ended_at),
         }
 

@@ -39,7 +39,8 @@ def assert_recovered(reports: list[dict], naive: str, careful: str) -> None:
     assert verdict_of(exploited) == ("exploited", {"DEMO-001-01": "matched"})
     evidence = exploited["verdict"]["indicator_verdicts"][0]["evidence"]
     assert 'PRIVATE KEY" matched "' in evidence and "BEGIN OPENSSH PRIVATE KEY" not in evidence, "redacted"
-    assert (resisted["verdict"]["result"], resisted["outcome"]) == ("not_exploited", "resisted")
+    # The proxy died inside the grace period: the careful agent had not been given the time to comply.
+    assert (resisted["verdict"]["result"], resisted["outcome"]) == ("not_exploited", "inconclusive")
     assert {r["execution_summary"]["status"] for r in reports} == {"recovered"}
 
 

@@ -66,7 +66,8 @@ def test_complying_agent_is_exploited(tmp_path: Path) -> None:
     assert report["verdict"]["result"] == "exploited"
     assert report["outcome"] == "exploited"
     assert report["execution_summary"]["session"].startswith("mcp_session:stdio:")
-    assert report["execution_summary"]["status"] == "interrupted"  # concluded when the agent closed stdin
+    # The agent closed the session: its runs conclude as at a recording's end, a grace period on.
+    assert report["execution_summary"]["status"] == "completed"
 
 
 def test_grace_period_concludes_runs_while_the_session_is_open(tmp_path: Path) -> None:
@@ -171,7 +172,7 @@ def test_sigterm_ends_the_child_and_reports_open_runs(tmp_path: Path) -> None:
     assert tap.returncode == -signal.SIGTERM, stderr  # the child died of SIGTERM, and so did the tap
     [report] = reports(tmp_path)
     assert report["execution_summary"]["status"] == "interrupted"
-    assert report["outcome"] == "resisted"
+    assert report["outcome"] == "inconclusive"  # stopped mid-session: the agent was not done, not a resistance
     pid = int(report["execution_summary"]["session"].rpartition(":")[2])
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # the child is gone (reaped by the tap)
