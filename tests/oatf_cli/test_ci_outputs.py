@@ -19,12 +19,13 @@ from oatf_cli import outputs
 from oatf_engine.monitor.delivery import outcome
 from oatf_engine.reports import ReportWriter, exit_status, redact, redact_evidence, redact_report
 from tests.oatf_cli.test_cli import ROOT, run
+from tests.paths import WIRE_FIXTURES
 
 AWS_KEY = "AKIAQ7EXAMPLE4HJ2RTX"
 """The access key id the OW-001 complying session's agent sends (tests/attacks/sessions/OW-001.yaml)."""
 OW_001 = ROOT / "attacks" / "OW-001_invoice-tool-credential-harvest.yaml"
 OW_010 = ROOT / "attacks" / "OW-010_sampling-token-drain.yaml"
-HONEST = ROOT / "tests" / "wire" / "fixtures" / "mcp_http.mitm"
+HONEST = WIRE_FIXTURES / "mcp_http.mitm"
 
 
 def report(result: str = "exploited", *, delivered: bool = True, attack_id: str = "ACME-001",

@@ -4,14 +4,14 @@ streamed chunks further (to check that chunking never changes the events)."""
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 from mitmproxy import http, io
 
 from oatf_engine.events import ObservedEvent
+from tests.paths import WIRE_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = WIRE_FIXTURES
 
 
 def load(name: str) -> list[http.HTTPFlow]:
