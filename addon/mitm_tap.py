@@ -37,17 +37,12 @@ from addon.flow_file import client_address
 from oatf_engine.engine_config import SETTINGS, ConfigError, engine_config
 from oatf_engine.events import ObservedEvent
 from oatf_engine.text import printable
-from oatf_engine.wire import DecoderConfig, Diagnostic, WireDecoder
+from oatf_engine.wire import DecoderConfig, Diagnostic, WireDecoder, is_streamed
 
 if TYPE_CHECKING:
     pass
 
 log = logging.getLogger("oatf.wire")
-
-STREAMED_MEDIA_TYPES = frozenset({
-    "text/event-stream", "application/x-ndjson", "application/jsonl", "application/stream+json",
-})
-"""Responses of these types are streamed through mitmproxy (and SSE ones decoded) chunk by chunk."""
 
 MAX_CHUNK_TIMES = 10_000
 """Streamed response chunks whose arrival is noted per flow (later ones replay at the response end)."""
@@ -99,7 +94,7 @@ class MitmTap:
         try:
             request = flow.request
             self._emit(self.decoder.request_headers(flow.id, request.method, request.url, request.headers,
-                                                    client_address(flow), self.clock()))
+                                                    client_address(flow), self._at(request.timestamp_start)))
             client_streams = request.method.upper() not in _NO_BODY_METHODS and "content-length" not in request.headers
             if request.stream or client_streams:  # mitmproxy's own choice (stream_large_bodies) included
                 request.stream = self._stream_function(flow, "request", request.stream)
@@ -111,10 +106,11 @@ class MitmTap:
         try:
             if flow.id in self._failed:
                 return
+            ended = self._at(flow.request.timestamp_end)
             if (flow.id, "request") not in self._streamed and flow.request.raw_content:
-                self._emit(self.decoder.request_data(flow.id, flow.request.raw_content, self.clock()))
+                self._emit(self.decoder.request_data(flow.id, flow.request.raw_content, ended))
             self._streamed.discard((flow.id, "request"))
-            self._emit(self.decoder.request_end(flow.id, self.clock()))
+            self._emit(self.decoder.request_end(flow.id, ended))
         except Exception as exc:
             self._fail("request", flow.id, exc)
 
@@ -124,9 +120,9 @@ class MitmTap:
             response = flow.response
             if flow.id in self._failed or response is None:
                 return
-            self._emit(self.decoder.response_headers(flow.id, response.status_code, response.headers, self.clock()))
-            media_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
-            if response.stream or media_type in STREAMED_MEDIA_TYPES:
+            self._emit(self.decoder.response_headers(flow.id, response.status_code, response.headers,
+                                                     self._at(response.timestamp_start)))
+            if response.stream or is_streamed(response.headers):
                 response.stream = self._stream_function(flow, "response", response.stream)
         except Exception as exc:
             self._fail("responseheaders", flow.id, exc)
@@ -135,15 +131,16 @@ class MitmTap:
         """The response is complete: decode a buffered body and close the exchange."""
         try:
             self._keep_streamed_body(flow)
+            ended = self._at(flow.response.timestamp_end if flow.response is not None else None)
             if flow.id in self._failed:
                 self._failed.discard(flow.id)
-                self.decoder.abort(flow.id, self.clock())
+                self.decoder.abort(flow.id, ended)
                 return
             streamed = (flow.id, "response") in self._streamed
             self._streamed.discard((flow.id, "response"))
             if not streamed and flow.response is not None and flow.response.raw_content:
-                self._emit(self.decoder.response_data(flow.id, flow.response.raw_content, self.clock()))
-            self._emit(self.decoder.response_end(flow.id, self.clock()))
+                self._emit(self.decoder.response_data(flow.id, flow.response.raw_content, ended))
+            self._emit(self.decoder.response_end(flow.id, ended))
         except Exception as exc:
             self._fail("response", flow.id, exc)
 
@@ -154,11 +151,17 @@ class MitmTap:
             self._failed.discard(flow.id)
             self._streamed.discard((flow.id, "request"))
             self._streamed.discard((flow.id, "response"))
-            self._emit(self.decoder.abort(flow.id, self.clock()))
+            self._emit(self.decoder.abort(flow.id, self._at(flow.error.timestamp if flow.error else None)))
         except Exception as exc:
             self._fail("error", flow.id, exc)
 
     # --- internals --------------------------------------------------------------------------------------
+
+    def _at(self, recorded: float | None) -> float:
+        """An event's time: mitmproxy's own timestamp of the step (the one saved with the flow, which offline
+        replay reads: `addon.recordings`), so live and replayed reports carry the same times; the clock where
+        mitmproxy has none."""
+        return recorded if recorded is not None else self.clock()
 
     def _stream_function(self, flow: http.HTTPFlow, side: str, inner: Any) -> StreamFunction:
         """A `stream` callable for mitmproxy: returns each chunk unchanged (after `inner`, a stream function

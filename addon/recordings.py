@@ -21,7 +21,7 @@ from oatf_engine.events import ObservedEvent
 from oatf_engine.monitor import load_library
 from oatf_engine.replay import Progress, ReplayResult, collector_paused, evaluate_events, worker_count
 from oatf_engine.semantic import load_semantic_evaluator
-from oatf_engine.wire import DecoderConfig, WireDecoder
+from oatf_engine.wire import DecoderConfig, WireDecoder, is_streamed
 from oatf_engine.wire.ndjson import Capture, decode_capture, is_capture, read_capture
 
 
@@ -171,9 +171,10 @@ def _flow_steps(decoder: WireDecoder, flow: AnyHTTPFlow) -> list[_Step]:
             offset += size
         finished = response.timestamp_end or max(step[0] for step in steps)
         if body[offset:]:
-            # Without recorded chunk times the body is fed as the response begins: a stream's messages are
-            # sent from then on, and replies to them (POSTed while the stream is open) must come after them.
-            rest_at = finished if chunks else began
+            # A stream recorded without chunk times (not through the tap) is fed as the response begins: its
+            # messages are sent from then on, and replies to them (POSTed while the stream is open) must come
+            # after them. A buffered body is fed at the response's end, as the live tap feeds it.
+            rest_at = began if chunks is None and is_streamed(response.headers) else finished
             steps.append((rest_at, decoder.response_data, (fid, body[offset:], rest_at)))
         if flow.error is None:
             steps.append((finished, decoder.response_end, (fid, finished)))

@@ -191,10 +191,24 @@ class Monitor:
     def end_of_traffic(self, end: float) -> list[Output]:
         """The traffic ended at `end` (a recording's end; a stdio session the agent closed): the clock moves
         one grace period — the longest any loaded attack or the options set — past it, so runs whose actors are
-        all terminal conclude `completed`, and the others are concluded `interrupted` after that full grace
-        period (not cut short: `AttackRun.cut_short`)."""
+        all terminal conclude `completed` (events still held for an answer are placed first: none can come now).
+        Then, as on a proxy left running, the timers that need no traffic
+        fire in turn (`AttackRun.quiet_deadline`: an `after` trigger, and the grace period that follows the
+        last actor turning terminal), so a capture replays to the reports the live proxy wrote. The runs still
+        waiting for traffic are concluded `interrupted` after at least a full grace period (not cut short:
+        `AttackRun.cut_short`)."""
         grace = max([self.options.grace_period, *(a.plan.grace_period or 0.0 for a in self.attacks)])
-        return [*self.tick(end + grace), *self.shutdown()]
+        outputs: list[Output] = []
+        for placed, session in self.sessions.flush():  # no answer can come now: nothing more to wait for
+            outputs.extend(self._observe(placed, session))
+        outputs += self.tick(end + grace)
+        reached = self.now
+        while (due := min((run.quiet_deadline() for run in self.runs.values()), default=math.inf)) < math.inf:
+            outputs += self.tick(due)
+            if self.now <= reached:
+                break  # a timer that fired without changing anything: only traffic can move the runs now
+            reached = self.now
+        return [*outputs, *self.shutdown()]
 
     def shutdown(self, status: str = "interrupted") -> list[Output]:
         """Conclude every open run with `status` (the proxy is stopping: `interrupted`; a crashed proxy's

@@ -156,14 +156,19 @@ class AttackRun:
             return min(self._lifetime_end(), grace_end)
         return min(self._lifetime_end(), *(a.deadline() for a in self.actors))
 
+    def quiet_deadline(self) -> float:
+        """The next time the run changes with no more traffic, its lifetime aside: an `after` timer, or the end
+        of the grace period once every actor is terminal (infinity when only traffic can move it)."""
+        grace_end = self._grace_end()
+        return grace_end if grace_end is not None else min(a.deadline() for a in self.actors)
+
     def due(self, now: float) -> tuple[str, float] | None:
         """The execution status and the time the run ended if it should conclude by `now`, else None: the
-        end of its grace period (`completed`) or of its lifetime (`timed_out`), not `now`, so the times in a
-        report do not depend on when the clock was read."""
-        grace_end = self._grace_end()
-        if grace_end is not None and now >= grace_end:
+        end of its grace period (`completed`) or of its lifetime (`timed_out`), whichever came first, not `now`,
+        so the report does not depend on when the clock was read (a replay's clock jumps)."""
+        grace_end, lifetime_end = self._grace_end(), self._lifetime_end()
+        if grace_end is not None and now >= grace_end and grace_end <= lifetime_end:
             return "completed", grace_end
-        lifetime_end = self._lifetime_end()
         return ("timed_out", lifetime_end) if now >= lifetime_end else None
 
     def _grace_end(self) -> float | None:

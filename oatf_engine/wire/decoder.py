@@ -137,6 +137,18 @@ def _media_type(headers: dict[str, str]) -> str:
     return headers.get("content-type", "").partition(";")[0].strip().lower()
 
 
+STREAMED_MEDIA_TYPES = frozenset({
+    "text/event-stream", "application/x-ndjson", "application/jsonl", "application/stream+json",
+})
+"""Response types whose messages arrive over time: the live tap streams them through mitmproxy chunk by chunk
+(`addon.mitm_tap`), and a recording of one without chunk times is replayed from the response's start."""
+
+
+def is_streamed(headers: Headers) -> bool:
+    """Whether a response with these headers is of a `STREAMED_MEDIA_TYPES` type."""
+    return _media_type(_kept(headers)) in STREAMED_MEDIA_TYPES
+
+
 def _is_json(media_type: str) -> bool:
     return media_type.endswith(_JSON_SUFFIXES) or media_type == "text/json"
 

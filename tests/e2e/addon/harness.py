@@ -192,12 +192,20 @@ def evaluate(attacks: list[Path], flows: Path, report_dir: Path, grace: str = "1
 def assert_replay_agrees(proxy: OatfProxy, workdir: Path, live: list[Report], grace: str = "1s",
                          flags: tuple[str, ...] = ()) -> Evaluation:
     """Stop the proxy if it runs, replay its recording with `oatf evaluate`, and check that every live run has
-    the same verdict (and indicator results) offline, and the exit status CI would see."""
+    the same verdict (and indicator results) offline, and the exit status CI would see. One engine, two front
+    doors: every run the live proxy concluded by itself (not `interrupted` by its shutdown, which is a moment
+    the recording does not hold) has a byte-identical report file offline: same name, same content."""
     if proxy.process.poll() is None:
         proxy.interrupt()
     assert proxy.flows is not None and proxy.flows.exists()
-    offline = evaluate(proxy.attacks, proxy.flows, workdir / f"{proxy.flows.stem}-replay", grace, flags)
+    replayed = workdir / f"{proxy.flows.stem}-replay"
+    offline = evaluate(proxy.attacks, proxy.flows, replayed, grace, flags)
     assert by_run(offline.reports) == by_run(live), offline.stderr
+    concluded_live = [path for path in sorted(proxy.report_dir.glob("*.json")) if not path.name.startswith(".")
+                      and json.loads(path.read_bytes())["execution_summary"]["status"] != "interrupted"]
+    for path in concluded_live:
+        assert (replayed / path.name).is_file(), f"{path.name}: no report of that name offline"
+        assert (replayed / path.name).read_bytes() == path.read_bytes(), f"{path.name} differs offline"
     results = {verdict_of(r)[0] for r in live}
     expected = 1 if results & {"exploited", "partial"} else 2 if not live or "error" in results else 0
     assert offline.status == expected, offline.stderr

@@ -307,4 +307,4 @@ def test_run_limits_and_capped_evidence(attackers: Peers, tmp_path: Path) -> Non
     summary = timed_out["execution_summary"]
     assert (summary["status"], verdict_of(timed_out)[0]) == ("timed_out", "not_exploited")
     assert summary["ended_at"] - summary["started_at"] >= 2.0
-    assert_replay_agrees(proxy, tmp_path, live, grace="60s")
+    assert_replay_agrees(proxy, tmp_path, live, grace="60s", flags=("--max-runs", "1", "--max-run-lifetime", "2s"))

@@ -196,6 +196,37 @@ def test_after_timer_advances_on_clock_ticks_and_semantic_is_skipped() -> None:
     assert report["verdict"]["indicator_verdicts"][0]["result"] == "skipped"
 
 
+def test_the_end_of_traffic_lets_timers_that_need_no_traffic_fire() -> None:
+    """A recording ends while an `after: 30s` timer is pending: as on a proxy left running, the timer fires at
+    its deadline, the grace period follows, and the run concludes `completed` then — the report the live proxy
+    wrote — not `interrupted` one grace period after the last event."""
+    monitor = Monitor([attack(TIMED)], MonitorOptions(grace_period=5))
+    monitor.observe(event("tools/call", {"arguments": {"x": 1}}, 0.0))
+    [report] = concluded(monitor.end_of_traffic(0.0))
+    summary = report["execution_summary"]
+    assert (summary["status"], summary["actors"][0]["phases_reached"]) == ("completed", ["wait", "done"])
+    assert summary["ended_at"] == summary["phase_changes"][0]["at"] + 5
+
+
+def test_the_end_of_traffic_interrupts_runs_that_wait_for_traffic() -> None:
+    """A run whose actor waits for an event (no timer) is concluded `interrupted` after a full grace period,
+    never left open and never before its grace period."""
+    monitor = Monitor([attack(RUG_PULL)], MonitorOptions(grace_period=5))
+    monitor.observe(event("tools/call", {"name": "add", "arguments": {}}, 10.0))
+    [report] = concluded(monitor.end_of_traffic(10.0))
+    assert report["execution_summary"]["status"] == "interrupted"
+    assert report["execution_summary"]["ended_at"] == 15.0
+
+
+def test_a_clock_jump_past_lifetime_and_grace_concludes_by_whichever_ended_first() -> None:
+    """The clock jumps (a replay's end) past both the run's lifetime and its later grace end: `timed_out` at
+    the lifetime's end, as a live proxy ticking every quarter second concluded it."""
+    monitor = Monitor([attack(POISONED_TOOL)], MonitorOptions(grace_period=60, max_run_lifetime=2))
+    monitor.observe(call("hello", 100.0))
+    [report] = concluded(monitor.tick(1000.0))
+    assert (report["execution_summary"]["status"], report["execution_summary"]["ended_at"]) == ("timed_out", 102.0)
+
+
 def test_sessions_get_separate_runs() -> None:
     monitor = Monitor([attack(POISONED_TOOL)], MonitorOptions(grace_period=1))
     monitor.observe(call("PRIVATE KEY", 0.0, session="a"))
