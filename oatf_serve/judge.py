@@ -53,11 +53,16 @@ class Judge:
         self.reports: list[dict[str, Any]] = []
         self.events = 0
         self._once = Once()
+        self._exchanges = itertools.count(1)
         self._queue: queue.SimpleQueue[Call | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="oatf-serve-judge", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
+
+    def exchange_id(self) -> str:
+        """A new exchange's id, unique across every endpoint (the decoder is shared)."""
+        return f"serve-{next(self._exchanges)}"
 
     def put(self, feed: Callable[..., list[ObservedEvent]], *args: Any) -> None:
         """Queue one decoder call (never blocks)."""
@@ -129,14 +134,13 @@ class WireTap:
     def __init__(self, app: ASGIApp, judge: Judge) -> None:
         self.app = app
         self.judge = judge
-        self._ids = itertools.count(1)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         judge, decoder = self.judge, self.judge.decoder
-        exchange = f"serve-{next(self._ids)}"
+        exchange = judge.exchange_id()
         host, port = scope.get("server") or ("127.0.0.1", 0)
         query = scope.get("query_string", b"").decode("latin-1")
         url = f"http://{host}:{port}{scope.get('path', '/')}" + (f"?{query}" if query else "")

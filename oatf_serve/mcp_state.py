@@ -162,9 +162,14 @@ def elicitation(state: Any, params: Mapping[str, Any], render: Render) -> dict[s
 
 
 def changed_listings(before: Any, after: Any) -> list[str]:
-    """The list_changed notifications a phase change calls for: one per listing whose entries differ."""
+    """The list_changed notifications a phase change calls for: one per listing whose listed entries differ
+    (a change of `responses` only is not announced: the listing is the same)."""
     methods: list[str] = []
     for key, method in LIST_CHANGED.items():
-        if _entries(before, key) != _entries(after, key) and method not in methods:
+        if listing(before, key, _as_is) != listing(after, key, _as_is) and method not in methods:
             methods.append(method)
     return methods
+
+
+def _as_is(value: Any) -> Any:
+    return value

@@ -10,13 +10,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mcp import ClientSession
-from mcp.client.streamable_http import streamablehttp_client
+from mcp.client.streamable_http import streamable_http_client
 
 ROOT = Path(__file__).resolve().parents[2]
 OATF = str(Path(sys.executable).parent / "oatf")
@@ -42,7 +42,7 @@ class Serving:
     def wait_for(self, done: Callable[[list[Report]], bool], timeout: float = 20.0) -> list[Report]:
         """The reports once `done` holds of them (a wait, not an assertion: the caller asserts)."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and not done(reports := self.reports()):
+        while time.monotonic() < deadline and not done(self.reports()):
             time.sleep(0.1)
         return self.reports()
 
@@ -76,9 +76,9 @@ def oatf_serve(report_dir: Path, documents: list[Path | str], *flags: str) -> It
             serving.stop()
 
 
-async def mcp_session[T](url: str, work: Callable[[ClientSession], Any]) -> T:
-    """Run `work` in an initialized session of the official `mcp` client at `url`."""
-    async with streamablehttp_client(url) as (read, write, _), ClientSession(read, write) as session:
+@contextlib.asynccontextmanager
+async def mcp_session(url: str, **options: Any) -> AsyncIterator[ClientSession]:
+    """An initialized session of the official `mcp` client at `url` (`options`: `ClientSession`'s)."""
+    async with streamable_http_client(url) as (read, write, _), ClientSession(read, write, **options) as session:
         await session.initialize()
-        result: T = await work(session)
-        return result
+        yield session
