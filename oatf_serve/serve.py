@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -169,6 +170,22 @@ class _Uvicorn(uvicorn.Server):
                 signal.signal(sig, handler)
 
 
+class _PrintableLog(logging.Handler):
+    """Log records of the SDKs and servers (which quote the traffic: a request that failed validation) as one
+    bounded, printable line each (`addon.text.printable`)."""
+
+    def __init__(self, stderr: IO[str], level: int) -> None:
+        super().__init__(level)
+        self.stderr = stderr
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            print(f"oatf serve: {record.name}: {record.levelname.lower()}: {printable(record.getMessage(), 300)}",
+                  file=self.stderr, flush=True)
+        except Exception:  # never let a log line end a request
+            self.handleError(record)
+
+
 def _bind(host: str, port: int) -> socket.socket:
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -184,6 +201,8 @@ def run_serve(options: ServeOptions, stdout: IO[str] = sys.stdout, stderr: IO[st
     def say(line: str) -> None:
         print(f"oatf serve: {printable(line, 500)}", file=stderr, flush=True)
 
+    level = logging.WARNING if options.verbose else logging.ERROR
+    logging.basicConfig(handlers=[_PrintableLog(stderr, level)], level=level, force=True)
     library = load_library(options.documents, options.config.lenient)
     for problem in library.problems:
         say(f"not loaded: {problem}")
@@ -219,8 +238,8 @@ def run_serve(options: ServeOptions, stdout: IO[str] = sys.stdout, stderr: IO[st
         for endpoint in document.endpoints:
             print(endpoint, file=stdout, flush=True)
     judge.start()
-    config = uvicorn.Config(Dispatcher(served, judge), lifespan="on", log_level="warning",
-                            timeout_graceful_shutdown=2)
+    config = uvicorn.Config(Dispatcher(served, judge), lifespan="on", log_config=None,
+                            log_level="warning" if options.verbose else "error", timeout_graceful_shutdown=2)
     try:
         asyncio.run(_Uvicorn(config).serve(sockets=sockets))
     finally:
