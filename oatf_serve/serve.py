@@ -34,7 +34,7 @@ from addon.engine_config import EngineConfig
 from addon.monitor import LoadedAttack, Monitor, load_library
 from addon.reports import ReportWriter, exit_status, summary_table
 from addon.semantic import load_semantic_evaluator
-from addon.text import printable
+from addon.text import Once, describe, printable
 
 from .judge import Judge, WireTap
 from .mcp_server import ActorServer
@@ -121,9 +121,11 @@ class Dispatcher:
     """One ASGI app for every document: a request goes to the app of the port it arrived on; the lifespan
     starts every document's app, and a ticker fires the actors' `after` timers."""
 
-    def __init__(self, served: list[Served], judge: Judge) -> None:
+    def __init__(self, served: list[Served], judge: Judge, say: Callable[[str], None]) -> None:
         self.by_port = {s.port: WireTap(s.app, judge) for s in served}
         self.served = served
+        self.say = say
+        self._once = Once()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -148,7 +150,11 @@ class Dispatcher:
             await asyncio.sleep(TICK_SECONDS)
             for served in self.served:
                 for server in served.servers:
-                    await server.tick()
+                    try:
+                        await server.tick()
+                    except Exception as exc:  # the timers of the other sessions must go on
+                        if self._once.first("tick", type(exc).__name__):
+                            self.say(f"after timers failed (reported once): {describe(exc)}")
 
 
 class _Uvicorn(uvicorn.Server):
@@ -238,7 +244,7 @@ def run_serve(options: ServeOptions, stdout: IO[str] = sys.stdout, stderr: IO[st
         for endpoint in document.endpoints:
             print(endpoint, file=stdout, flush=True)
     judge.start()
-    config = uvicorn.Config(Dispatcher(served, judge), lifespan="on", log_config=None,
+    config = uvicorn.Config(Dispatcher(served, judge, say), lifespan="on", log_config=None,
                             log_level="warning" if options.verbose else "error", timeout_graceful_shutdown=2)
     try:
         asyncio.run(_Uvicorn(config).serve(sockets=sockets))
