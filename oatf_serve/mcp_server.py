@@ -1,0 +1,208 @@
+"""An `mcp_server` actor served over MCP Streamable HTTP (MCP 2025-11-25 "Transports") with the official `mcp`
+SDK's low-level `Server` and `StreamableHTTPSessionManager` (format spec §7.1 "MCP Binding").
+
+Each MCP session the agent opens gets its own `ActorPlayer`: phases advance on that session's traffic only
+(format spec §5.3: "a trigger on an actor matches only events observed on that actor's own protocol
+connection"). The answers come from `oatf_serve.mcp_state`; the requests are registered as raw handlers (no
+input validation against a tool's `inputSchema`: an attacker's server takes whatever it is sent).
+
+After each request is answered (and on each notification), the exchange goes to the player, and the phases it
+enters run their `on_enter` actions (§7.1.6): `send` writes the JSON-RPC message as given (a notification,
+or a request whose answer the judge sees but nobody waits for), `log` goes to the console. A phase whose
+listing of tools, resources or prompts differs from the previous one also announces it with the matching
+`notifications/*/list_changed` when its `on_enter` does not already send it, so that clients which cache
+listings see a rug pull. `after` timers are fired by `tick`, called by the front door every so often.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import Any
+from weakref import WeakKeyDictionary
+
+import anyio
+import pydantic
+from mcp import types
+from mcp.server.lowlevel import Server
+from mcp.server.models import InitializationOptions
+from mcp.server.session import ServerSession
+from mcp.shared.exceptions import McpError
+from mcp.shared.message import ServerMessageMetadata, SessionMessage
+from mcp.shared.session import RequestResponder
+
+import oatf
+from oatf_engine.text import printable
+
+from . import mcp_state
+from .player import ActorPlayer, Entered, SharedExtractors
+
+log = logging.getLogger("oatf.serve")
+
+ELICITATION_TIMEOUT = timedelta(seconds=60)
+"""How long a tool call waits for the agent's answer to its elicitation before answering anyway."""
+
+_RESULTS: dict[type, tuple[type[pydantic.BaseModel], Callable[[Any, Mapping[str, Any], Any], dict[str, Any]]]] = {
+    types.ListToolsRequest: (types.ListToolsResult, lambda s, _p, r: mcp_state.list_result(s, "tools/list", r)),
+    types.CallToolRequest: (types.CallToolResult, mcp_state.call_tool),
+    types.ListResourcesRequest: (types.ListResourcesResult,
+                                 lambda s, _p, r: mcp_state.list_result(s, "resources/list", r)),
+    types.ListResourceTemplatesRequest: (
+        types.ListResourceTemplatesResult, lambda s, _p, r: mcp_state.list_result(s, "resources/templates/list", r)),
+    types.ReadResourceRequest: (types.ReadResourceResult, mcp_state.read_resource),
+    types.ListPromptsRequest: (types.ListPromptsResult, lambda s, _p, r: mcp_state.list_result(s, "prompts/list", r)),
+    types.GetPromptRequest: (types.GetPromptResult, mcp_state.get_prompt),
+    types.SubscribeRequest: (types.EmptyResult, lambda _s, _p, _r: {}),
+    types.UnsubscribeRequest: (types.EmptyResult, lambda _s, _p, _r: {}),
+    types.SetLevelRequest: (types.EmptyResult, lambda _s, _p, _r: {}),
+    types.CompleteRequest: (types.CompleteResult, lambda _s, _p, _r: {"completion": {"values": []}}),
+}
+"""Each request the actor answers: the SDK result type, and how its result is built from the state."""
+_ELICITING = (types.CallToolRequest, types.GetPromptRequest)
+"""Requests during which the state's `elicitations` are sent (§7.1.4)."""
+
+
+def params_of(request: pydantic.BaseModel) -> dict[str, Any]:
+    """A request's or notification's `params` as the agent sent them (the content root, format spec §5.3)."""
+    params = getattr(request, "params", None)
+    return params.model_dump(by_alias=True, mode="json", exclude_unset=True) if params is not None else {}
+
+
+class ActorServer(Server[Any, Any]):
+    """The low-level server playing one `mcp_server` actor (see the module docstring)."""
+
+    def __init__(self, actor: oatf.Actor, shared: SharedExtractors | None = None,
+                 say: Callable[[str], None] = lambda _line: None) -> None:
+        super().__init__("oatf-server")
+        self.actor = actor
+        self.shared = shared if shared is not None else SharedExtractors()
+        self.say = say
+        self.players: WeakKeyDictionary[ServerSession, ActorPlayer] = WeakKeyDictionary()
+        self._answers: dict[tuple[int, types.RequestId], tuple[Any, bool]] = {}
+        self._ids = itertools.count(1)
+        for request_type in _RESULTS:
+            self.request_handlers[request_type] = self._handler(request_type)
+
+    def player(self, session: ServerSession) -> ActorPlayer:
+        """The player of one MCP session (created at its first message)."""
+        player = self.players.get(session)
+        if player is None:
+            player = self.players[session] = ActorPlayer(self.actor, self.shared)
+        return player
+
+    def create_initialization_options(self, *_args: Any, **_kwargs: Any) -> InitializationOptions:
+        """The `initialize` answer of a new session: its first phase's identity (§7.1.4 "First-phase
+        capabilities are sent during handshake")."""
+        first = oatf.compute_effective_state(self.actor.phases, 0)
+        render = ActorPlayer(self.actor, self.shared).render
+        info, instructions, capabilities = mcp_state.server_identity(first, render)
+        return InitializationOptions(
+            server_name=str(info.get("name", "")), server_version=str(info.get("version", "")),
+            capabilities=types.ServerCapabilities.model_validate(capabilities), instructions=instructions,
+            website_url=info.get("websiteUrl"), icons=info.get("icons"))
+
+    def _handler(self, request_type: type) -> Callable[[Any], Any]:
+        result_type, build = _RESULTS[request_type]
+
+        async def handle(request: Any) -> types.ServerResult:
+            context = self.request_context
+            player = self.player(context.session)
+            params = params_of(request)
+            key = (id(context.session), context.request_id)
+            try:
+                answer = build(player.state(), params, lambda value: player.render(value, params))
+                result = result_type.model_validate(answer)
+            except mcp_state.Refusal as refusal:
+                self._answers[key] = ({"code": refusal.code, "message": str(refusal)}, True)
+                raise McpError(types.ErrorData(code=refusal.code, message=str(refusal))) from None
+            except pydantic.ValidationError as exc:
+                message = f"the state's answer to {request.method} is not one the mcp SDK can send: " \
+                          f"{printable(exc.errors()[0].get('msg', exc), 200)}"
+                self.say(f"actor {player.name}, phase {player.phase}: {message}")
+                self._answers[key] = ({"code": -32603, "message": message}, True)
+                raise McpError(types.ErrorData(code=-32603, message=message)) from None
+            if request_type in _ELICITING:
+                await self._elicit(context.session, context.request_id, player, params)
+            self._answers[key] = (answer, False)
+            return types.ServerResult(result)  # type: ignore[arg-type]
+
+        return handle
+
+    async def _elicit(self, session: ServerSession, request_id: types.RequestId, player: ActorPlayer,
+                      params: Mapping[str, Any]) -> None:
+        """Send the state's elicitation for this request, if any, and wait for the agent's answer (§7.1.4)."""
+        elicitation = mcp_state.elicitation(player.state(), params, lambda value: player.render(value, params))
+        if elicitation is None:
+            return
+        try:
+            request = types.ElicitRequest.model_validate({"method": "elicitation/create", "params": elicitation})
+            answer = await session.send_request(
+                types.ServerRequest(request), types.ElicitResult, request_read_timeout_seconds=ELICITATION_TIMEOUT,
+                metadata=ServerMessageMetadata(related_request_id=request_id))
+        except pydantic.ValidationError as exc:
+            self.say(f"actor {player.name}, phase {player.phase}: state.elicitations: not sent: "
+                     f"{printable(exc.errors()[0].get('msg', exc), 200)}")
+            return
+        except McpError as exc:  # declined, unsupported, timed out: the judge saw what happened
+            log.info("elicitation not answered: %s", printable(exc.error.message))
+            return
+        entered = player.exchange("elicitation/create", answer.model_dump(by_alias=True, mode="json",
+                                                                           exclude_unset=True))
+        await self.enter(session, player, entered)
+
+    async def _handle_message(self, message: Any, session: ServerSession, lifespan_context: Any,
+                              raise_exceptions: bool = False) -> None:
+        """The SDK's dispatch (answers the request), then the exchange is played (see the module docstring)."""
+        await super()._handle_message(message, session, lifespan_context, raise_exceptions)
+        if isinstance(message, RequestResponder):
+            request = message.request.root
+            answer, is_error = self._answers.pop((id(session), message.request_id), (None, False))
+        elif isinstance(message, types.ClientNotification):
+            request, answer, is_error = message.root, None, False
+        else:
+            return
+        player = self.player(session)
+        before = player.state()
+        entered = player.exchange(request.method, params_of(request), answer, is_error)
+        await self.enter(session, player, entered, before)
+
+    async def tick(self) -> None:
+        """Fire the elapsed `after` timers of every session (format spec §5.3)."""
+        for session, player in list(self.players.items()):
+            before = player.state()
+            entered = player.tick()
+            if entered:
+                await self.enter(session, player, entered, before)
+
+    async def enter(self, session: ServerSession, player: ActorPlayer, entered: list[Entered],
+                    before: Any = None) -> None:
+        """Run the `on_enter` actions of the phases entered, and announce changed listings."""
+        for phase in entered:
+            self.say(f"actor {player.name}: phase {printable(phase.phase, 60)} entered")
+            sent: set[str] = set()
+            for key, value in phase.actions:
+                if key == "send" and isinstance(value, Mapping) and isinstance(value.get("method"), str):
+                    await self._send(session, value["method"], value.get("params"))
+                    sent.add(value["method"])
+                elif key == "log" and isinstance(value, Mapping):
+                    self.say(f"actor {player.name}: log: {printable(value.get('message', ''), 300)}")
+            if before is not None:
+                for method in mcp_state.changed_listings(before, player.state()):
+                    if method not in sent:
+                        await self._send(session, method, None)
+            before = player.state()
+
+    async def _send(self, session: ServerSession, method: str, params: Any) -> None:
+        """One JSON-RPC message to the agent, as the document gives it (on the session's standalone stream)."""
+        fields: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            fields["params"] = params
+        message: types.JSONRPCNotification | types.JSONRPCRequest = (
+            types.JSONRPCNotification(**fields) if method.startswith("notifications/")
+            else types.JSONRPCRequest(id=f"oatf-{next(self._ids)}", **fields))
+        try:
+            await session.send_message(SessionMessage(types.JSONRPCMessage(message)))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            log.info("%s not sent: the session is closed", method)

@@ -1,0 +1,258 @@
+"""`oatf serve DOC… [--host H] [--port N] [--report-dir DIR]`: play the documents' attackers against a real
+agent and judge what was served (issue 19).
+
+Each document is served on a port of its own (`--port N`: N, N+1, … in the order given; without it, free
+ports), so that every endpoint sits where its protocol expects it — MCP at `/mcp` — and every document's runs
+see only its own traffic. What is played is listed on stdout, one line per endpoint
+(`OW-001 default mcp_server http://127.0.0.1:8000/mcp`); what is not played, on stderr (`playable`).
+
+All endpoints run in one uvicorn server (one socket per document; `Dispatcher` picks the document's app by
+the port a request arrived on). Every exchange passes the `WireTap` to the `Judge`, which writes per-run
+reports and `verdicts.jsonl` to the report directory as runs conclude. SIGINT and SIGTERM stop the server;
+the runs still open are concluded (`interrupted`) and reported, and a summary table of every run goes to
+stderr. Exit status: as `oatf recover`'s (`oatf_engine.reports.exit_status`: 1 when a run was exploited or partial).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from typing import IO
+
+import uvicorn
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.applications import Starlette
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from oatf_engine.engine_config import EngineConfig
+from oatf_engine.monitor import LoadedAttack, Monitor, load_library
+from oatf_engine.reports import ReportWriter, exit_status, summary_table
+from oatf_engine.semantic import load_semantic_evaluator
+from oatf_engine.text import Once, describe, printable
+
+from .judge import Judge, WireTap
+from .mcp_server import ActorServer
+from .playable import limitations
+from .player import SharedExtractors
+
+EXIT_USAGE = 2
+TICK_SECONDS = 0.5
+"""How often `after` timers are checked."""
+MCP_PATH = "/mcp"
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """What `oatf serve` was asked to do."""
+
+    documents: list[str]
+    config: EngineConfig
+    host: str = "127.0.0.1"
+    port: int = 0
+    report_dir: str = "oatf-reports"
+    verbose: bool = False
+
+
+@dataclass
+class Served:
+    """One document being served: its app, its port, and the servers of its actors."""
+
+    loaded: LoadedAttack
+    port: int
+    app: Starlette
+    servers: list[ActorServer]
+    endpoints: list[str]
+
+
+class _Endpoint:
+    """A raw ASGI endpoint for Starlette's `Route` (the session manager answers GET, POST and DELETE itself)."""
+
+    def __init__(self, manager: StreamableHTTPSessionManager) -> None:
+        self.manager = manager
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.manager.handle_request(scope, receive, send)
+
+
+def build(loaded: LoadedAttack, port: int, host: str, say: Callable[[str], None]) -> Served | None:
+    """The app playing one document's actors (those it can play), or None when it plays none."""
+    execution = loaded.attack.execution
+    assert execution is not None
+    shared = SharedExtractors()
+    fatal = {limitation.actor for limitation in limitations(loaded.path, loaded.document) if limitation.fatal}
+    routes: list[Route] = []
+    servers: list[ActorServer] = []
+    managers: list[StreamableHTTPSessionManager] = []
+    endpoints: list[str] = []
+    for actor in execution.actors or ():
+        name = actor.name or "default"
+        if name in fatal or actor.mode != "mcp_server":
+            continue
+        if any(route.path == MCP_PATH for route in routes):
+            say(f"{loaded.path}: actor {name}: a second mcp_server actor in one document is not played "
+                f"(its endpoint {MCP_PATH} is taken)")
+            continue
+        server = ActorServer(actor, shared, say)
+        manager = StreamableHTTPSessionManager(app=server)
+        routes.append(Route(MCP_PATH, endpoint=_Endpoint(manager)))
+        servers.append(server)
+        managers.append(manager)
+        endpoints.append(f"{loaded.key} {name} mcp_server http://{host}:{port}{MCP_PATH}")
+    if not routes:
+        return None
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            for manager in managers:
+                await stack.enter_async_context(manager.run())
+            yield
+
+    return Served(loaded, port, Starlette(routes=routes, lifespan=lifespan), servers, endpoints)
+
+
+class Dispatcher:
+    """One ASGI app for every document: a request goes to the app of the port it arrived on; the lifespan
+    starts every document's app, and a ticker fires the actors' `after` timers."""
+
+    def __init__(self, served: list[Served], judge: Judge, say: Callable[[str], None]) -> None:
+        self.by_port = {s.port: WireTap(s.app, judge) for s in served}
+        self.served = served
+        self.say = say
+        self._once = Once()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        port = (scope.get("server") or ("", 0))[1]
+        await self.by_port[port](scope, receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        async with contextlib.AsyncExitStack() as stack:
+            for served in self.served:
+                await stack.enter_async_context(served.app.router.lifespan_context(served.app))
+            ticker = asyncio.create_task(self._tick())
+            await receive()  # lifespan.startup
+            await send({"type": "lifespan.startup.complete"})
+            await receive()  # lifespan.shutdown
+            ticker.cancel()
+        await send({"type": "lifespan.shutdown.complete"})
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_SECONDS)
+            for served in self.served:
+                for server in served.servers:
+                    try:
+                        await server.tick()
+                    except Exception as exc:  # the timers of the other sessions must go on
+                        if self._once.first("tick", type(exc).__name__):
+                            self.say(f"after timers failed (reported once): {describe(exc)}")
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn without its re-raising of the stopping signal: `oatf serve` reports and summarizes after it."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+class _PrintableLog(logging.Handler):
+    """Log records of the SDKs and servers (which quote the traffic: a request that failed validation) as one
+    bounded, printable line each (`oatf_engine.text.printable`)."""
+
+    def __init__(self, stderr: IO[str], level: int) -> None:
+        super().__init__(level)
+        self.stderr = stderr
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            print(f"oatf serve: {record.name}: {record.levelname.lower()}: {printable(record.getMessage(), 300)}",
+                  file=self.stderr, flush=True)
+        except Exception:  # never let a log line end a request
+            self.handleError(record)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def run_serve(options: ServeOptions, stdout: IO[str] = sys.stdout, stderr: IO[str] = sys.stderr) -> int:
+    """Serve until SIGINT/SIGTERM (see the module docstring); the exit status."""
+
+    def say(line: str) -> None:
+        print(f"oatf serve: {printable(line, 500)}", file=stderr, flush=True)
+
+    level = logging.WARNING if options.verbose else logging.ERROR
+    logging.basicConfig(handlers=[_PrintableLog(stderr, level)], level=level, force=True)
+    library = load_library(options.documents, options.config.lenient)
+    for problem in library.problems:
+        say(f"not loaded: {problem}")
+    try:
+        semantic = load_semantic_evaluator(options.config.semantic_evaluator)
+        writer = ReportWriter(options.report_dir)
+    except (ImportError, AttributeError, OSError) as exc:
+        say(str(exc))
+        return EXIT_USAGE
+    sockets: list[socket.socket] = []
+    served: list[Served] = []
+    for loaded in library.attacks:
+        for limitation in limitations(loaded.path, loaded.document):
+            say(("not played: " if limitation.fatal else "played without: ") + str(limitation))
+        try:
+            sock = _bind(options.host, options.port + len(sockets) if options.port else 0)
+        except OSError as exc:
+            say(f"{options.host}:{options.port + len(sockets)}: {exc.strerror or exc}")
+            return EXIT_USAGE
+        document = build(loaded, sock.getsockname()[1], options.host, say)
+        if document is None:
+            sock.close()
+            say(f"{loaded.path}: nothing to play")
+            continue
+        sockets.append(sock)
+        served.append(document)
+    if not served:
+        say("no document has an actor oatf serve plays")
+        return EXIT_USAGE
+    monitors = {s.port: Monitor([s.loaded], options.config.monitor, semantic=semantic) for s in served}
+    judge = Judge(options.config.decoder, monitors, writer, stderr, options.verbose)
+    for document in served:
+        for endpoint in document.endpoints:
+            print(endpoint, file=stdout, flush=True)
+    judge.start()
+    config = uvicorn.Config(Dispatcher(served, judge, say), lifespan="on", log_config=None,
+                            log_level="warning" if options.verbose else "error", timeout_graceful_shutdown=2)
+    try:
+        asyncio.run(_Uvicorn(config).serve(sockets=sockets))
+    finally:
+        reports = judge.stop()
+        for sock in sockets:
+            sock.close()
+    if reports:
+        print(summary_table(reports), file=stderr, flush=True)
+    say(f"{len(reports)} run(s) reported in {options.report_dir}")
+    return exit_status(reports)

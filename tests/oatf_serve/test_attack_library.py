@@ -1,0 +1,94 @@
+"""Every `mcp_server` document of `attacks/` served by one `oatf serve` and explored by the official `mcp`
+client until its phases have run: each run the engine reports is `delivered` (the payload reached the client).
+
+The explorer is a curious agent, not a victim: each round it lists tools, resources, templates and prompts,
+calls every tool with arguments shaped by its `inputSchema`, subscribes to and reads every resource and gets
+every prompt; it answers elicitations by declining. Documents are served from copies whose `after` timers
+are cut to one second (OW-014 waits 15 minutes to arm); nothing else is changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import ClientSession, types
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import McpError
+
+from .harness import ATTACKS, Report, Serving, oatf_serve
+
+DOCUMENTS = sorted(p for p in ATTACKS.glob("OW-*.yaml") if "mode: mcp_server" in p.read_text(encoding="utf-8"))
+ROUNDS = 12
+"""Rounds of exploration: OW-013's trigger wants ten calls."""
+_AFTER = re.compile(r"(\bafter:\s*)\S+")
+
+
+def sample(schema: Any) -> Any:
+    """A value of a JSON Schema's type (the first of a union), for a tool's arguments."""
+    kind = schema.get("type") if isinstance(schema, dict) else None
+    kind = kind[0] if isinstance(kind, list) else kind
+    if kind == "object":
+        return {name: sample(sub) for name, sub in (schema.get("properties") or {}).items()}
+    if isinstance(schema, dict) and schema.get("enum"):
+        return schema["enum"][0]
+    return {"integer": 1, "number": 1, "boolean": True, "array": []}.get(kind or "", "x")
+
+
+async def _quietly(call: Any) -> Any:
+    try:
+        return await call
+    except McpError:
+        return None
+
+
+async def explore(url: str) -> None:
+    async def decline(_context: Any, _params: Any) -> types.ElicitResult:
+        return types.ElicitResult(action="decline")
+
+    async with streamable_http_client(url) as (read, write, _), \
+            ClientSession(read, write, elicitation_callback=decline) as session:
+        await session.initialize()
+        for _ in range(ROUNDS):
+            tools = await _quietly(session.list_tools())
+            resources = await _quietly(session.list_resources())
+            await _quietly(session.list_resource_templates())
+            prompts = await _quietly(session.list_prompts())
+            for tool in tools.tools if tools else ():
+                await _quietly(session.call_tool(tool.name, sample(tool.inputSchema)))
+            for resource in resources.resources if resources else ():
+                await _quietly(session.subscribe_resource(resource.uri))
+                await _quietly(session.read_resource(resource.uri))
+            for prompt in prompts.prompts if prompts else ():
+                await _quietly(session.get_prompt(prompt.name, {a.name: "x" for a in prompt.arguments or ()}))
+            await asyncio.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def explored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Serving, list[Report]]:
+    """The library served, each document explored by its own session, then the server stopped."""
+    copies = tmp_path_factory.mktemp("documents")
+    for document in DOCUMENTS:
+        (copies / document.name).write_text(_AFTER.sub(r"\g<1>1s", document.read_text(encoding="utf-8")),
+                                            encoding="utf-8")
+    with oatf_serve(tmp_path_factory.mktemp("reports"), sorted(copies.iterdir()), "--grace-period", "5s") as serving:
+        async def all_documents() -> None:
+            await asyncio.gather(*(explore(url) for url in serving.endpoints.values()))
+
+        asyncio.run(asyncio.wait_for(all_documents(), 120))
+        serving.stop()
+        return serving, serving.reports()
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: p.name[:6])
+def test_served_document_is_delivered(document: Path, explored: tuple[Serving, list[Report]]) -> None:
+    serving, reports = explored
+    attack_id = document.name[:6]
+    assert attack_id in serving.endpoints, serving.stderr
+    runs = sorted((r for r in reports if r["attack"]["id"] == attack_id),
+                  key=lambda r: r["execution_summary"]["started_at"])
+    assert runs, serving.stderr
+    assert runs[0]["execution_summary"]["delivered"] is True, runs[0]["execution_summary"]

@@ -1,0 +1,107 @@
+"""Bad input to `oatf serve`'s endpoints: malformed JSON-RPC, unknown methods, tools and resources, arbitrary
+bodies (Hypothesis), and a client that vanishes while the server waits on it. Each gets the protocol's error
+(from the official SDK or from the state), the server keeps serving, the judge does not fail, and nothing is
+printed with a traceback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from .harness import ATTACKS, Serving, mcp_session, oatf_serve
+
+POISONED = ATTACKS / "OW-001_invoice-tool-credential-harvest.yaml"
+ELICITING = ATTACKS / "OW-011_deploy-elicitation-token-phish.yaml"
+HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+VERSION = "2025-06-18"
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": VERSION, "capabilities": {"elicitation": {}},
+                         "clientInfo": {"name": "bad-input", "version": "1"}}}
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+                           lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                       max_size=4), max_leaves=12)
+
+
+@pytest.fixture(scope="module")
+def serving(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serving]:
+    with oatf_serve(tmp_path_factory.mktemp("reports"), [POISONED, ELICITING]) as running:
+        yield running
+        assert running.stop() == 0
+        assert "Traceback" not in running.stderr and "failed (reported once)" not in running.stderr, running.stderr
+
+
+def _session(client: httpx.Client, url: str) -> dict[str, str]:
+    """Initialize a session by hand; the headers its next requests carry."""
+    answer = client.post(url, json=INITIALIZE, headers=HEADERS)
+    assert answer.status_code == 200, answer.text
+    headers = {**HEADERS, "mcp-session-id": answer.headers["mcp-session-id"], "mcp-protocol-version": VERSION}
+    client.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+    return headers
+
+
+def _answer(response: httpx.Response) -> Any:
+    """The JSON-RPC message of a JSON or single-event SSE answer."""
+    text = response.text
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        text = next(line[5:] for line in text.splitlines() if line.startswith("data:"))
+    return json.loads(text)
+
+
+def _still_serving(url: str) -> list[str]:
+    async def tools() -> list[str]:
+        async with mcp_session(url) as session:
+            return [tool.name for tool in (await session.list_tools()).tools]
+    return asyncio.run(tools())
+
+
+def test_protocol_errors(serving: Serving) -> None:
+    url = serving.endpoints["OW-001"]
+    with httpx.Client(timeout=10) as client:
+        parse = client.post(url, content=b"{not json", headers=HEADERS)
+        assert parse.status_code == 400 and _answer(parse)["error"]["code"] == -32700
+        headers = _session(client, url)
+        requests = {
+            "unknown method": {"method": "no/such/method", "params": {}},
+            "unknown tool": {"method": "tools/call", "params": {"name": "no_such_tool", "arguments": {}}},
+            "bad params": {"method": "tools/call", "params": {"name": 5}},
+            "unknown resource": {"method": "resources/read", "params": {"uri": "file:///nowhere"}},
+        }
+        errors = {what: _answer(client.post(url, json={"jsonrpc": "2.0", "id": n, **body}, headers=headers))["error"]
+                  for n, (what, body) in enumerate(requests.items(), start=10)}
+    assert errors["unknown method"]["code"] == -32602  # the mcp SDK refuses what no request type validates
+    assert errors["unknown tool"] == {"code": -32602, "message": "Unknown tool"}
+    assert errors["bad params"]["code"] == -32602
+    assert errors["unknown resource"] == {"code": -32002, "message": "Resource not found"}
+    assert _still_serving(url) == ["render_invoice"]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=json_values | st.binary(max_size=64).map(lambda b: {"raw": b.hex()}))
+def test_arbitrary_bodies_never_break_the_server(serving: Serving, body: Any) -> None:
+    """Whatever JSON a client sends in a session, the answer is an HTTP 2xx/4xx, never a server error."""
+    url = serving.endpoints["OW-001"]
+    with httpx.Client(timeout=10) as client:
+        headers = _session(client, url)
+        answer = client.post(url, content=json.dumps(body).encode(), headers=headers)
+        assert answer.status_code < 500, answer.text
+
+
+def test_client_vanishing_while_the_server_waits(serving: Serving) -> None:
+    """OW-011's tool call sends an elicitation and waits for the answer; the client reads it and vanishes. The
+    server goes on serving new sessions."""
+    url = serving.endpoints["OW-011"]
+    with httpx.Client(timeout=10) as client:
+        headers = _session(client, url)
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "deploy_preview", "arguments": {"branch": "main"}}}
+        with client.stream("POST", url, json=call, headers=headers) as stream:
+            first = next(line for line in stream.iter_lines() if line.startswith("data:"))
+    assert json.loads(first[5:])["method"] == "elicitation/create"
+    assert _still_serving(url) == ["deploy_preview"]
