@@ -13,8 +13,8 @@ one agent, and the loopback names (`localhost`, `127.0.0.1`, `::1`) are one host
 
 **Rule 4: the agent's outbound traffic during an AG-UI run joins that run's episode.** An AG-UI run is open
 from its `RunAgentInput` (the request, SDK event `run_agent_input`) to `RUN_FINISHED` or `RUN_ERROR` on its
-stream; a run the stream never closes ends at the next run of its thread, or `idle_gap` after the last
-traffic of its episode. The episode is the run's thread (`ag_ui_thread:<threadId>`: the runs of one thread
+stream; a run the stream never closes ends `idle_gap` after the last traffic of its episode (two runs of
+one thread open at once both gather, for the same episode). The episode is the run's thread (`ag_ui_thread:<threadId>`: the runs of one thread
 are the turns of one conversation, which a multi-turn attack follows). An MCP or A2A exchange whose HTTP client
 is an agent, and whose first message comes while runs of that agent are open, belongs to the episodes of
 those runs instead of its protocol session; every message of the exchange follows it (rule 1). Outside any
@@ -149,9 +149,6 @@ class AgentEpisodes:
         if event.event_type == "run_agent_input":
             if agent is None:
                 agent = self.agents[agent_id] = _Agent()
-            for run in agent.runs:
-                if run.closed is None and run.episode == session:
-                    run.closed = at  # a new turn of the thread ends a run whose stream never said so
             agent.runs.append(_Run(session, run_id, at, at))
             self._trim(agent, at)
         elif agent is not None:

@@ -128,7 +128,7 @@ def test_named_agents_tell_two_agents_on_one_host_by_their_ag_ui_port_and_loopba
     assert flows["call"] == {"mcp_session:s-1"}
 
 
-def test_a_run_whose_stream_never_ends_stops_gathering_at_the_next_turn_or_after_the_idle_gap() -> None:
+def test_a_run_whose_stream_never_ends_stops_gathering_after_the_idle_gap() -> None:
     flows = episodes_of([ag_ui("r1", 1.0, "run_agent_input", "t1", "run-1"),
                          ag_ui("r2", 5.0, "run_agent_input", "t2", "run-2"), outbound("x", 6.0),
                          ag_ui("r3", 200.0, "run_agent_input", "t3", "run-3"), outbound("y", 400.0)])
@@ -167,8 +167,8 @@ _exchange = st.tuples(st.floats(0, 80), st.floats(0.01, 5), st.sampled_from(["s-
 def test_episode_rules_hold_over_random_traffic(runs: list[Any], exchanges: list[Any]) -> None:
     """Whatever the interleaving: no exchange is split; the agent's exchange begun inside a run of a thread
     (from its RunAgentInput to its RUN_FINISHED) is in that thread's episode, and an exchange is in a thread's
-    episode only if it began inside one of its runs (or, when the stream never ended, before the thread's
-    next turn); another host's exchanges never join a thread; AG-UI traffic stays in its own thread."""
+    episode only if it began inside one of its runs (or after the start of one whose stream never ended);
+    another host's exchanges never join a thread; AG-UI traffic stays in its own thread."""
     timeline: list[tuple[float, int, Any]] = []
     windows: list[tuple[str, float, float | None]] = []
     for n, (thread, start, duration, finished) in enumerate(runs):
