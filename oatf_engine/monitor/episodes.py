@@ -14,8 +14,9 @@ one agent, and the loopback names (`localhost`, `127.0.0.1`, `::1`) are one host
 **Rule 4: the agent's outbound traffic during an AG-UI run joins that run's episode.** An AG-UI run is open
 from its `RunAgentInput` (the request, SDK event `run_agent_input`) to `RUN_FINISHED` or `RUN_ERROR` on its
 stream; a run the stream never closes ends `idle_gap` after the last traffic of its episode (two runs of
-one thread open at once both gather, for the same episode). The episode is the run's thread (`ag_ui_thread:<threadId>`: the runs of one thread
-are the turns of one conversation, which a multi-turn attack follows). An MCP or A2A exchange whose HTTP client
+one thread open at once both gather, for the same episode). The episode is the run's thread
+(`ag_ui_thread:<threadId>`: the runs of one thread are the turns of one conversation, which a multi-turn
+attack follows). An MCP or A2A exchange whose HTTP client
 is an agent, and whose first message comes while runs of that agent are open, belongs to the episodes of
 those runs instead of its protocol session; every message of the exchange follows it (rule 1). Outside any
 run, the agent's traffic stays in its protocol session (rules 1–3 of `sessions`).
