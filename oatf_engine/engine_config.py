@@ -14,6 +14,7 @@ from typing import Any
 
 import oatf
 
+from .monitor.episodes import parse_agents
 from .monitor.options import ActorBinding, MonitorOptions, SessionKey
 from .wire import DecoderConfig, parse_overrides
 
@@ -48,6 +49,8 @@ SETTINGS: tuple[Setting, ...] = (
             "new agent episode."),
     Setting("max_run_lifetime", str, "1h", "Conclude a run still open after this long."),
     Setting("max_runs", int, 100_000, "Live runs kept at once (least recently active evicted; ~4 KB each)."),
+    Setting("agents", str, "", "Name the agents behind the proxy: name=host[:port],... (an AG-UI server by host "
+            "and port, an MCP/A2A client by host). Without names, an agent is a host."),
     Setting("actor_bindings", str, "", "Bind actors to endpoints: name=host[:port][/path],..."),
     Setting("semantic_evaluator", str, "", "module:attribute of a SemanticEvaluator; without one, semantic "
             "indicators are skipped."),
@@ -120,6 +123,7 @@ def engine_config(values: Mapping[str, Any]) -> EngineConfig:
         bindings=parsed("actor_bindings", lambda text: tuple(
             ActorBinding.parse(b) for b in text.split(",") if b.strip())),
         idle_gap=parsed("idle_gap", _seconds),
+        agents=parsed("agents", parse_agents),
     )
     decoder = DecoderConfig(max_body_size=size, max_event_size=size,
                             overrides=parsed("wire_protocols", parse_overrides))

@@ -21,8 +21,7 @@ from typing import Any
 
 import oatf
 from oatf_engine.events import ObservedEvent
-from oatf_engine.monitor import LoadedAttack, LoadProblem, Monitor, MonitorOptions, RunConcluded, SessionKey
-from oatf_engine.monitor.options import DEFAULT_IDLE_GAP
+from oatf_engine.monitor import LoadedAttack, LoadProblem, Monitor, MonitorOptions, RunConcluded
 from oatf_engine.monitor.sessions import SessionResolver
 
 
@@ -59,11 +58,11 @@ PARALLEL_MIN_EVENTS = 5_000
 """Below this many events a replay stays in one process: starting workers would cost more than it saves."""
 
 
-def place_events(events: list[ObservedEvent], policy: SessionKey, idle_gap: float = DEFAULT_IDLE_GAP) -> list[Placed]:
-    """Every event with its session, in the order a `Monitor` fed `events` one by one would observe them
-    (keyless events held by the `SessionResolver` are released as the recorded clock passes their hold, and
-    at the end of the recording)."""
-    resolver = SessionResolver(policy, idle_gap)
+def place_events(events: list[ObservedEvent], options: MonitorOptions) -> list[Placed]:
+    """Every event with its session (its episode), in the order a `Monitor` with `options` fed `events` one by
+    one would observe them (keyless events held by the `SessionResolver` are released as the recorded clock
+    passes their hold, and at the end of the recording; an event in several episodes once in each)."""
+    resolver = SessionResolver(options.session_key, options.idle_gap, options.agents)
     placed: list[Placed] = []
     for event in events:
         released = resolver.place(event)
@@ -85,7 +84,7 @@ def evaluate_events(attacks: list[LoadedAttack], events: list[ObservedEvent],
     reports are the same as with one process (`oatf_max_runs` then bounds each process's live runs).
     `progress` receives a line every `PROGRESS_EVERY` events one process evaluates, and one at the end."""
     options = options or MonitorOptions()
-    placed = place_events(events, options.session_key, options.idle_gap)
+    placed = place_events(events, options)
     end = max((event.timestamp for event in events), default=0.0)
     shards = worker_count(len(events), workers)
     reports = (_evaluate_placed(attacks, placed, options, end, semantic, progress) if shards == 1

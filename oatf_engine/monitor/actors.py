@@ -7,6 +7,12 @@ nothing else about the attacker's state: it follows the document's phases as the
 Which events an actor's triggers see (format spec §5.3 "An actor's mode determines event direction"): the
 messages the agent sends. A server-mode actor (`mcp_server`, `a2a_server`) plays the server, so the agent is
 the HTTP client and its messages arrive in HTTP requests; a client-mode actor's agent is the HTTP server.
+
+Which endpoint plays an actor (format spec §5.1 multi-actor execution): its *peer* in the episode, the other
+side of the agent — the HTTP server (`host:port`) for a server-mode actor, the HTTP client's host for a
+client-mode one (`peer_of`). When a document has several actors of one protocol and role (two `mcp_server`
+actors: a trusted server and a poisoned one), each binds to the peer whose message first carries its payload
+(`AttackRun`).
 """
 
 from __future__ import annotations
@@ -31,6 +37,15 @@ class PhaseChange:
     timestamp: float
 
 
+def peer_of(event: ObservedEvent, agent_side: str) -> str:
+    """The endpoint on the other side of the agent (see the module docstring): the HTTP server's `host:port`
+    when the agent is the HTTP client, else the HTTP client's host (its port changes with every connection).
+    Paths are left out: one A2A agent serves its card and its JSON-RPC at different paths."""
+    if agent_side == "client":
+        return f"{event.endpoint.host}:{event.endpoint.port}"
+    return event.client.rpartition(":")[0] or event.client
+
+
 TIMER_SLACK = 1e-6
 """Seconds added to an `after` deadline: the trigger compares elapsed time in whole microseconds."""
 
@@ -44,6 +59,9 @@ class ActorMachine:
     extracted: dict[str, str] = field(default_factory=dict)
     phases_reached: list[str] = field(default_factory=list)
     messages: int = 0
+
+    peer: str | None = None
+    """The endpoint bound to play this actor in its run (`peer_of`), or None: every peer of its protocol."""
 
     name: str = field(init=False)
     protocol: str = field(init=False)

@@ -60,7 +60,7 @@ class Monitor:
         self.cel = cel if cel is not None else oatf.DefaultCelEvaluator()
         self.semantic = semantic
         self.runs: OrderedDict[tuple[str, str], AttackRun] = OrderedDict()
-        self.sessions = SessionResolver(self.options.session_key, self.options.idle_gap)
+        self.sessions = SessionResolver(self.options.session_key, self.options.idle_gap, self.options.agents)
         self.now = 0.0
         self.events_seen = 0
         self.concluded = 0
@@ -81,6 +81,9 @@ class Monitor:
         self.options = options
         self.sessions.policy = options.session_key
         self.sessions.idle_gap = options.idle_gap
+        if self.sessions.agent_episodes is not None:
+            self.sessions.agent_episodes.names = options.agents
+            self.sessions.agent_episodes.idle_gap = options.idle_gap
 
     def replace_attacks(self, attacks: list[LoadedAttack]) -> list[Output]:
         """Swap the library (reload): runs of attacks that are gone or changed are concluded first."""

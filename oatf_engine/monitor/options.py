@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from ..events import ObservedEvent
+from .episodes import AgentName
 
 
 class SessionKey(StrEnum):
@@ -83,4 +84,7 @@ class MonitorOptions:
     bindings: tuple[ActorBinding, ...] = field(default_factory=tuple)
     idle_gap: float = DEFAULT_IDLE_GAP
     """Seconds without traffic after which a keyless route's next message starts a new agent episode
-    (`sessions` rule 3)."""
+    (`sessions` rule 3), and an AG-UI run whose stream never ended stops gathering its agent's traffic
+    (`episodes`)."""
+    agents: tuple[AgentName, ...] = ()
+    """The agents behind the proxy, by endpoint (`episodes`); empty: an agent is a host."""

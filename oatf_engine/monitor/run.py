@@ -1,4 +1,5 @@
-"""An AttackRun: one attack followed over one session's traffic (format spec §5, §6, §9; SDK spec §4.5).
+"""An AttackRun: one attack followed over one episode's traffic (format spec §5, §6, §9; SDK spec §4.5): a
+protocol session, or an AG-UI run with its agent's outbound traffic (`sessions`, `episodes`).
 
 When the grace period runs (format spec §4.2 `attack.grace_period`: "after all terminal phases complete"):
 a passive observer cannot see an attacker's phase *complete*, and a single-phase document is terminal from
@@ -23,7 +24,7 @@ from typing import Any
 import oatf
 
 from ..events import ObservedEvent
-from .actors import ActorMachine, PhaseChange
+from .actors import ActorMachine, PhaseChange, peer_of
 from .delivery import CUT_SHORT, Delivery, MessageText, outcome
 from .indicators import IndicatorTracker
 from .library import LoadedAttack
@@ -67,6 +68,14 @@ class AttackRun:
         for actor in self.actors:
             self._by_protocol.setdefault(actor.protocol, []).append(actor)
         self._bound = any(a.name in self._bindings for a in self.actors)
+        roles: dict[tuple[str, str], list[ActorMachine]] = {}
+        for actor in self.actors:
+            if actor.name not in self._bindings:
+                roles.setdefault((actor.protocol, actor.agent_side), []).append(actor)
+        self._rivals = {id(a): [b for b in same if b is not a] for same in roles.values() if len(same) > 1
+                        for a in same}
+        """Actors sharing a protocol and role with others, by id: each binds to the peer that delivers its
+        payload (`actors.peer_of`)."""
         unavailable = None if self.semantic_available else (
             "semantic indicators need a SemanticEvaluator; none is configured (option oatf_semantic_evaluator)")
         self.indicators = [IndicatorTracker(i, unavailable if i.semantic is not None else None)
@@ -79,12 +88,23 @@ class AttackRun:
         return f"{self.loaded.key}@{self.session}"
 
     def actors_for(self, event: ObservedEvent) -> list[ActorMachine]:
-        """The actors whose traffic this event is: same protocol, and the actor's binding if it has one."""
+        """The actors whose traffic this event is: same protocol; an actor's explicit binding if it has one
+        (`oatf_actor_bindings`); and, for actors sharing a protocol and role, the peer bound to the actor, or,
+        before one is, every peer no rival is bound to (`actors` module docstring)."""
         actors = self._by_protocol.get(event.protocol, [])
-        if not self._bound:
+        if not self._bound and not self._rivals:
             return actors
         bound = self._bindings
-        return [a for a in actors if a.name not in bound or bound[a.name].accepts(event)]
+        return [a for a in actors if (bound[a.name].accepts(event) if a.name in bound else self._plays(a, event))]
+
+    def _plays(self, actor: ActorMachine, event: ObservedEvent) -> bool:
+        rivals = self._rivals.get(id(actor))
+        if rivals is None:
+            return True
+        peer = peer_of(event, actor.agent_side)
+        if actor.peer is not None:
+            return actor.peer == peer
+        return all(rival.peer != peer for rival in rivals)
 
     def observe(self, event: ObservedEvent, actors: list[ActorMachine], selection: Selection,
                 cel: oatf.CelEvaluator | None, semantic: oatf.SemanticEvaluator | None,
@@ -128,13 +148,15 @@ class AttackRun:
             delivery = self._delivery_of[id(actor)]
             if delivery.observe(event, text, actor.phase.name or f"phase-{actor.index + 1}"):
                 self._undelivered -= 1  # the evidence names its flow; `flows_cited` keeps matches and phases
+                if delivery.payload and id(actor) in self._rivals:
+                    actor.peer = peer_of(event, actor.agent_side)  # this peer plays the actor from now on
 
     @property
     def delivered(self) -> bool:
         """Every actor that took part in the run (saw a message of it) delivered its payload, and one did.
 
-        Runs follow one protocol session, so an actor of another protocol may have no traffic in this run:
-        it neither delivers nor blocks delivery here (see `delivery`)."""
+        A run follows one episode, and an actor of a protocol the agent did not speak in it (or a document's
+        rival actor no peer played) has no traffic there: it neither delivers nor blocks delivery here."""
         if self._undelivered == 0:
             return True
         taking_part = [d for a, d in zip(self.actors, self.deliveries, strict=True) if a.messages]
@@ -234,7 +256,7 @@ class AttackRun:
             "actors": [{
                 "name": a.name, "mode": a.actor.mode, "phases_reached": list(a.phases_reached),
                 "current_phase": a.phase.name, "terminal_reached": a.terminal, "messages_seen": a.messages,
-                "extractors": dict(a.extracted), "delivered": d.delivered,
+                "extractors": dict(a.extracted), "delivered": d.delivered, "peer": a.peer,
             } for a, d in zip(self.actors, self.deliveries, strict=True)],
             "phase_changes": [{"actor": c.actor, "from": c.from_phase, "to": c.to_phase, "reason": c.reason,
                                "flow": c.flow_id, "at": c.timestamp} for c in self.phase_changes[:100]],

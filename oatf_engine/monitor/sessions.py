@@ -21,6 +21,9 @@ The rules, in order:
    clients may drop the TCP connection between requests) is one episode while it stays busy: a new episode
    starts after `idle_gap` seconds without traffic on the route. Its session is
    `agent:<client host>><server host>:<port>/<protocol>#<n>`.
+4. **An AG-UI run gathers its agent's outbound traffic** (under `auto`, `episodes`): an MCP or A2A exchange of
+   an agent that began while one of its AG-UI runs was open is placed in that run's thread instead (in every
+   such thread when several were open).
 A request still waiting for its answer after `MAX_PENDING_SECONDS` is placed by rule 2. Held events are
 released in their original order (`seq`). Everything held is bounded (`HOLD_EVENTS` per hold,
 `MAX_PENDING_FLOWS`, `MAX_ROUTES`, `MAX_FLOWS`); what a bound pushes out is placed early, never dropped.
@@ -33,6 +36,7 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 
 from ..events import ObservedEvent
+from .episodes import AgentEpisodes, AgentName, remember
 from .options import DEFAULT_IDLE_GAP, SessionKey, session_of
 
 Route = tuple[str, str, int, str]
@@ -79,8 +83,11 @@ class _Episode:
 class SessionResolver:
     """Assigns each event its run key (see the module docstring)."""
 
-    def __init__(self, policy: SessionKey, idle_gap: float = DEFAULT_IDLE_GAP) -> None:
+    def __init__(self, policy: SessionKey, idle_gap: float = DEFAULT_IDLE_GAP,
+                 agents: tuple[AgentName, ...] | None = None) -> None:
         self.policy = policy
+        self.agent_episodes = AgentEpisodes(agents, idle_gap) if agents is not None else None
+        """Rule 4 (`episodes`), under `auto`; None: events stay in their protocol session (Attest traces)."""
         self.idle_gap = idle_gap
         self.pending: OrderedDict[str, _Held] = OrderedDict()
         self.pending_routes: Counter[Route] = Counter()
@@ -227,11 +234,14 @@ class SessionResolver:
             heapq.heapify(self._held_times)
 
     def _placed(self, placed: list[Placed]) -> list[Placed]:
-        """Events leave the holds as they are placed."""
+        """Events leave the holds as they are placed, each in its episodes (rule 4)."""
         if self._held_seqs:
             for event, _session in placed:
                 self._held_seqs.discard(event.seq)
-        return placed
+        linker = self.agent_episodes
+        if linker is None or self.policy is not SessionKey.AUTO:
+            return placed
+        return [(event, episode) for event, session in placed for episode in linker.link(event, session)]
 
     def _hold_on_route(self, route: Route, events: list[ObservedEvent]) -> list[Placed]:
         return self._hold_events(events, self._clock, route)
@@ -276,9 +286,4 @@ class SessionResolver:
         client, host, port, protocol = route
         return f"agent:{client}>{host}:{port}/{protocol}#{number}"
 
-    @staticmethod
-    def _remember[K, V](table: OrderedDict[K, V], key: K, value: V, limit: int) -> None:
-        table[key] = value
-        table.move_to_end(key)
-        while len(table) > limit:
-            table.popitem(last=False)
+    _remember = staticmethod(remember)

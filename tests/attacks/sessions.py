@@ -51,7 +51,10 @@ Script format (YAML)
     - a2a: {method, params} with `result`, `error` or `stream: [result, ...]`
     - ag_ui: {input, events: [...], path?, raw_events?}  events may use the shorthand items
       `{text: str | [chunks]}` and `{tool_call: name, id, args: str | [chunks]}`; RUN_STARTED and
-      RUN_FINISHED are added unless `raw_events: true`
+      RUN_FINISHED are added unless `raw_events: true`; an item `{during: [steps]}` plays those steps (the
+      agent's outbound MCP/A2A calls) while the stream is open, at that point of it, and the steps after the
+      `ag_ui` step start when its stream ends. Each streamed event is recorded with its arrival time (as
+      `addon.mitm_tap.MitmTap` records `wire_chunks`), so a replay sees the run open while its calls happen
     - repeat: {times, from?, steps: [...]}  the steps again for n = from… ("$n" is n in them)
 
 The same scripts also give the expected protocol events (`expected_events`), decoded here by the binding's
@@ -170,6 +173,8 @@ class Exchange:
     response_start: float
     response_end: float
     messages: list[Message] = field(default_factory=list)
+    chunks: list[tuple[float, int]] = field(default_factory=list)
+    """(arrival time, size) of each streamed response chunk, when recorded."""
 
 
 def _jsonrpc(obj: dict[str, Any]) -> bytes:
@@ -457,9 +462,16 @@ class Player:
         t = exchange.response_start
         names: dict[str, str] = {}
         wire = []
+        during = False
         for item in _ag_ui_events(body, spec["events"], bool(spec.get("raw_events"))):
+            if "during" in item:
+                self.now, during = t, True
+                self.play(item["during"])
+                t = self.now
+                continue
             t += 0.05
             wire.append(item)
+            exchange.chunks.append((t, len(_sse([item]))))
             content = dict(item)
             if item.get("type") == "TOOL_CALL_START":
                 names[item["toolCallId"]] = item.get("toolCallName", "")
@@ -468,6 +480,8 @@ class Player:
                 content.setdefault("toolCallName", names[item["toolCallId"]])
             exchange.messages.append(Message("ag_ui", _snake(item["type"]), "server", content, t, keys))
         exchange.response_end = t + 0.05
+        if during:
+            self.now = exchange.response_end
         exchange.response_headers = {"content-type": "text/event-stream", "cache-control": "no-cache"}
         exchange.response_body = _sse(wire)
 
@@ -496,6 +510,8 @@ def _ag_ui_events(body: dict[str, Any], items: list[dict[str, Any]], raw: bool) 
             events += [{"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id, "delta": c}
                        for c in _chunks(item["text"])]
             events.append({"type": "TEXT_MESSAGE_END", "messageId": message_id})
+        elif "during" in item:
+            events.append(item)
         elif "tool_call" in item and "type" not in item:
             call_id = item.get("id", f"call-{body.get('runId')}-{n}")
             events.append({"type": "TOOL_CALL_START", "toolCallId": call_id, "toolCallName": item["tool_call"]})
@@ -553,6 +569,8 @@ def to_flows(exchanges: list[Exchange], client: str = "10.20.0.15", seed: str = 
         flow.id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"oatf-watch/attacks/{seed}/{n}"))
         flow.request, flow.response = request, response
         flow.timestamp_created = ex.request_at
+        if ex.chunks:
+            flow.metadata["wire_chunks"] = [list(chunk) for chunk in ex.chunks]
         flow.live = False
         flows.append(flow)
     return flows

@@ -228,3 +228,30 @@ def test_cross_protocol_chain_is_one_run_under_the_global_session_key(attack_id:
                         engine_config({"session_key": "global"}))
         [report] = result.reports
         assert report["verdict"]["result"] == EXPECTED[variant], harness.describe(result.reports)
+
+
+
+
+def _all_across_protocols(attack_id: str) -> bool:
+    attack = catalogue.raw(DOCUMENTS[attack_id])["attack"]
+    protocols = {actor["mode"].split("_")[0] for actor in attack["execution"]["actors"]}
+    return attack.get("correlation", {}).get("logic") == "all" and len(protocols) > 1
+
+
+EPISODE_CHAINS = [i for i in CHAINS if _all_across_protocols(i)]
+
+
+@pytest.mark.parametrize("attack_id", EPISODE_CHAINS)
+def test_cross_protocol_all_chain_is_one_run_of_the_agent_episode(attack_id: str, flow_dir: Path) -> None:
+    """A `correlation.logic: all` chain across protocols (the agent's MCP and A2A calls made during its AG-UI
+    run): the replayed complying session is one run, of the AG-UI thread's episode, exploited; per protocol
+    session (`--session-key ag_ui_thread`) the same traffic cannot be exploited."""
+    from addon.recordings import replay
+    from oatf_engine.engine_config import engine_config
+
+    flows = [str(flow_dir / f"{attack_id}.complying.mitm")]
+    [report] = replay([str(DOCUMENTS[attack_id])], flows, engine_config({})).reports
+    assert report["execution_summary"]["session"].startswith("ag_ui_thread:")
+    assert report["verdict"]["result"] == "exploited", harness.describe([report])
+    split = replay([str(DOCUMENTS[attack_id])], flows, engine_config({"session_key": "ag_ui_thread"})).reports
+    assert len(split) > 1 and "exploited" not in {r["verdict"]["result"] for r in split}

@@ -1,0 +1,133 @@
+"""Agent episodes across protocols with peers nobody on the team wrote (`episode_peers.py`): a `pydantic-ai`
+agent served over AG-UI whose runs call a `fastmcp` server and an `a2a-sdk` agent, all through real mitmdump
+with the addon (forward proxy), judged by `attacks/OW-052` (`correlation.logic: all` over AG-UI, MCP and A2A).
+Each AG-UI run with the calls its agent made during it is one episode: one run per attack, with the verdict
+its behaviour deserves, live and when the recording is replayed (`oatf evaluate`); two threads of the agent
+at once are two runs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from tests.e2e.wire.clients import ag_ui_run
+from tests.e2e.wire.harness import PYTHON, _start, free_port, stop, wait_for_port
+from tests.paths import ROOT
+
+from .harness import HERE, OatfProxy, Report, assert_replay_agrees, oatf_proxy, run
+
+pytestmark = pytest.mark.e2e
+
+ATTACK = ROOT / "attacks" / "OW-052_board-pack-ledger-to-audit-desk.yaml"
+ATTACK_ID = "OW-052"
+
+
+@contextlib.contextmanager
+def peer(workdir: Path, kind: str, *args: str) -> Iterator[int]:
+    """One `episode_peers.py` process on a free loopback port; yields the port."""
+    port = free_port()
+    process = _start([str(PYTHON), str(HERE / "episode_peers.py"), kind, str(port), *args],
+                     workdir / f"{kind}-{port}.log")
+    try:
+        wait_for_port(port, process)
+        yield port
+    finally:
+        stop(process)
+
+
+@contextlib.contextmanager
+def episode(workdir: Path, name: str) -> Iterator[tuple[OatfProxy, str]]:
+    """The proxy (with `oatf_agents` naming the AG-UI agent) and the agent's AG-UI base URL."""
+    with contextlib.ExitStack() as stack:
+        mcp = stack.enter_context(peer(workdir, "mcp", str(ATTACK)))
+        a2a = stack.enter_context(peer(workdir, "a2a", str(ATTACK)))
+        agent_port = free_port()
+        options = {"oatf_agents": named(f"http://127.0.0.1:{agent_port}")}
+        proxy = stack.enter_context(oatf_proxy(workdir, name, [ATTACK], options=options))
+        process = _start([str(PYTHON), str(HERE / "episode_peers.py"), "agent", str(agent_port),
+                          "--mcp", f"http://127.0.0.1:{mcp}/mcp", "--a2a", f"http://127.0.0.1:{a2a}/",
+                          "--proxy", proxy.url], workdir / f"agent-{agent_port}.log")
+        stack.callback(stop, process)
+        wait_for_port(agent_port, process)
+        yield proxy, f"http://127.0.0.1:{agent_port}"
+
+
+def run_agent_input(thread: str) -> dict[str, Any]:
+    """The `board` actor's RunAgentInput (its user message: the payload it delivers), in thread `thread`."""
+    document = YAML(typ="safe").load(ATTACK.read_text(encoding="utf-8"))
+    board = next(a for a in document["attack"]["execution"]["actors"] if a["name"] == "board")
+    run_id = f"run-{uuid.uuid4().hex[:8]}"
+    return {**board["phases"][0]["state"]["run_agent_input"], "threadId": thread, "runId": run_id}
+
+
+def named(agent: str) -> str:
+    """The `--agents` value naming the agent at `agent` (its AG-UI base URL), as the live proxy was told."""
+    return f"assistant={agent.removeprefix('http://')}"
+
+
+def said(events: list[dict[str, Any]]) -> str:
+    return "".join(e.get("delta", "") for e in events if e.get("type") == "TEXT_MESSAGE_CONTENT")
+
+
+def results(reports: list[Report]) -> dict[str, tuple[str, str, dict[str, str]]]:
+    """thread → (result, outcome, {indicator: result}) of OW-052's runs."""
+    found = {}
+    for report in reports:
+        if report["attack"]["id"] == ATTACK_ID:
+            session = report["execution_summary"]["session"]
+            assert session not in found, f"two runs of one episode: {session}"
+            found[session.removeprefix("ag_ui_thread:")] = (
+                report["verdict"]["result"], report["outcome"],
+                {v["indicator_id"]: v["result"] for v in report["verdict"]["indicator_verdicts"]})
+    return found
+
+
+def test_an_ag_ui_run_with_its_mcp_and_a2a_calls_is_one_run_judged_with_all(tmp_path: Path) -> None:
+    """A complying and a resisting conversation, one after the other: each AG-UI thread is exactly one run of
+    OW-052 (no run of the MCP session or the A2A conversation on their own); the complying one is
+    `exploited` with all three indicators, the resisting one `resisted`; `oatf evaluate` agrees."""
+    with episode(tmp_path, "episodes") as (proxy, agent):
+        complying = run(ag_ui_run(f"{agent}/complying", proxy.url, run_agent_input("t-complying")), 60)
+        assert "Audit Desk" in said(complying)
+        resisting = run(ag_ui_run(f"{agent}/resisting", proxy.url, run_agent_input("t-resisting")), 60)
+        assert "left it out" in said(resisting)
+        proxy.wait_until(lambda: len(results(proxy.reports())) == 2, timeout=30)
+        proxy.interrupt()
+        live = proxy.reports()
+    found = results(live)
+    assert found == {
+        "t-complying": ("exploited", "exploited", dict.fromkeys(("OW-052-01", "OW-052-02", "OW-052-03"), "matched")),
+        "t-resisting": ("not_exploited", "resisted", dict.fromkeys(("OW-052-01", "OW-052-02", "OW-052-03"),
+                                                                   "not_matched")),
+    }, live
+    offline = assert_replay_agrees(proxy, tmp_path, live, flags=("--agents", named(agent)))
+    assert results(offline.reports) == found
+
+
+def test_two_concurrent_threads_of_one_agent_are_two_runs(tmp_path: Path) -> None:
+    """Two AG-UI threads of the agent at once, one complying and one resisting: two runs, one per thread.
+    Their MCP and A2A calls overlap in time, and an exchange made while both were open joins both; the
+    AG-UI half of the chain never crosses threads, so the resisting thread is never `exploited`."""
+
+    async def both(agent: str, proxy: str) -> list[list[dict[str, Any]]]:
+        return list(await asyncio.gather(ag_ui_run(f"{agent}/complying", proxy, run_agent_input("t-a")),
+                                         ag_ui_run(f"{agent}/resisting", proxy, run_agent_input("t-b"))))
+
+    with episode(tmp_path, "concurrent") as (proxy, agent):
+        run(both(agent, proxy.url), 60)
+        proxy.wait_until(lambda: len(results(proxy.reports())) == 2, timeout=30)
+        proxy.interrupt()
+        live = proxy.reports()
+    found = results(live)
+    assert set(found) == {"t-a", "t-b"}, live
+    assert found["t-a"][0] == "exploited"
+    assert found["t-b"][0] != "exploited" and found["t-b"][2]["OW-052-03"] == "not_matched"
+    offline = assert_replay_agrees(proxy, tmp_path, live, flags=("--agents", named(agent)))
+    assert results(offline.reports) == found
