@@ -332,3 +332,9 @@ def _value(data: bytes, span: _Span) -> Any:
 
 __all__ = ["AnyHTTPFlow", "Fields", "RecordedClient", "RecordedError", "RecordedFlow", "RecordedRequest",
            "RecordedResponse", "read_flow_file"]
+
+
+def client_address(flow: AnyHTTPFlow) -> str:
+    """`host:port` of the flow's client (live or recorded), or "" when mitmproxy recorded none."""
+    peer = flow.client_conn.peername
+    return f"{peer[0]}:{peer[1]}" if peer else ""

@@ -18,8 +18,8 @@
   flow at those hooks, so the saved flow holds them;
 - no exception escapes a hook or a stream function: it is caught at the boundary, logged once per place
   and kind, and the flow goes on (its decoding stops).
-`decode_flows` feeds recorded flows through a decoder in wire order with their recorded timestamps (offline
-replay); `MitmTap` records each streamed response chunk's arrival in `flow.metadata["wire_chunks"]` for it.
+`MitmTap` records each streamed response chunk's arrival in `flow.metadata["wire_chunks"]` for offline replay
+(`addon.recordings.decode_flows`).
 """
 
 from __future__ import annotations
@@ -33,13 +33,14 @@ from typing import TYPE_CHECKING, Any
 
 from mitmproxy import ctx, exceptions, http
 
-from addon.engine_config import SETTINGS, ConfigError, engine_config
-from addon.events import ObservedEvent
-from addon.text import printable
-from addon.wire import DecoderConfig, Diagnostic, WireDecoder
+from addon.flow_file import client_address
+from oatf_engine.engine_config import SETTINGS, ConfigError, engine_config
+from oatf_engine.events import ObservedEvent
+from oatf_engine.text import printable
+from oatf_engine.wire import DecoderConfig, Diagnostic, WireDecoder
 
 if TYPE_CHECKING:
-    from addon.flow_file import AnyHTTPFlow
+    pass
 
 log = logging.getLogger("oatf.wire")
 
@@ -74,7 +75,7 @@ class MitmTap:
     # --- options ----------------------------------------------------------------------------------------
 
     def load(self, loader: Any) -> None:
-        """Declare the `oatf_wire_*` options (`addon.engine_config.SETTINGS`, shared with `oatf evaluate`)."""
+        """Declare the `oatf_wire_*` options (`oatf_engine.engine_config.SETTINGS`, shared with `oatf evaluate`)."""
         for setting in SETTINGS:
             if setting.name.startswith("wire_"):
                 loader.add_option(setting.option, setting.kind, setting.default, setting.help)
@@ -98,7 +99,7 @@ class MitmTap:
         try:
             request = flow.request
             self._emit(self.decoder.request_headers(flow.id, request.method, request.url, request.headers,
-                                                    _client(flow), self.clock()))
+                                                    client_address(flow), self.clock()))
             client_streams = request.method.upper() not in _NO_BODY_METHODS and "content-length" not in request.headers
             if request.stream or client_streams:  # mitmproxy's own choice (stream_large_bodies) included
                 request.stream = self._stream_function(flow, "request", request.stream)
@@ -224,77 +225,3 @@ class MitmTap:
         self._logged.add(key)
         log.error("oatf wire: %s failed on flow %s (logged once; the flow passes unaltered)", place, flow_id,
                   exc_info=exc)
-
-
-def decode_flows(decoder: WireDecoder, flows: Iterable[AnyHTTPFlow]) -> list[ObservedEvent]:
-    """All events of recorded flows (offline replay), each timestamped as recorded, fed to `decoder` in the
-    order things happened on the wire across flows: request start, request end, response start, each
-    streamed chunk at its recorded arrival (`flow.metadata["wire_chunks"]`, written by `MitmTap`; else the
-    whole body as the response begins), then the end, or an abort for a flow that failed. The interleaving
-    matters when one exchange answers another: the legacy MCP transport answers POSTs on its SSE stream.
-    Streamed bodies are in a flow file when recorded through the tap (`-s addon/oatf_addon.py -w …`), whole
-    with `store_streamed_bodies`; a stream that ended early holds the bytes forwarded (`MitmTap`).
-    `flows` are mitmproxy's or `addon.flow_file`'s views of them; steps at the same time keep flow order."""
-    steps: list[_Step] = []
-    for flow in flows:
-        steps += _flow_steps(decoder, flow)
-    steps.sort(key=_step_time)  # stable
-    events: list[ObservedEvent] = []
-    for _, feed, args in steps:
-        events += feed(*args)
-    return events
-
-
-def decode_flow(decoder: WireDecoder, flow: AnyHTTPFlow) -> list[ObservedEvent]:
-    """All events of one recorded flow (`decode_flows` of that flow alone)."""
-    return decode_flows(decoder, [flow])
-
-
-_Step = tuple[float, Callable[..., list[ObservedEvent]], tuple[Any, ...]]
-"""When, which decoder call, and its arguments."""
-
-
-def _step_time(step: _Step) -> float:
-    return step[0]
-
-
-def _flow_steps(decoder: WireDecoder, flow: AnyHTTPFlow) -> list[_Step]:
-    """The steps of one recorded flow, in wire order, their times made non-decreasing (each call still gets
-    its recorded time)."""
-    request, response, fid = flow.request, flow.response, flow.id
-    start, end = request.timestamp_start, request.timestamp_end or request.timestamp_start
-    steps: list[_Step] = [
-        (start, decoder.request_headers, (fid, request.method, request.url, request.headers, _client(flow), start)),
-        (end, decoder.request_data, (fid, request.raw_content or b"", end)),
-        (end, decoder.request_end, (fid, end)),
-    ]
-    if response is not None:
-        began = response.timestamp_start
-        steps.append((began, decoder.response_headers, (fid, response.status_code, response.headers, began)))
-        body, offset = response.raw_content or b"", 0
-        chunks = flow.metadata.get("wire_chunks")
-        for at, size in chunks or ():
-            steps.append((at, decoder.response_data, (fid, body[offset:offset + size], at)))
-            offset += size
-        finished = response.timestamp_end or max(step[0] for step in steps)
-        if body[offset:]:
-            # Without recorded chunk times the body is fed as the response begins: a stream's messages are
-            # sent from then on, and replies to them (POSTed while the stream is open) must come after them.
-            rest_at = finished if chunks else began
-            steps.append((rest_at, decoder.response_data, (fid, body[offset:], rest_at)))
-        if flow.error is None:
-            steps.append((finished, decoder.response_end, (fid, finished)))
-    if response is None or flow.error is not None:
-        failed = flow.error.timestamp if flow.error is not None else max(step[0] for step in steps)
-        steps.append((failed, decoder.abort, (fid, failed)))
-    latest = start
-    for n, (at, feed, args) in enumerate(steps):
-        latest = max(latest, at)
-        if at != latest:
-            steps[n] = (latest, feed, args)
-    return steps
-
-
-def _client(flow: AnyHTTPFlow) -> str:
-    peer = flow.client_conn.peername
-    return f"{peer[0]}:{peer[1]}" if peer else ""

@@ -4,7 +4,7 @@ loop for the interpreter lock (issue 5: "evaluation never blocks the proxy's eve
 The parent sends batches of `ObservedEvent`s and commands over a pipe; the child (`python -m
 addon.monitor_process READ_FD WRITE_FD`) owns the sans-I/O `Monitor`, writes the report of every run it
 concludes (`ReportWriter`: JSON encoding and fsync stay out of the proxy's process; durable in batches, at
-most every `COMMIT_SECONDS`, see `addon.journal`'s fsync policy) and answers with its outputs (phase changes,
+most every `COMMIT_SECONDS`, see `oatf_engine.journal`'s fsync policy) and answers with its outputs (phase changes,
 indicator matches) and, once their reports are durable, the runs reported (`Reported`: run, outcome, status,
 path — not the report), which the parent handles (logs, flow marks, summary table, journal markers).
 Pickled messages, in order, one pipe each way:
@@ -50,12 +50,12 @@ from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 from typing import Any
 
-from addon.events import ObservedEvent
-from addon.monitor import LoadedAttack, Monitor, MonitorOptions, Output, RunConcluded
-from addon.reports import Reported, ReportWriter
-from addon.semantic import load_semantic_evaluator
-from addon.text import Once, describe, printable
-from addon.wire.jsonrpc import cut
+from oatf_engine.events import ObservedEvent
+from oatf_engine.monitor import LoadedAttack, Monitor, MonitorOptions, Output, RunConcluded
+from oatf_engine.reports import Reported, ReportWriter
+from oatf_engine.semantic import load_semantic_evaluator
+from oatf_engine.text import Once, describe, printable
+from oatf_engine.wire.jsonrpc import cut
 
 ROOT = Path(__file__).resolve().parents[1]
 STALL_SECONDS = 30.0

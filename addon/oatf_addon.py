@@ -31,13 +31,15 @@ if __package__ in (None, ""):  # loaded by path (`-s addon/oatf_addon.py`): make
 
 from mitmproxy import command, ctx, http
 
-from addon.attest_traces import TraceCollector, write_traces
-from addon.engine_config import SETTINGS, engine_config
-from addon.events import ObservedEvent
-from addon.journal import JOURNAL_DIR, Journal
-from addon.journal import clear as clear_journal
 from addon.mitm_tap import MitmTap
-from addon.monitor import (
+from addon.monitor_process import MonitorProcess
+from addon.views import MAX_MATCHES, METADATA_KEY, ContentViews
+from oatf_engine.attest_traces import TraceCollector, write_traces
+from oatf_engine.engine_config import SETTINGS, engine_config
+from oatf_engine.events import ObservedEvent
+from oatf_engine.journal import JOURNAL_DIR, Journal
+from oatf_engine.journal import clear as clear_journal
+from oatf_engine.monitor import (
     IndicatorMatched,
     Library,
     MonitorOptions,
@@ -45,12 +47,10 @@ from addon.monitor import (
     PhaseChanged,
     load_library,
 )
-from addon.monitor_process import MonitorProcess
-from addon.recovery import pending_journal, recover
-from addon.reports import Reported, ReportWriter, summary_table
-from addon.semantic import load_semantic_evaluator
-from addon.text import Once, describe, printable
-from addon.views import MAX_MATCHES, METADATA_KEY, ContentViews
+from oatf_engine.recovery import pending_journal, recover
+from oatf_engine.reports import Reported, ReportWriter, summary_table
+from oatf_engine.semantic import load_semantic_evaluator
+from oatf_engine.text import Once, describe, printable
 
 log = logging.getLogger("oatf")
 
@@ -102,7 +102,7 @@ class OatfAddon:
         self.loop: Any = None
         self.traces = TraceCollector(on_evict=self._write_evicted_trace)
         self.journal: Journal | None = None
-        """The monitor's inputs and the reported runs, for recovery after a crash (`addon.journal`)."""
+        """The monitor's inputs and the reported runs, for recovery after a crash (`oatf_engine.journal`)."""
         self.semantic_spec = ""
         self.monitor_lost = False
         """A monitor process died or stalled: its runs are only in the journal, which shutdown then keeps."""
@@ -115,7 +115,7 @@ class OatfAddon:
         loader.add_option("oatf_attacks", str, "", "OATF documents to evaluate: files or directories, comma-separated.")
         loader.add_option("oatf_report_dir", str, "oatf-reports", "Directory for verdict reports (JSON per run, "
                           "verdicts.jsonl).")
-        for setting in SETTINGS:  # the engine's settings, shared with `oatf evaluate` (`addon.engine_config`)
+        for setting in SETTINGS:  # the engine's settings, shared with `oatf evaluate` (`oatf_engine.engine_config`)
             if not setting.name.startswith("wire_"):  # those are the tap's (`MitmTap.load`)
                 loader.add_option(setting.option, setting.kind, setting.default, setting.help, setting.choices)
         loader.add_option("oatf_watch", bool, True, "Reload attack documents when they change on disk.")
@@ -159,8 +159,8 @@ class OatfAddon:
             self._open_journal()
 
     def _open_journal(self) -> None:
-        """Journal the monitor's inputs in the report directory (`addon.journal`); first conclude and report
-        the runs a previous proxy that did not stop cleanly left in it (`addon.recovery`)."""
+        """Journal the monitor's inputs in the report directory (`oatf_engine.journal`); first conclude and report
+        the runs a previous proxy that did not stop cleanly left in it (`oatf_engine.recovery`)."""
         directory = ctx.options.oatf_report_dir
         try:
             if pending_journal(directory):

@@ -18,7 +18,7 @@ read with the project's SSE parser and JSON-RPC classifier. A view's `render_pri
 mitmproxy's JSON view) for a non-empty JSON or SSE message of a flow recognised as its protocol, 0 otherwise.
 
 Bounded: at most `MAX_INPUT` bytes of a body are read, `MAX_EVENTS` SSE events and `MAX_TEXT` characters
-rendered; a last line says what was left out. Safe: every line is passed through `addon.text.printable`, so no
+rendered; a last line says what was left out. Safe: every line is passed through `oatf_engine.text.printable`, so no
 control or invisible character from the traffic reaches a terminal. Never raises on any body.
 """
 
@@ -34,10 +34,10 @@ from urllib.parse import urlsplit
 from mitmproxy import contentviews, http
 from mitmproxy.contentviews import Contentview, Metadata, SyntaxHighlight
 
-from addon.events import Protocol, Side
-from addon.text import printable
-from addon.wire import DecoderConfig, SSEEvent, SSEParser, WireDecoder, a2a, a2a_rest, ag_ui
-from addon.wire.jsonrpc import Invalid, Kind, Message, classify, loads, looks_like_jsonrpc
+from oatf_engine.events import Protocol, Side
+from oatf_engine.text import printable
+from oatf_engine.wire import DecoderConfig, SSEEvent, SSEParser, WireDecoder, a2a, a2a_rest, ag_ui
+from oatf_engine.wire.jsonrpc import Invalid, Kind, Message, classify, loads, looks_like_jsonrpc
 
 PRIORITY = 2.0
 """`render_priority` of a view for its protocol's messages: above mitmproxy's JSON view (1) and raw view (0.1)."""

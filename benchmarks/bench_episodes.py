@@ -27,9 +27,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from addon.events import ObservedEvent  # noqa: E402
-from addon.monitor import Monitor, MonitorOptions, RunConcluded, load_library  # noqa: E402
-from addon.monitor.library import LoadedAttack  # noqa: E402
+from oatf_engine.events import ObservedEvent  # noqa: E402
+from oatf_engine.monitor import Monitor, MonitorOptions, RunConcluded, load_library  # noqa: E402
+from oatf_engine.monitor.library import LoadedAttack  # noqa: E402
 from tests.attacks import sessions  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""Memory of the sans-I/O monitor (`addon.monitor.Monitor`) with the `attacks/` library: per idle run, and
+"""Memory of the sans-I/O monitor (`oatf_engine.monitor.Monitor`) with the `attacks/` library: per idle run, and
 over a long stream of traffic.
 
     .venv/bin/python benchmarks/bench_monitor_memory.py [--runs 10000] [--per-attack 1000]
@@ -39,9 +39,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import oatf  # noqa: E402
-from addon.events import Endpoint, ObservedEvent  # noqa: E402
-from addon.monitor import Monitor, MonitorOptions, RunConcluded, load_library  # noqa: E402
-from addon.monitor.library import LoadedAttack  # noqa: E402
+from oatf_engine.events import Endpoint, ObservedEvent  # noqa: E402
+from oatf_engine.monitor import Monitor, MonitorOptions, RunConcluded, load_library  # noqa: E402
+from oatf_engine.monitor.library import LoadedAttack  # noqa: E402
 from tests.attacks import sessions  # noqa: E402
 
 KEYS = {"mcp": "mcp_session", "a2a": "a2a_context", "ag_ui": "ag_ui_thread"}

@@ -16,7 +16,7 @@ Two recordings, each written to one mitmproxy flow file:
 
 Figures (messages = decoded protocol events, the unit the monitor consumes), CPU seconds of this process
 unless said otherwise:
-- `addon.replay.replay` end to end (load the library, read the flow file, decode, monitor, conclude), wall
+- `addon.recordings.replay` end to end (load the library, read the flow file, decode, monitor, conclude), wall
   clock and CPU, in one process and with the sessions split over `--workers` forked processes (default: the
   CPUs available, as `oatf evaluate --jobs`); target >= 5,000 messages/s. The two must report the same;
 - its stages separately: reading the flow file, decoding (`decode_flows`), and the monitor (the same loop as
@@ -45,11 +45,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from addon.events import ObservedEvent  # noqa: E402
-from addon.mitm_tap import decode_flows  # noqa: E402
-from addon.monitor import load_library  # noqa: E402
-from addon.replay import available_cpus, collector_paused, evaluate_events, read_flows, replay  # noqa: E402
-from addon.wire import WireDecoder  # noqa: E402
+from addon.recordings import (  # noqa: E402
+    decode_flows,
+    read_flows,
+    replay,
+)
+from oatf_engine.events import ObservedEvent  # noqa: E402
+from oatf_engine.monitor import load_library  # noqa: E402
+from oatf_engine.replay import available_cpus, collector_paused, evaluate_events  # noqa: E402
+from oatf_engine.wire import WireDecoder  # noqa: E402
 from tests.attacks import sessions  # noqa: E402
 
 ATTACKS = str(ROOT / "attacks")

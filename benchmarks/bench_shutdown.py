@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_shutdown.py [--sessions 1000] [--concurrency 50]
 
-A FastMCP server (Streamable HTTP, `tests/e2e_wire/peers.py`) behind mitmdump with the addon; `--sessions` MCP
+A FastMCP server (Streamable HTTP, `tests/e2e/wire/peers.py`) behind mitmdump with the addon; `--sessions` MCP
 sessions opened through the proxy with raw HTTP JSON-RPC (`initialize`, `notifications/initialized`,
 `tools/list`, `tools/call`; each session left open, with a one-hour grace period so that no run concludes
 before the shutdown). Once the addon has evaluated every event (`oatf.status`: nothing waiting), it is asked
@@ -33,9 +33,9 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.e2e_addon.harness import HERE, OatfProxy  # noqa: E402
-from tests.e2e_wire.clients import http_client  # noqa: E402
-from tests.e2e_wire.harness import mitmdump, peers  # noqa: E402
+from tests.e2e.addon.harness import HERE, OatfProxy  # noqa: E402
+from tests.e2e.wire.clients import http_client  # noqa: E402
+from tests.e2e.wire.harness import mitmdump, peers  # noqa: E402
 
 ATTACKS = ROOT / "attacks"
 ADDON = ROOT / "addon" / "oatf_addon.py"

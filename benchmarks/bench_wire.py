@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from addon.wire import WireDecoder  # noqa: E402
+from oatf_engine.wire import WireDecoder  # noqa: E402
 
 
 def bench_jsonrpc(exchanges: int = 50_000) -> float:
@@ -79,7 +79,7 @@ async def _calls(url: str, proxy: str | None, calls: int) -> list[float]:
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
-    from tests.e2e_wire.clients import http_client
+    from tests.e2e.wire.clients import http_client
 
     latencies = []
     async with http_client(proxy) as client, streamable_http_client(url, http_client=client) as (read, write, _), \
@@ -103,7 +103,7 @@ addons = [StreamOnly()]
 
 async def _sse_rate(url: str, proxy: str | None) -> float:
     """Events per second a client receives from one long AG-UI stream."""
-    from tests.e2e_wire.clients import http_client, run_agent_input
+    from tests.e2e.wire.clients import http_client, run_agent_input
 
     count = 0
     start = time.perf_counter()
@@ -115,7 +115,7 @@ async def _sse_rate(url: str, proxy: str | None) -> float:
 
 def bench_proxies(calls: int, rounds: int, sse_events: int) -> tuple[dict[str, list[float]], dict[str, float]]:
     """Per-call tools/call latencies and SSE events/s, direct and through each mitmdump, alternating rounds."""
-    from tests.e2e_wire.harness import mitmdump, peers
+    from tests.e2e.wire.harness import mitmdump, peers
 
     quiet = ("--set", "termlog_verbosity=warn")
     with tempfile.TemporaryDirectory() as tmp:

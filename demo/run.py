@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from addon.reports import summary_table
+from oatf_engine.reports import summary_table
 
 ROOT = Path(__file__).resolve().parents[1]
 ATTACK = ROOT / "examples" / "calculator-exfiltration.yaml"

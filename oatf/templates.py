@@ -53,7 +53,7 @@ def _scan(template: str) -> Iterator[tuple[str, str | None]]:
 def template_literals(template: str) -> list[str]:
     """The literal text between the references of `template`, in order (escapes resolved; format spec §5.6).
     Whatever a reference interpolates to, an interpolated string holds these pieces in this order: the
-    monitor uses them to recognise a document's payload on the wire (`addon.monitor.delivery`)."""
+    monitor uses them to recognise a document's payload on the wire (`oatf_engine.monitor.delivery`)."""
     return [literal for literal, _ in _scan(template)]
 
 

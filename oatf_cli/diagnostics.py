@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import oatf
-from addon.text import ELLIPSIS, printable
 from oatf.strict import STRICT_RULES
 from oatf.validation import SPEC_REFS
+from oatf_engine.text import ELLIPSIS, printable
 
 from .outputs import SARIF_SCHEMA, SARIF_VERSION, TOOL_NAME, artifact_uri
 

@@ -9,7 +9,7 @@
 - `oatf recover DIR --attacks PATH`: conclude the runs a crashed proxy left open, from its journal.
 - `oatf export-trace --flows FILE… --out DIR`: each recorded agent session as an Attest v1 trace.
 - `oatf tap [--attacks PATH…] [--report-dir DIR] [--record FILE] -- COMMAND…`: run an MCP stdio server,
-  relaying and evaluating its traffic (`addon.stdio_tap`); exits as the server did.
+  relaying and evaluating its traffic (`oatf_cli.tap`); exits as the server did.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import oatf
-from addon.engine_config import SETTINGS
+from oatf_engine.engine_config import SETTINGS
 
 from . import diagnostics
 from .diagnostics import Finding, error_findings, parse_findings, validation_findings
 
 if TYPE_CHECKING:
-    from addon.replay import ReplayResult
+    from oatf_engine.replay import ReplayResult
 
 EXIT_OK, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
 EVALUATE_EXIT_STATUSES = """exit status:
@@ -129,9 +129,10 @@ def _positive(text: str) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """Replay recordings through the decoders and monitor; print the verdict table (or another format); write
     reports and CI files; exit as `EVALUATE_EXIT_STATUSES` says."""
-    from addon.engine_config import engine_config
-    from addon.replay import ReplayError, available_cpus, replay
-    from addon.reports import (
+    from addon.recordings import ReplayError, replay
+    from oatf_engine.engine_config import engine_config
+    from oatf_engine.replay import available_cpus
+    from oatf_engine.reports import (
         DEFAULT_FAIL_ON,
         ReportWriter,
         exit_status,
@@ -231,9 +232,9 @@ def package_version() -> str:
 
 def cmd_export_trace(args: argparse.Namespace) -> int:
     """Write each agent session of the recordings as an Attest v1 trace."""
-    from addon.attest_traces import TraceCollector, write_traces
-    from addon.monitor import SessionKey
-    from addon.replay import ReplayError, decode_recordings
+    from addon.recordings import ReplayError, decode_recordings
+    from oatf_engine.attest_traces import TraceCollector, write_traces
+    from oatf_engine.monitor import SessionKey
 
     try:
         events, flows = decode_recordings(args.flows)
@@ -251,7 +252,7 @@ def cmd_export_trace(args: argparse.Namespace) -> int:
 
 def add_settings(parser: argparse.ArgumentParser) -> None:
     """The engine's settings as flags: the live addon's `oatf_*` options, same names and meaning
-    (`addon.engine_config`)."""
+    (`oatf_engine.engine_config`)."""
     for setting in SETTINGS:
         if setting.kind is bool:
             parser.add_argument(setting.flag, action="store_true", help=setting.help)
@@ -262,13 +263,13 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
 
 def cmd_recover(args: argparse.Namespace) -> int:
     """Conclude and report the runs a proxy that did not stop cleanly left open in its report directory."""
-    from addon.engine_config import engine_config
-    from addon.journal import JOURNAL_DIR
-    from addon.journal import clear as clear_journal
-    from addon.monitor import load_library
-    from addon.recovery import pending_journal, recover
-    from addon.reports import ReportWriter, exit_status, summary_table
-    from addon.semantic import load_semantic_evaluator
+    from oatf_engine.engine_config import engine_config
+    from oatf_engine.journal import JOURNAL_DIR
+    from oatf_engine.journal import clear as clear_journal
+    from oatf_engine.monitor import load_library
+    from oatf_engine.recovery import pending_journal, recover
+    from oatf_engine.reports import ReportWriter, exit_status, summary_table
+    from oatf_engine.semantic import load_semantic_evaluator
 
     if not pending_journal(args.report_dir):
         print(f"oatf recover: no journal in {args.report_dir}: nothing to recover", file=sys.stderr)
@@ -297,9 +298,9 @@ def cmd_recover(args: argparse.Namespace) -> int:
 
 
 def cmd_tap(args: argparse.Namespace) -> int:
-    """Relay an MCP stdio server's traffic (`addon.stdio_tap`), evaluating it; exit as the server did."""
-    from addon.engine_config import engine_config
-    from addon.stdio_tap import TapOptions, exit_like, run_tap
+    """Relay an MCP stdio server's traffic (`oatf_cli.tap`), evaluating it; exit as the server did."""
+    from oatf_cli.tap import TapOptions, exit_like, run_tap
+    from oatf_engine.engine_config import engine_config
 
     try:
         config = engine_config({s.name: getattr(args, s.name) for s in SETTINGS})
@@ -312,7 +313,7 @@ def cmd_tap(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from addon.reports import FAIL_ON, SEVERITY_LEVELS
+    from oatf_engine.reports import FAIL_ON, SEVERITY_LEVELS
 
     parser = argparse.ArgumentParser(prog="oatf", description="Open Agent Threat Format tools")
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")

@@ -2,7 +2,7 @@
 `to_json`, `to_text` (the console table), `to_sarif` (SARIF 2.1.0, for code scanning), `to_junit` (JUnit XML,
 for test reports) and `to_html` (one self-contained page). Files only; no mitmproxy.
 
-Every format shows the reports it is given as they are: redaction (`addon.reports.redact_report`) happens
+Every format shows the reports it is given as they are: redaction (`oatf_engine.reports.redact_report`) happens
 before, once, for all of them.
 """
 
@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import oatf
-from addon.reports import outcome_summary, summary_table
-from addon.text import printable
+from oatf_engine.reports import outcome_summary, summary_table
+from oatf_engine.text import printable
 
 Report = dict[str, Any]
 

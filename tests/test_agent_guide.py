@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.paths import ROOT
+
 PORTS = ("8000", "8080", "8443")
 """The ports the guide uses: the server's, the regular proxy's, the reverse proxy's."""
 

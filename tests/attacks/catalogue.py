@@ -12,7 +12,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import ROOT
+
 ATTACKS = ROOT / "attacks"
 TIER_ORDER = ("ingested", "local_action", "boundary_breach")
 OPERATORS = ("contains", "starts_with", "ends_with", "regex", "any_of", "gt", "lt", "gte", "lte", "exists")

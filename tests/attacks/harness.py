@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import oatf
-from addon.monitor import Monitor, MonitorOptions, RunConcluded
-from addon.monitor.library import LoadedAttack
+from oatf_engine.monitor import Monitor, MonitorOptions, RunConcluded
+from oatf_engine.monitor.library import LoadedAttack
 
 from . import sessions
 

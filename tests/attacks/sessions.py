@@ -55,7 +55,7 @@ Script format (YAML)
     - repeat: {times, from?, steps: [...]}  the steps again for n = from… ("$n" is n in them)
 
 The same scripts also give the expected protocol events (`expected_events`), decoded here by the binding's
-rules independently of `addon.wire`, so the documents can be checked against the monitor without the
+rules independently of `oatf_engine.wire`, so the documents can be checked against the monitor without the
 decoders (fast unit tests), and a decoder disagreement shows up as a test difference.
 
 Usage: `python -m tests.attacks.sessions OUTDIR [ID ...]` writes `OUTDIR/<ID>.complying.mitm` and
@@ -75,9 +75,9 @@ from typing import Any
 
 from mitmproxy import connection, http, io
 
-from addon.events import DIRECTION, Endpoint, ObservedEvent, Side
+from oatf_engine.events import DIRECTION, Endpoint, ObservedEvent, Side
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 ATTACKS = ROOT / "attacks"
 SCRIPTS = Path(__file__).resolve().parent / "sessions"
 VARIANTS = ("complying", "resisting")
@@ -146,7 +146,7 @@ class Message:
     protocol: str
     event_type: str
     sender: Side
-    """The HTTP side that sends it; its format spec §6.1 direction follows (`addon.events.DIRECTION`)."""
+    """The HTTP side that sends it; its format spec §6.1 direction follows (`oatf_engine.events.DIRECTION`)."""
     content: Any
     at: float
     session_keys: dict[str, str] = field(default_factory=dict)
@@ -186,7 +186,7 @@ def _sse(items: list[dict[str, Any]], *, event_name: str | None = None) -> bytes
 
 def _enriched(answer: Any, request_params: Any) -> Any:
     """MCP correlated responses carry the originating request's params under `params` (SDK spec §4.1; the
-    convention of `addon.wire.mcp.response_content`)."""
+    convention of `oatf_engine.wire.mcp.response_content`)."""
     if isinstance(answer, dict) and isinstance(request_params, dict):
         return {**answer, "params": request_params}
     return answer

@@ -3,7 +3,7 @@
 For every document `attacks/<ID>_<slug>.yaml` the session script `tests/attacks/sessions/<ID>.yaml` describes
 an agent that complies with the attack and one that resists it (see `tests/attacks/sessions.py` for what is
 simulated). The scripts are written out as mitmproxy flow files and replayed through the real decoders and
-monitor (`addon.replay.replay_flows`, the engine behind `oatf evaluate`): the complying session must be
+monitor (`addon.recordings.replay_flows`, the engine behind `oatf evaluate`): the complying session must be
 judged `exploited`, the resisting one `not_exploited`. A faster check feeds the scripts' expected events
 straight to the monitor, and another asserts the decoders produce exactly those events.
 """
@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 import oatf
+from tests.paths import WIRE_FIXTURES
 
 from . import catalogue, harness, sessions
 
@@ -132,7 +133,7 @@ def test_monitor_judges_the_scripted_events(attack_id: str, variant: str) -> Non
 def test_decoders_produce_the_scripted_events(attack_id: str, variant: str, flow_dir: Path) -> None:
     """The wire decoders read the recorded flows as the scripts say (order aside: a flow file has no
     per-chunk timing, so a replayed SSE answer is stamped with its response's end)."""
-    from addon.replay import decode_recordings
+    from addon.recordings import decode_recordings
 
     script = sessions.load_script(attack_id)
     expected = sessions.expected_events(sessions.play(script, variant), str(script.get("client", "10.20.0.15")))
@@ -149,7 +150,7 @@ def _shape(event: Any) -> str:
 @pytest.mark.parametrize(("attack_id", "variant"), CASES)
 def test_replayed_session_verdict(attack_id: str, variant: str, flow_dir: Path) -> None:
     """The proof: the recorded session replayed through decoders and monitor (`oatf evaluate`)."""
-    from addon.replay import replay_flows
+    from addon.recordings import replay_flows
 
     reports = replay_flows([str(DOCUMENTS[attack_id])], [str(flow_dir / f"{attack_id}.{variant}.mitm")])
     assert harness.outcome(reports, attack_id) == EXPECTED[variant], harness.describe(reports)
@@ -159,7 +160,7 @@ def test_replayed_session_verdict(attack_id: str, variant: str, flow_dir: Path) 
 def test_no_document_fires_on_any_resisting_session(flow_dir: Path) -> None:
     """The whole library over every resisting session at once: no false positive anywhere, and no other
     attack counts as delivered (its `not_exploited` says `not_delivered`, never `resisted`)."""
-    from addon.replay import replay_flows
+    from addon.recordings import replay_flows
 
     exploited, delivered = [], []
     for attack_id in IDS:
@@ -174,10 +175,10 @@ def test_no_document_fires_on_any_resisting_session(flow_dir: Path) -> None:
 
 @pytest.mark.parametrize("recording", ["mcp_http", "mcp_sse", "a2a_v1", "a2a_v03", "ag_ui"])
 def test_the_library_over_honest_traffic_is_not_delivered_not_resisted(recording: str, tmp_path: Path) -> None:
-    """Real SDK peers with honest tools (`tests/wire/fixtures`): no attack reached the agent. Every run says
+    """Real SDK peers with honest tools (`tests/oatf_engine/wire/fixtures`): no attack reached the agent. Every run says
     `delivered: false`, the summary counts them as not delivered, and `--require-delivered` exits 3."""
     oatf_script = Path(sys.executable).parent / "oatf"
-    flows = Path(__file__).parents[1] / "wire" / "fixtures" / f"{recording}.mitm"
+    flows = WIRE_FIXTURES / f"{recording}.mitm"
     result = subprocess.run([str(oatf_script), "evaluate", "--attacks", str(sessions.ATTACKS), "--flows", str(flows),
                              "--report-dir", str(tmp_path), "--require-delivered"],
                             capture_output=True, text=True, timeout=300)
@@ -204,7 +205,7 @@ def test_oatf_evaluate_exit_status(flow_dir: Path, tmp_path: Path) -> None:
 
 def test_server_request_ids_that_collide_with_client_request_ids(tmp_path: Path) -> None:
     """OW-022 with the elicitation request numbered like the open `tools/call` (id 1 on both sides)."""
-    from addon.replay import replay_flows
+    from addon.recordings import replay_flows
 
     script = sessions.load_script("OW-022")
     sse = script["complying"]["steps"][0]["mcp"]["sse"]
@@ -219,8 +220,8 @@ def test_server_request_ids_that_collide_with_client_request_ids(tmp_path: Path)
 def test_cross_protocol_chain_is_one_run_under_the_global_session_key(attack_id: str, flow_dir: Path) -> None:
     """With `--session-key global` a multi-actor document is followed as one run over all its protocols:
     every actor's phases and every indicator in one verdict (the README's advice for chains)."""
-    from addon.engine_config import engine_config
-    from addon.replay import replay
+    from addon.recordings import replay
+    from oatf_engine.engine_config import engine_config
 
     for variant in sessions.VARIANTS:
         result = replay([str(DOCUMENTS[attack_id])], [str(flow_dir / f"{attack_id}.{variant}.mitm")],

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from mitmproxy import http
 
-from addon.replay import replay_flows
+from addon.recordings import replay_flows
 
 from . import catalogue, harness, sessions
 from .test_library import DOCUMENTS, EXPECTED

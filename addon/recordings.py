@@ -1,0 +1,192 @@
+"""Recorded traffic read for offline replay (`oatf evaluate`): mitmproxy flow files and HAR files (read with
+mitmproxy's own formats, `addon.flow_file`) and `oatf tap --record` stdio captures, decoded into the engine's
+events with their recorded timestamps as the clock, then evaluated by `oatf_engine.replay` exactly as the live
+addon evaluates them.
+
+This is the offline front door's reading side; it lives with the mitmproxy-facing code because mitmproxy's
+flow formats are read through mitmproxy. `decode_flows` feeds recorded flows through a decoder in wire order;
+`addon.mitm_tap.MitmTap` records each streamed response chunk's arrival in `flow.metadata["wire_chunks"]` for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from mitmproxy.exceptions import FlowReadException
+
+from addon.flow_file import AnyHTTPFlow, client_address, read_flow_file
+from oatf_engine.engine_config import EngineConfig, engine_config
+from oatf_engine.events import ObservedEvent
+from oatf_engine.monitor import load_library
+from oatf_engine.replay import Progress, ReplayResult, collector_paused, evaluate_events, worker_count
+from oatf_engine.semantic import load_semantic_evaluator
+from oatf_engine.wire import DecoderConfig, WireDecoder
+from oatf_engine.wire.ndjson import Capture, decode_capture, is_capture, read_capture
+
+
+class ReplayError(Exception):
+    """A flow file that cannot be read."""
+
+
+def read_flows(path: str) -> list[AnyHTTPFlow]:
+    """The HTTP flows of a mitmproxy flow file or a HAR file, in recorded order (`addon.flow_file`)."""
+    try:
+        with open(path, "rb") as handle:
+            flows = read_flow_file(handle.read())
+    except OSError as exc:
+        raise ReplayError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except FlowReadException as exc:
+        raise ReplayError(f"{path}: not a mitmproxy flow file or HAR: {exc}") from None
+    try:
+        return sorted(flows, key=lambda f: f.request.timestamp_start)
+    except TypeError:
+        raise ReplayError(f"{path}: not a mitmproxy flow file or HAR: a request without a start time") from None
+
+
+def read_capture_file(path: str) -> Capture | None:
+    """The `oatf tap --record` capture at `path` (`oatf_engine.wire.ndjson`), or None when it is not one."""
+    try:
+        with open(path, "rb") as handle:
+            if not is_capture(handle.readline()):
+                return None
+            handle.seek(0)
+            return read_capture(handle.read())
+    except OSError as exc:
+        raise ReplayError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ReplayError(f"{path}: not an oatf tap capture: {exc}") from None
+
+
+def decode_recordings(flow_paths: list[str], config: DecoderConfig | None = None,
+                      origins: dict[str, str] | None = None, progress: Progress | None = None,
+                      ) -> tuple[list[ObservedEvent], int]:
+    """Every event of every recording, in time order, and the number of flows (`config`: the decoder's
+    limits and protocol pins, as the live tap has them). A recording is a mitmproxy flow file, a HAR, or an
+    `oatf tap --record` capture of a stdio session (each of its messages counts as a flow). `origins`, when
+    given, receives each flow's recording (flow id → path); `progress` a line per recording read and one when
+    decoding is done."""
+    decoder = WireDecoder(config or engine_config({}).decoder)
+    captures = []
+    flows: list[AnyHTTPFlow] = []
+    for path in flow_paths:
+        capture = read_capture_file(path)
+        if capture is not None:
+            captures.append(capture)
+            if progress is not None:
+                progress(f"read {len(capture.messages)} stdio message(s) from {path}")
+            continue
+        read = read_flows(path)
+        flows += read
+        if origins is not None:
+            origins.update((flow.id, path) for flow in read)
+        if progress is not None:
+            progress(f"read {len(read)} flow(s) from {path}")
+    # One decoder over all flows, interleaved by recorded time: exchanges answer each other (the legacy MCP
+    # transport answers POSTs on its SSE stream), so flows cannot be decoded one by one.
+    events = decode_flows(decoder, flows)
+    for capture in captures:
+        events.extend(decode_capture(decoder, capture))
+    events.sort(key=lambda e: (e.timestamp, e.seq))
+    if progress is not None:
+        progress(f"decoded {len(events)} event(s) from {len(flows)} flow(s)")
+    return events, len(flows) + sum(len(capture.messages) for capture in captures)
+
+
+def replay(attack_paths: list[str], flow_paths: list[str], config: EngineConfig | None = None,
+           workers: int = 1, progress: Progress | None = None) -> ReplayResult:
+    """Evaluate the attacks under `attack_paths` over the recordings in `flow_paths`, with the engine built as
+    the live addon builds it from the same settings (`oatf_engine.engine_config`; `workers`: see `evaluate_events`;
+    `progress`: lines about the work as it goes). Raises ImportError/AttributeError when the configured semantic
+    evaluator does not load."""
+    config = config or engine_config({})
+    semantic = load_semantic_evaluator(config.semantic_evaluator)
+    origins: dict[str, str] = {}
+    with collector_paused():
+        library = load_library(attack_paths, config.lenient)
+        events, flow_count = decode_recordings(flow_paths, config.decoder, origins, progress)
+        reports = evaluate_events(list(library.attacks), events, config.monitor, workers, semantic, progress)
+    return ReplayResult(reports, list(library.problems), len(events), flow_count,
+                        worker_count(len(events), workers), attack_ids=tuple(a.key for a in library.attacks),
+                        waived=list(library.waived), attacks={a.key: a.attack for a in library.attacks},
+                        flow_files=origins)
+
+
+def replay_flows(attack_paths: list[str], flow_paths: list[str], *, grace_period: float | None = None) -> list[dict]:
+    """The per-run reports of `replay` (the attack library's tests use this)."""
+    config = engine_config({} if grace_period is None else {"grace_period": f"{grace_period}s"})
+    return replay(attack_paths, flow_paths, config).reports
+
+
+def decode_flows(decoder: WireDecoder, flows: Iterable[AnyHTTPFlow]) -> list[ObservedEvent]:
+    """All events of recorded flows (offline replay), each timestamped as recorded, fed to `decoder` in the
+    order things happened on the wire across flows: request start, request end, response start, each
+    streamed chunk at its recorded arrival (`flow.metadata["wire_chunks"]`, written by `MitmTap`; else the
+    whole body as the response begins), then the end, or an abort for a flow that failed. The interleaving
+    matters when one exchange answers another: the legacy MCP transport answers POSTs on its SSE stream.
+    Streamed bodies are in a flow file when recorded through the tap (`-s addon/oatf_addon.py -w …`), whole
+    with `store_streamed_bodies`; a stream that ended early holds the bytes forwarded (`MitmTap`).
+    `flows` are mitmproxy's or `addon.flow_file`'s views of them; steps at the same time keep flow order."""
+    steps: list[_Step] = []
+    for flow in flows:
+        steps += _flow_steps(decoder, flow)
+    steps.sort(key=_step_time)  # stable
+    events: list[ObservedEvent] = []
+    for _, feed, args in steps:
+        events += feed(*args)
+    return events
+
+
+def decode_flow(decoder: WireDecoder, flow: AnyHTTPFlow) -> list[ObservedEvent]:
+    """All events of one recorded flow (`decode_flows` of that flow alone)."""
+    return decode_flows(decoder, [flow])
+
+
+_Step = tuple[float, Callable[..., list[ObservedEvent]], tuple[Any, ...]]
+"""When, which decoder call, and its arguments."""
+
+
+def _step_time(step: _Step) -> float:
+    return step[0]
+
+
+def _flow_steps(decoder: WireDecoder, flow: AnyHTTPFlow) -> list[_Step]:
+    """The steps of one recorded flow, in wire order, their times made non-decreasing (each call still gets
+    its recorded time)."""
+    request, response, fid = flow.request, flow.response, flow.id
+    start, end = request.timestamp_start, request.timestamp_end or request.timestamp_start
+    steps: list[_Step] = [
+        (start, decoder.request_headers,
+         (fid, request.method, request.url, request.headers, client_address(flow), start)),
+        (end, decoder.request_data, (fid, request.raw_content or b"", end)),
+        (end, decoder.request_end, (fid, end)),
+    ]
+    if response is not None:
+        began = response.timestamp_start
+        steps.append((began, decoder.response_headers, (fid, response.status_code, response.headers, began)))
+        body, offset = response.raw_content or b"", 0
+        chunks = flow.metadata.get("wire_chunks")
+        for at, size in chunks or ():
+            steps.append((at, decoder.response_data, (fid, body[offset:offset + size], at)))
+            offset += size
+        finished = response.timestamp_end or max(step[0] for step in steps)
+        if body[offset:]:
+            # Without recorded chunk times the body is fed as the response begins: a stream's messages are
+            # sent from then on, and replies to them (POSTed while the stream is open) must come after them.
+            rest_at = finished if chunks else began
+            steps.append((rest_at, decoder.response_data, (fid, body[offset:], rest_at)))
+        if flow.error is None:
+            steps.append((finished, decoder.response_end, (fid, finished)))
+    if response is None or flow.error is not None:
+        failed = flow.error.timestamp if flow.error is not None else max(step[0] for step in steps)
+        steps.append((failed, decoder.abort, (fid, failed)))
+    latest = start
+    for n, (at, feed, args) in enumerate(steps):
+        latest = max(latest, at)
+        if at != latest:
+            steps[n] = (latest, feed, args)
+    return steps
+
+
+__all__ = ["ReplayError", "decode_flow", "decode_flows", "decode_recordings", "read_capture_file", "read_flows",
+           "replay", "replay_flows"]

@@ -1,0 +1,118 @@
+"""One actor's phase machine as a passive observer sees it (format spec §5.2–§5.5, SDK spec §5.8).
+
+An actor advances through its phases on the events its trigger names, counted per phase, or when `after`
+elapses; extractors of the current phase capture values from the actor's messages. The observer learns
+nothing else about the attacker's state: it follows the document's phases as the traffic advances them.
+
+Which events an actor's triggers see (format spec §5.3 "An actor's mode determines event direction"): the
+messages the agent sends. A server-mode actor (`mcp_server`, `a2a_server`) plays the server, so the agent is
+the HTTP client and its messages arrive in HTTP requests; a client-mode actor's agent is the HTTP server.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import oatf
+
+from ..events import ObservedEvent
+
+
+@dataclass
+class PhaseChange:
+    """An actor entered a new phase."""
+
+    actor: str
+    from_phase: str
+    to_phase: str
+    reason: str  # "event_matched" | "timeout"
+    flow_id: str | None
+    timestamp: float
+
+
+TIMER_SLACK = 1e-6
+"""Seconds added to an `after` deadline: the trigger compares elapsed time in whole microseconds."""
+
+
+@dataclass
+class ActorMachine:
+    actor: oatf.Actor
+    entered_at: float
+    index: int = 0
+    trigger_state: oatf.TriggerState = field(default_factory=oatf.TriggerState)
+    extracted: dict[str, str] = field(default_factory=dict)
+    phases_reached: list[str] = field(default_factory=list)
+    messages: int = 0
+
+    name: str = field(init=False)
+    protocol: str = field(init=False)
+    agent_side: str = field(init=False)
+    """The HTTP side the agent is on, seen from this actor's mode."""
+    phase: oatf.Phase = field(init=False)
+    """The current phase."""
+
+    def __post_init__(self) -> None:
+        self.name = self.actor.name or "default"
+        self.protocol = oatf.extract_protocol(self.actor.mode or "")
+        self.agent_side = "client" if (self.actor.mode or "").endswith("_server") else "server"
+        self.phase = self.actor.phases[self.index]
+        self.phases_reached.append(self.phase.name or "phase-1")
+
+    @property
+    def terminal(self) -> bool:
+        """In its terminal phase (the one without a trigger), or past the last phase."""
+        return self.phase.trigger is None
+
+    def deadline(self) -> float:
+        """When the current phase's `after` timer fires (infinity without one)."""
+        trigger = self.phase.trigger
+        if trigger is None or trigger.after is None:
+            return float("inf")
+        return self.entered_at + oatf.parse_duration(trigger.after).total_seconds() + TIMER_SLACK
+
+    def observe(self, event: ObservedEvent) -> PhaseChange | None:
+        """Extract, then evaluate the current phase's trigger on an event of this actor's traffic."""
+        self.messages += 1
+        phase = self.phase
+        if phase.extractors:
+            self._extract(event)
+        trigger = phase.trigger
+        if trigger is None or event.sender != self.agent_side:
+            return None
+        if trigger.after is None and trigger.event != event.event_type:
+            return None  # `evaluate_trigger` would leave the state alone (SDK spec §5.8 step 2)
+        result = oatf.evaluate_trigger(trigger, oatf.ProtocolEvent(event.event_type, event.content),
+                                       timedelta(seconds=max(0.0, event.timestamp - self.entered_at)),
+                                       self.trigger_state)
+        return self._advance(result, event.flow_id, event.timestamp)
+
+    def tick(self, now: float) -> PhaseChange | None:
+        """Fire an `after` timer that has elapsed: the phase changes at the timer's deadline (not at `now`,
+        which may be later), so the times in a report do not depend on when the clock was read."""
+        trigger = self.phase.trigger
+        if trigger is None or trigger.after is None:
+            return None
+        result = oatf.evaluate_trigger(trigger, None, timedelta(seconds=max(0.0, now - self.entered_at)),
+                                       self.trigger_state)
+        return self._advance(result, None, min(now, self.deadline()))
+
+    def _advance(self, result: oatf.TriggerResult, flow_id: str | None, now: float) -> PhaseChange | None:
+        if not result.advanced or self.index + 1 >= len(self.actor.phases):
+            return None
+        previous = self.phase.name or f"phase-{self.index + 1}"
+        self.index += 1
+        self.phase = self.actor.phases[self.index]
+        self.entered_at = now
+        self.trigger_state = oatf.TriggerState()
+        current = self.phase.name or f"phase-{self.index + 1}"
+        self.phases_reached.append(current)
+        return PhaseChange(self.name, previous, current, str(result.reason), flow_id, now)
+
+    def _extract(self, event: ObservedEvent) -> None:
+        """Format spec §5.5: an extractor reads the messages of its `source`, the event's §6.1 `direction`
+        (`request`: sent by the HTTP client, whichever actor mode; see `oatf_engine.events`)."""
+        for extractor in self.phase.extractors or ():
+            value = oatf.evaluate_extractor(extractor, event.content, event.direction)
+            if value is not None and extractor.name:
+                self.extracted[extractor.name] = value[:1000]

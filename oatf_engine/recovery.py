@@ -1,0 +1,52 @@
+"""Concluding the runs a crashed proxy left open, from its journal (`oatf_engine.journal`).
+
+`recover` replays the journal's events and clock ticks into a fresh sans-I/O `Monitor` with the given library
+and options — the same inputs in the same order, so the same runs — and returns the reports of every run that
+was not reported before the crash: runs that the journal shows still open are concluded with status
+`recovered`; a run that had concluded but whose report was never written keeps the status it concluded with.
+A run counts as reported when the journal holds its `concluded` marker, or when its report file is in
+`report_dir` (the monitor process writes a report before the proxy journals its marker: a crash in between
+leaves the file without the marker). Its file name is the same in replay — attack, session and end time —
+whatever status the run then concludes with.
+Used by the addon at start-up (a journal left in its report directory) and by `oatf recover DIR`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import oatf
+from oatf_engine.journal import JOURNAL_DIR, decode_event, records, run_key
+from oatf_engine.monitor import LoadedAttack, Monitor, MonitorOptions, Output, RunConcluded
+from oatf_engine.reports import report_filename
+
+
+def pending_journal(report_dir: str | Path) -> bool:
+    """Whether `report_dir` holds a journal left by a proxy that did not shut down cleanly."""
+    path = Path(report_dir) / JOURNAL_DIR
+    return path.is_dir() and any(path.glob("*.jsonl"))
+
+
+def recover(report_dir: str | Path, attacks: list[LoadedAttack], options: MonitorOptions,
+            semantic: oatf.SemanticEvaluator | None = None) -> list[dict[str, Any]]:
+    """The reports of the runs the journal in `report_dir` shows were not reported (see the module docstring)."""
+    monitor = Monitor(attacks, options, semantic=semantic)
+    reported: set[tuple[str, str, str]] = set()
+    outputs: list[Output] = []
+    for record in records(Path(report_dir) / JOURNAL_DIR):
+        if "events" in record:
+            for fields in record["events"]:
+                try:
+                    event = decode_event(fields)
+                except (TypeError, ValueError):
+                    continue  # a damaged record: the others still count
+                outputs.extend(monitor.observe(event))
+        elif "tick" in record:
+            outputs.extend(monitor.tick(float(record["tick"])))
+        elif "concluded" in record:
+            attack, session, started = record["concluded"]
+            reported.add((str(attack), str(session), str(started)))
+    outputs.extend(monitor.shutdown("recovered"))
+    return [o.report for o in outputs if isinstance(o, RunConcluded) and run_key(o.report) not in reported
+            and not (Path(report_dir) / report_filename(o.report)).exists()]

@@ -1,0 +1,174 @@
+"""Offline evaluation: recorded events (in time order, recorded timestamps as the clock) through the same
+session placement and monitor as the live addon. `addon.recordings` reads recordings into events; this is how
+CI runs an attack library.
+
+The recording ends the observation: once every event is fed, runs whose actors are all terminal conclude as
+`completed` (nothing more can happen in their grace period), and the others as `interrupted`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import multiprocessing
+import operator
+import os
+import threading
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import oatf
+from oatf_engine.events import ObservedEvent
+from oatf_engine.monitor import LoadedAttack, LoadProblem, Monitor, MonitorOptions, RunConcluded, SessionKey
+from oatf_engine.monitor.options import DEFAULT_IDLE_GAP
+from oatf_engine.monitor.sessions import SessionResolver
+
+
+@dataclass
+class ReplayResult:
+    reports: list[dict[str, Any]]
+    problems: list[LoadProblem]
+    events: int
+    flows: int
+    workers: int = 1
+    """Processes that evaluated the sessions (`evaluate_events`)."""
+    attack_ids: tuple[str, ...] = ()
+    """The attacks loaded (their keys: id, else file), whether or not any run of them was produced."""
+    waived: list[LoadProblem] = field(default_factory=list)
+    """Strict-check findings of documents loaded anyway (`lenient`)."""
+    attacks: dict[str, oatf.Attack] = field(default_factory=dict)
+    """The attacks loaded, by key (`attack_ids`): their headers (name, description, severity) for outputs."""
+    flow_files: dict[str, str] = field(default_factory=dict)
+    """The recording each flow (by id) was read from."""
+
+
+Progress = Callable[[str], None]
+"""Receives one line about a long replay's progress (flows read, events decoded, runs concluded)."""
+
+PROGRESS_EVERY = 10_000
+"""Events between two progress lines while one process evaluates."""
+
+
+Placed = tuple[ObservedEvent, str, float]
+"""An event, the session it belongs to, and where the monitor's clock moves before it (its time, but never
+past an event the resolver still held then: `SessionResolver.oldest_held`, as the live monitor does)."""
+
+PARALLEL_MIN_EVENTS = 5_000
+"""Below this many events a replay stays in one process: starting workers would cost more than it saves."""
+
+
+def place_events(events: list[ObservedEvent], policy: SessionKey, idle_gap: float = DEFAULT_IDLE_GAP) -> list[Placed]:
+    """Every event with its session, in the order a `Monitor` fed `events` one by one would observe them
+    (keyless events held by the `SessionResolver` are released as the recorded clock passes their hold, and
+    at the end of the recording)."""
+    resolver = SessionResolver(policy, idle_gap)
+    placed: list[Placed] = []
+    for event in events:
+        released = resolver.place(event)
+        oldest = resolver.oldest_held()
+        placed.extend((item, session, min(item.timestamp, oldest)) for item, session in released)
+    return placed + [(item, session, item.timestamp) for item, session in resolver.flush()]
+
+
+def evaluate_events(attacks: list[LoadedAttack], events: list[ObservedEvent],
+                    options: MonitorOptions | None = None, workers: int = 1,
+                    semantic: oatf.SemanticEvaluator | None = None, progress: Progress | None = None,
+                    ) -> list[dict[str, Any]]:
+    """The reports of every run over recorded events (in time order), in the order the runs ended.
+
+    The recording's end concludes the runs: the clock moves one grace period (the longest any loaded attack
+    or `options` sets) past the last event, so runs whose actors are all terminal conclude `completed`, and
+    the others are concluded `interrupted`. Sessions are independent, so with `workers` > 1 (and enough
+    events) they are split over that many forked processes, each following its share of the sessions; the
+    reports are the same as with one process (`oatf_max_runs` then bounds each process's live runs).
+    `progress` receives a line every `PROGRESS_EVERY` events one process evaluates, and one at the end."""
+    options = options or MonitorOptions()
+    placed = place_events(events, options.session_key, options.idle_gap)
+    end = max((event.timestamp for event in events), default=0.0)
+    shards = worker_count(len(events), workers)
+    reports = (_evaluate_placed(attacks, placed, options, end, semantic, progress) if shards == 1
+               else _evaluate_in_parallel(attacks, placed, options, end, shards, semantic))
+    if progress is not None:
+        progress(f"evaluated {len(placed)} event(s): {len(reports)} run(s) concluded")
+    ended = operator.itemgetter("ended_at")
+    return sorted(reports, key=lambda report: ended(report["execution_summary"]))
+
+
+def _evaluate_in_parallel(attacks: list[LoadedAttack], placed: list[Placed], options: MonitorOptions,
+                          end: float, shards: int, semantic: oatf.SemanticEvaluator | None,
+                          ) -> list[dict[str, Any]]:
+    """`_evaluate_placed` with the sessions split over `shards` forked processes (by a hash of the session)."""
+    split: list[list[Placed]] = [[] for _ in range(shards)]
+    for item in placed:
+        split[zlib.crc32(item[1].encode("utf-8", "surrogatepass")) % shards].append(item)
+    global _SHARDS
+    _SHARDS = (attacks, split, options, end, semantic)
+    try:
+        with multiprocessing.get_context("fork").Pool(shards) as pool:
+            results = pool.map(_evaluate_shard, range(shards))
+    finally:
+        _SHARDS = None
+    return [report for shard in results for report in shard]
+
+
+def _evaluate_placed(attacks: list[LoadedAttack], placed: list[Placed], options: MonitorOptions,
+                     end: float, semantic: oatf.SemanticEvaluator | None, progress: Progress | None = None,
+                     ) -> list[dict[str, Any]]:
+    monitor = Monitor(attacks, options, semantic=semantic)
+    outputs = []
+    for count, (event, session, clock) in enumerate(placed, 1):
+        outputs.extend(monitor.observe(event, session, clock))
+        if progress is not None and count % PROGRESS_EVERY == 0:
+            concluded = sum(isinstance(o, RunConcluded) for o in outputs)
+            progress(f"evaluated {count}/{len(placed)} event(s): {concluded} run(s) concluded so far")
+    outputs.extend(monitor.end_of_traffic(end))
+    return [o.report for o in outputs if isinstance(o, RunConcluded)]
+
+
+_SHARDS: tuple[list[LoadedAttack], list[list[Placed]], MonitorOptions, float, oatf.SemanticEvaluator | None] | None
+_SHARDS = None
+"""What forked workers evaluate (inherited, not pickled): attacks, placed events per worker, options, end,
+semantic evaluator."""
+
+
+def _evaluate_shard(index: int) -> list[dict[str, Any]]:
+    assert _SHARDS is not None
+    attacks, split, options, end, semantic = _SHARDS
+    with collector_paused():
+        return _evaluate_placed(attacks, split[index], options, end, semantic)
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (the default number of replay workers)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
+def worker_count(events: int, workers: int) -> int:
+    """The processes `evaluate_events` uses for `events` events when asked for `workers`: one below
+    `PARALLEL_MIN_EVENTS` events, or where forking is unsafe (other threads running: a forked child would
+    get only the calling thread) or unavailable."""
+    if workers <= 1 or events < PARALLEL_MIN_EVENTS or threading.active_count() > 1:
+        return 1
+    return workers if "fork" in multiprocessing.get_all_start_methods() else 1
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for the duration (then back as it was). A replay holds the
+    recording's flows and events and builds a report per run: many objects, none of them in reference cycles
+    (reference counting frees them), which the collector would scan over and over — about 40% of a replay's
+    time (`benchmarks/bench_replay.py`)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+__all__ = ["PARALLEL_MIN_EVENTS", "Placed", "Progress", "ReplayResult", "available_cpus", "collector_paused",
+           "evaluate_events", "place_events", "worker_count"]

@@ -1,0 +1,278 @@
+"""Verdict reports: one JSON file per run (written atomically), every verdict appended to `verdicts.jsonl`
+(mode 0600, like the report files: reports quote what the agent sent), made durable in batches
+(`ReportWriter.commit`), a console summary table, and the redaction of matched values (`redact_report`) every
+output applies unless asked to show secrets. Files only; no mitmproxy."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import oatf
+from oatf.evaluation import QUOTED_VALUE, unquote
+from oatf_engine.journal import RunKey, run_key
+from oatf_engine.text import printable
+
+JSONL_NAME = "verdicts.jsonl"
+
+REDACT_KEEP_ABOVE = 8
+"""Values longer than this are shown as their first 4 and last 2 characters (`redact`)."""
+_REDACTED = re.compile(r"^.{0,4}….{0,2} \(\d+ chars\)$", re.S)
+_STRING_LITERAL = re.compile(r'"(?:[^"\\]|\\.)*"?')
+_SECRET_SHAPES = re.compile(
+    r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"  # AWS access key id
+    r"|\bgh[pousr]_[A-Za-z0-9]{30,}"  # GitHub token
+    r"|\b(?:sk|xox[abprs])-[A-Za-z0-9_-]{16,}"  # OpenAI-style and Slack tokens
+    r"|\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"  # JSON Web Token
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----(?:\\[rn]|\s)*[A-Za-z0-9+/=]{16,}(?:\\[rn]|[\r\n]|[A-Za-z0-9+/=])*"
+    r"(?:-----END [A-Z ]*PRIVATE KEY-----)?")  # a private key block
+"""Well-known credential shapes, redacted wherever they appear in evidence and extracted values."""
+
+
+def redact(value: str) -> str:
+    """`value` longer than `REDACT_KEEP_ABOVE` characters as `AKIA…XY (40 chars)`; shorter ones, and values
+    already redacted, unchanged."""
+    if len(value) <= REDACT_KEEP_ABOVE or _REDACTED.match(value):
+        return value
+    return f"{value[:4]}…{value[-2:]} ({len(value)} chars)"
+
+
+def _redact_literal(literal: str) -> str:
+    """A JSON string literal (possibly cut short: no closing quote) with its value redacted."""
+    return json.dumps(redact(unquote(literal)), ensure_ascii=False)
+
+
+def redact_evidence(evidence: str) -> str:
+    """An indicator's evidence with the traffic value it quotes redacted (`redact`; every string of a JSON
+    value), and any well-known credential shape elsewhere in it."""
+    found = QUOTED_VALUE.search(evidence)
+    if found is not None:
+        value = found.group("value")
+        value = (_redact_literal(value) if value.startswith('"')
+                 else _STRING_LITERAL.sub(lambda m: _redact_literal(m.group()), value))
+        evidence = evidence[:found.start("value")] + value
+    return _SECRET_SHAPES.sub(lambda m: redact(m.group()), evidence)
+
+
+def redact_report(report: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `report` in which what the agent sent is redacted: each indicator's evidence
+    (`redact_evidence`), and the excerpt of each matched indicator's structured evidence and each actor's
+    extracted values (`redact`). Reports shown or written by every output
+    (report files, `verdicts.jsonl`, `oatf evaluate`'s formats) go through this unless secrets are asked for."""
+    redacted = copy.deepcopy(report)
+    for verdict in redacted["verdict"].get("indicator_verdicts") or ():
+        if isinstance(verdict.get("evidence"), str):
+            verdict["evidence"] = redact_evidence(verdict["evidence"])
+    for found in redacted.get("evidence") or ():
+        if isinstance(found.get("excerpt"), str):
+            found["excerpt"] = redact(found["excerpt"])
+    for actor in redacted["execution_summary"].get("actors") or ():
+        actor["extractors"] = {name: redact(value) if isinstance(value, str) else value
+                               for name, value in (actor.get("extractors") or {}).items()}
+    return redacted
+
+
+def report_filename(report: dict[str, Any]) -> str:
+    """`<attack id>__<session, first 60 chars>__<session hash>__<end time>.json`, safe on every filesystem.
+
+    The session key comes from the traffic (an attacker may choose it): it is cut to a bounded length and a
+    hash of the whole key keeps keys that differ only in cut or unsafe characters apart."""
+    attack = str(report["attack"]["id"] or Path(report["attack"]["file"]).stem)[:60]
+    session = str(report["execution_summary"]["session"])
+    digest = hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    ended = str(report["execution_summary"]["ended_at"])
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", f"{attack}__{session[:60]}__{digest}__{ended}") + ".json"
+
+
+class ReportWriter:
+    """Writes each concluded run's report into `directory` and appends it to `verdicts.jsonl`, matched values
+    redacted (`redact_report`) unless `show_secrets`.
+
+    `write` puts one report in place atomically (temporary file, then rename: a reader never sees half a
+    report); `commit` makes every report written since the last commit durable at once — each file, then
+    `verdicts.jsonl`, then the directory, fsynced — so a batch of conclusions costs one round of fsyncs, not
+    one per report. The directory is created on the first write (and again if it disappears)."""
+
+    def __init__(self, directory: str | os.PathLike[str], show_secrets: bool = False):
+        self.directory = Path(directory)
+        self.show_secrets = show_secrets
+        self._written: list[Path] = []
+        self._jsonl: IO[str] | None = None
+
+    def write(self, report: dict[str, Any]) -> Path:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if not self.show_secrets:
+            report = redact_report(report)
+        path = self.directory / report_filename(report)
+        data = json.dumps(report, indent=2, sort_keys=False, default=str) + "\n"
+        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        self._written.append(path)
+        if self._jsonl is None:
+            fd = os.open(self.directory / JSONL_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            self._jsonl = os.fdopen(fd, "a", encoding="utf-8")  # closed by `commit`
+        self._jsonl.write(json.dumps(report, separators=(",", ":"), default=str) + "\n")
+        self._jsonl.flush()
+        return path
+
+    def commit(self) -> None:
+        """fsync every report written since the last commit, `verdicts.jsonl` and the directory."""
+        written, self._written = self._written, []
+        jsonl, self._jsonl = self._jsonl, None
+        if jsonl is not None:
+            with jsonl:
+                os.fsync(jsonl.fileno())
+        for path in written:
+            _fsync(path)
+        if written:
+            _fsync(self.directory)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What the summary table shows of one report."""
+
+    attack: str
+    session: str
+    outcome: str
+    matched: int
+    total: int
+    max_tier: str | None
+    status: str
+
+    @classmethod
+    def of(cls, report: dict[str, Any]) -> RunSummary:
+        summary = report["verdict"]["evaluation_summary"]
+        return cls(str(report["attack"]["id"] or report["attack"]["file"]),
+                   str(report["execution_summary"]["session"]), report["outcome"], summary["matched"],
+                   sum(summary.values()), report["verdict"].get("max_tier"),
+                   str(report["execution_summary"]["status"]))
+
+
+@dataclass(frozen=True)
+class Reported:
+    """A concluded run, as the monitor process tells the proxy once its report is written and durable (or
+    could not be written): what the proxy logs, shows and journals — never the report itself."""
+
+    run: str
+    key: RunKey
+    summary: RunSummary
+    path: str | None
+    """The report file; None when it could not be written (`error`)."""
+    error: str | None = None
+
+    @classmethod
+    def of(cls, run: str, report: dict[str, Any], path: Path | None, error: str | None = None) -> Reported:
+        return cls(run, run_key(report), RunSummary.of(report), None if path is None else str(path), error)
+
+
+OUTCOMES = ("exploited", "partial", "resisted", "inconclusive", "not_delivered", "error")
+"""A run's `outcome` (`oatf_engine.monitor.delivery.outcome`), most severe first."""
+
+EXIT_OK, EXIT_EXPLOITED, EXIT_ERROR, EXIT_NOT_DELIVERED = 0, 1, 2, 3
+
+
+def _label(outcome: str) -> str:
+    return outcome.replace("_", " ")
+
+
+def _summaries(reports: Iterable[dict[str, Any] | RunSummary]) -> list[RunSummary]:
+    return [r if isinstance(r, RunSummary) else RunSummary.of(r) for r in reports]
+
+
+def summary_table(reports: Iterable[dict[str, Any] | RunSummary]) -> str:
+    """A fixed-width table of concluded runs (attack, session, outcome, matched/total, tier, status), then
+    the count of each outcome: *resisted* and *not delivered* are never merged. Every cell is printable and
+    bounded (session keys come from the traffic)."""
+    summaries = _summaries(reports)
+    rows = [("ATTACK", "SESSION", "OUTCOME", "MATCHED", "MAX TIER", "STATUS")]
+    for summary in summaries:
+        rows.append((
+            printable(summary.attack, 60),
+            printable(summary.session, 40),
+            _label(summary.outcome),
+            f"{summary.matched}/{summary.total}",
+            printable(summary.max_tier or "-", 20),
+            printable(summary.status, 20),
+        ))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    table = [("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()) for row in rows]
+    return "\n".join([*table, outcome_summary(summaries)])
+
+
+def outcome_summary(reports: Iterable[dict[str, Any] | RunSummary]) -> str:
+    """`N run(s): a exploited, b partial, c resisted, d inconclusive, e not delivered, f error`."""
+    counts = dict.fromkeys(OUTCOMES, 0)
+    for summary in _summaries(reports):
+        counts[summary.outcome] += 1
+    return f"{sum(counts.values())} run(s): " + ", ".join(f"{n} {_label(o)}" for o, n in counts.items())
+
+
+def undelivered_attacks(reports: Iterable[dict[str, Any]], attack_ids: Iterable[str]) -> list[str]:
+    """The attacks among `attack_ids` no run of which was delivered (including attacks with no run)."""
+    delivered = {r["attack"]["id"] for r in reports if r["execution_summary"]["delivered"]}
+    return [attack_id for attack_id in attack_ids if attack_id not in delivered]
+
+
+SEVERITY_LEVELS = ("informational", "low", "medium", "high", "critical")
+"""OATF severity levels, lowest first (`--severity-threshold`)."""
+FAIL_ON = ("exploited", "partial", "not-delivered")
+"""What `--fail-on` may name: run outcomes `exploited` and `partial` (exit 1), and `not-delivered`, an attack no
+run of which was delivered (exit 3, as `--require-delivered`)."""
+DEFAULT_FAIL_ON = frozenset({"exploited", "partial"})
+
+
+def severity_at_least(level: str | None, threshold: str | None) -> bool:
+    """Whether an attack of severity `level` counts under `threshold` (None: every attack). An attack without
+    a known level counts: a gate does not pass on what it cannot rank."""
+    if threshold is None or level not in SEVERITY_LEVELS:
+        return True
+    return SEVERITY_LEVELS.index(level) >= SEVERITY_LEVELS.index(threshold)
+
+
+def tier_at_least(tier: str | None, minimum: str | None) -> bool:
+    """Whether a run whose verdict's `max_tier` is `tier` counts under `minimum` (`oatf.Tier` order: ingested
+    < local_action < boundary_breach; None: every run). A run whose matched indicators declare no tier counts."""
+    if minimum is None or tier not in {t.value for t in oatf.Tier}:
+        return True
+    return oatf.Tier(tier).rank >= oatf.Tier(minimum).rank
+
+
+def exit_status(reports: Iterable[dict[str, Any]], undelivered: Iterable[str] = (),
+                fail_on: Iterable[str] = DEFAULT_FAIL_ON, severity_threshold: str | None = None,
+                min_tier: str | None = None) -> int:
+    """CI semantics: 1 some run counted is exploited or partial (`fail_on`: which of the two fail; a run counts
+    when its attack's severity reaches `severity_threshold` and its verdict's tier `min_tier`); else 2 some
+    verdict is an error; else 3 when `undelivered` (attacks never delivered that the caller asks to fail on:
+    `--require-delivered`, `--fail-on not-delivered`) is not empty; else 0."""
+    reports = list(reports)
+    failing = set(fail_on) & {"exploited", "partial"}
+    if any(r["verdict"]["result"] in failing
+           and severity_at_least((r["attack"].get("severity") or {}).get("level"), severity_threshold)
+           and tier_at_least(r["verdict"].get("max_tier"), min_tier) for r in reports):
+        return EXIT_EXPLOITED
+    if any(r["verdict"]["result"] == "error" for r in reports):
+        return EXIT_ERROR
+    return EXIT_NOT_DELIVERED if list(undelivered) else EXIT_OK

@@ -1,0 +1,680 @@
+"""`WireDecoder`: HTTP exchanges in, `ObservedEvent`s out (format spec §7.1–§7.3, SDK spec §4.1). Sans-I/O.
+
+The owner drives one exchange (one HTTP request and its response) through these calls, in this order, each
+returning the events the call completed:
+
+    request_headers(exchange_id, method, url, headers, client, timestamp)
+    request_data(exchange_id, data, timestamp)*        # raw body bytes as sent, in any chunking
+    request_end(exchange_id, timestamp)
+    response_headers(exchange_id, status, headers, timestamp)
+    response_data(exchange_id, data, timestamp)*
+    response_end(exchange_id, timestamp)               # or abort(exchange_id, timestamp) at any point
+
+A transport that frames whole messages (MCP stdio: `oatf_engine.wire.ndjson`) is one long session instead:
+
+    open_stream(stream_id, endpoint, client, keys)
+    stream_message(stream_id, data, sender, timestamp)*   # one JSON-RPC message or batch, sent by `sender`
+    close_stream(stream_id)
+
+Both go through the same JSON-RPC → event logic (naming, correlation per requesting side, content enrichment).
+
+What it decodes: JSON-RPC 2.0 bodies (MCP, A2A; single or batch; JSON or SSE answers), A2A's HTTP+JSON/REST
+routes (`a2a_rest`: each decoded as the JSON-RPC method it stands for), AG-UI RunAgentInput POSTs and their SSE
+answers, Agent Card fetches, and the legacy MCP HTTP+SSE transport (`endpoint` event, POSTs to it, answers on
+the stream). Bodies are content-decoded (gzip, deflate, br, zstd) for inspection.
+SSE bodies are decoded as they arrive, so an event is reported when its blank line arrives.
+
+Which protocol: user overrides (host/path), then the traffic itself — the Agent Card path, a legacy endpoint
+announced earlier, an A2A REST route (one only A2A uses, like `POST …/message:send`; or a generic one, like
+`GET …/tasks/{id}`, with an A2A version header or under an interface path already seen speaking A2A), an
+unambiguous JSON-RPC method name, MCP/A2A version headers, the protocol already seen at
+the same endpoint, the content of an SSE stream (an `endpoint` event, JSON-RPC, AG-UI event types), and
+finally MCP for JSON-RPC nobody claimed. JSON that is neither JSON-RPC nor a RunAgentInput is ignored.
+
+Bounded memory: at most `max_exchanges` open exchanges, `max_pending` outstanding requests, `max_sessions`
+remembered endpoints / legacy sessions / open AG-UI tool calls (oldest forgotten first); bodies beyond
+`max_body_size` and SSE events beyond `max_event_size` are skipped with one diagnostic each, JSON-RPC batch
+members beyond `max_batch` too, and JSON nested deeper than `jsonrpc.MAX_DEPTH` is inspected with the deeper
+values cut (one diagnostic). Bad input never
+raises: it produces a `Diagnostic` through `on_diagnostic`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple, cast
+from urllib.parse import parse_qsl, urlsplit
+
+from oatf_engine.events import DIRECTION, Endpoint, ObservedEvent, Protocol, Side
+
+from . import a2a, a2a_rest, ag_ui, mcp
+from .encoding import ContentDecoder, TooLarge, UndecodableBody
+from .jsonrpc import (
+    MAX_DEPTH,
+    Correlator,
+    Invalid,
+    JsonRpcId,
+    Kind,
+    Message,
+    Pending,
+    classify_body,
+    loads,
+    looks_like_jsonrpc,
+)
+from .recognition import IGNORE, Override, find_override, protocol_of_method
+from .sse import SSEEvent, SSEParser
+
+Headers = Mapping[str, str] | Iterable[tuple[str, str]] | Iterable[tuple[bytes, bytes]]
+"""A request's or response's headers: a mapping of names to values, or the header fields as (name, value) pairs,
+text or raw bytes as on the wire (decoded as UTF-8, undecodable bytes surrogate-escaped, as mitmproxy decodes
+them); mitmproxy's `Headers` are read through their raw `fields`. A repeated field's values are joined by ", "
+(RFC 9110 §5.3), as mitmproxy's `Headers` mapping joins them."""
+
+_KEPT_HEADERS = frozenset({
+    "content-type", "content-encoding", mcp.SESSION_HEADER, mcp.VERSION_HEADER, "a2a-version", "x-a2a-version",
+})
+_KEPT_RAW_HEADERS = {name.encode(): name for name in _KEPT_HEADERS}
+
+
+@dataclass(frozen=True, slots=True)
+class DecoderConfig:
+    """Limits and overrides of a `WireDecoder`."""
+
+    max_body_size: int = 16 << 20
+    """Largest (content-decoded) non-streamed body inspected, in bytes; larger ones are skipped."""
+    max_event_size: int = 4 << 20
+    """Largest SSE event inspected, in characters; larger ones are skipped."""
+    max_exchanges: int = 10_000
+    max_pending: int = 10_000
+    max_sessions: int = 10_000
+    max_batch: int = 1_000
+    """Most messages of one JSON-RPC batch (§6) decoded: each is an event, and a batch is decoded at once on the
+    proxy's event loop; the members beyond it are not inspected (one `oversize_batch` diagnostic)."""
+    overrides: tuple[Override, ...] = ()
+    """Host/path → protocol pins (`recognition.parse_overrides`), first match wins."""
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    """Something in the traffic that could not be decoded (never an error of the proxy)."""
+
+    code: str
+    """`oversize_body`, `oversize_event`, `undecodable_body`, `invalid_json`, `deep_json`, `invalid_jsonrpc`,
+    `oversize_batch`, `uncorrelated_response`, `truncated_stream`, `evicted`."""
+    flow_id: str
+    message: str
+
+
+class _Binding(NamedTuple):
+    """How a JSON-RPC protocol names events and builds content Values."""
+
+    protocol: Protocol
+    event_name: Callable[[str], str]
+    request_content: Callable[[Any], Any]
+    response_content: Callable[[str, Any, Any], Any]  # (event name, result or error, request params)
+    session_keys: Callable[[Any], dict[str, str]]
+
+
+_BINDINGS: dict[str, _Binding] = {
+    "mcp": _Binding("mcp", str, lambda params: params,
+                    lambda _event, payload, params: mcp.response_content(payload, params), lambda _content: {}),
+    "a2a": _Binding("a2a", a2a.event_name, a2a.request_content,
+                    lambda event, payload, _params: a2a.result_content(event, payload), a2a.session_keys),
+}
+
+_STREAM = "STREAM"
+"""The method of a message stream's `_Exchange` (`open_stream`): it lasts a whole session, so the requests of its
+client are correlated through the session's `Correlator` only, never kept with the exchange."""
+_JSON_SUFFIXES = ("/json", "+json", "/json-rpc")
+_IDENTITY = ContentDecoder(None)  # no coding: stateless, shared
+_SSE = "text/event-stream"
+
+
+def _media_type(headers: dict[str, str]) -> str:
+    return headers.get("content-type", "").partition(";")[0].strip().lower()
+
+
+def _is_json(media_type: str) -> bool:
+    return media_type.endswith(_JSON_SUFFIXES) or media_type == "text/json"
+
+
+class _Body:
+    """A body being read: content-decoded, then buffered up to the limit, or fed to an SSE parser."""
+
+    __slots__ = ("buffer", "decoder", "sse")
+
+    def __init__(self, content_encoding: str | None, sse: SSEParser | None) -> None:
+        self.decoder = ContentDecoder(content_encoding) if content_encoding else _IDENTITY
+        self.sse = sse
+        self.buffer = bytearray()
+
+
+class _Exchange:
+    """Everything known about one HTTP exchange while it is open."""
+
+    __slots__ = (
+        "card", "client", "endpoint", "id", "ignored", "keys", "method", "proto", "request", "request_headers",
+        "requests", "response", "rest", "scope", "status", "tool_names", "url",
+    )
+
+    def __init__(self, exchange_id: str, method: str, url: str, endpoint: Endpoint, client: str) -> None:
+        self.id = exchange_id
+        self.method = method
+        self.url = url
+        self.endpoint = endpoint
+        self.client = client
+        self.proto: Protocol | None = None
+        self.ignored = False
+        self.card = False
+        self.rest: a2a_rest.Route | None = None  # an A2A REST route: the exchange is one call, its own correlation
+        self.status = 0
+        self.scope = f"x|{exchange_id}"
+        self.keys: dict[str, str] = {}  # shared by this exchange's events: replaced, never changed in place
+        self.request_headers: dict[str, str] = {}
+        self.request: _Body | None = None
+        self.response: _Body | None = None
+        self.requests: dict[JsonRpcId, Pending] = {}  # requests this exchange's body carried
+        self.tool_names: dict[str, str] = {}  # AG-UI toolCallId → toolCallName on this stream
+
+
+class WireDecoder:
+    """Decodes HTTP exchanges into `ObservedEvent`s; see the module docstring for the call sequence."""
+
+    def __init__(self, config: DecoderConfig | None = None,
+                 on_diagnostic: Callable[[Diagnostic], None] | None = None) -> None:
+        self.config = config or DecoderConfig()
+        self._on_diagnostic = on_diagnostic
+        self._seq = 0
+        self._exchanges: OrderedDict[str, _Exchange] = OrderedDict()
+        self._streams: dict[str, _Exchange] = {}  # open message streams (`open_stream`), closed by their owner
+        self._pending = Correlator(self.config.max_pending)
+        self._evicted_reported = 0
+        self._endpoints: OrderedDict[tuple[str, int, str], Protocol] = OrderedDict()
+        self._legacy: OrderedDict[tuple[str, int, str], tuple[str, str]] = OrderedDict()  # → (scope, session)
+        self._tool_calls: OrderedDict[tuple[str, str], str] = OrderedDict()  # (threadId, toolCallId) → name
+
+    @property
+    def open_exchanges(self) -> int:
+        """How many exchanges are open (started and neither ended nor aborted)."""
+        return len(self._exchanges)
+
+    # --- the exchange API -----------------------------------------------------------------------------------
+
+    def request_headers(self, exchange_id: str, method: str, url: str, headers: Headers, client: str,
+                        timestamp: float) -> list[ObservedEvent]:
+        """A request started: `url` absolute (`http://host:port/path?query`), `client` as `host:port`."""
+        endpoint, target = _endpoint(url)
+        host, port, path = endpoint.host, endpoint.port, endpoint.path
+        ex = _Exchange(exchange_id, method.upper(), url, endpoint, client)
+        ex.request_headers = _kept(headers)
+        self._open(ex)
+        override = find_override(self.config.overrides, host, port, path)
+        if override == IGNORE:
+            ex.ignored = True
+            return []
+        legacy = self._legacy.get((host, port, target))
+        session = ex.request_headers.get(mcp.SESSION_HEADER)
+        if legacy is not None:
+            ex.proto = "mcp"
+            ex.scope, ex.keys["mcp_session"] = legacy
+        elif session:
+            ex.scope = f"mcp|{host}:{port}|{session}"
+            ex.keys["mcp_session"] = session
+        if override is not None:
+            ex.proto = override  # type: ignore[assignment]
+        if ex.method == "GET" and path in a2a.CARD_PATHS and ex.proto in (None, "a2a"):
+            ex.proto, ex.card = "a2a", True
+            return [self._event(ex, "a2a", "agent_card/get", "client", {}, timestamp)]
+        route = a2a_rest.match(ex.method, path) if ex.proto in (None, "a2a") else None
+        if route is not None and (route.distinctive or ex.proto == "a2a" or self._hint(ex, route.base) == "a2a"):
+            ex.rest = route
+            self._decide(ex, "a2a", route.base)
+            ex.request = self._body(ex, ex.request_headers, sse=False)
+            return []
+        media_type = _media_type(ex.request_headers)
+        if not media_type or _is_json(media_type):  # requests without a type are read too (curl, scripts)
+            ex.request = self._body(ex, ex.request_headers, sse=False)
+        return []
+
+    def request_data(self, exchange_id: str, data: bytes, timestamp: float) -> list[ObservedEvent]:
+        """The next bytes of the request body (as sent, content-encoded or not)."""
+        ex = self._exchanges.get(exchange_id)
+        if ex is not None and ex.request is not None:
+            decoded = self._read(ex, ex.request, data, "request")
+            if decoded is None:
+                ex.request = None
+            else:
+                ex.request.buffer += decoded
+        return []
+
+    def request_end(self, exchange_id: str, timestamp: float) -> list[ObservedEvent]:
+        """The request body is complete: its messages are decoded."""
+        ex = self._exchanges.get(exchange_id)
+        if ex is None or ex.request is None:
+            return []
+        body, ex.request = ex.request, None
+        if ex.rest is not None:
+            return self._rest_request(ex, ex.rest, body, timestamp)
+        if not body.buffer:
+            return []
+        value = self._parse(ex, body.buffer, "request body", quiet=ex.proto is None)
+        if value is None:
+            return []
+        if looks_like_jsonrpc(value) and ex.proto != "ag_ui":
+            return self._jsonrpc(ex, value, "client", False, timestamp)
+        if ag_ui.is_run_agent_input(value) and ex.proto in (None, "ag_ui"):
+            return self._run_agent_input(ex, value, timestamp)
+        return []
+
+    def response_headers(self, exchange_id: str, status: int, headers: Headers,
+                         timestamp: float) -> list[ObservedEvent]:
+        """The response started."""
+        ex = self._exchanges.get(exchange_id)
+        if ex is None or ex.ignored or status == 101 or (ex.card and not 200 <= status < 300):
+            return []
+        ex.status = status
+        kept = _kept(headers)
+        session = kept.get(mcp.SESSION_HEADER)
+        if session and "mcp_session" not in ex.keys:
+            ex.keys = {**ex.keys, "mcp_session": session}
+        if ex.proto is None:
+            ex.proto = self._hint(ex)
+        media_type = _media_type(kept)
+        if media_type == _SSE:
+            ex.response = self._body(ex, kept, sse=True)
+        elif ex.proto is not None and _is_json(media_type):
+            ex.response = self._body(ex, kept, sse=False)
+        return []
+
+    def response_data(self, exchange_id: str, data: bytes, timestamp: float) -> list[ObservedEvent]:
+        """The next bytes of the response body; SSE events completed by them are decoded now."""
+        ex = self._exchanges.get(exchange_id)
+        if ex is None or ex.response is None:
+            return []
+        body = ex.response
+        decoded = self._read(ex, body, data, "response")
+        if decoded is None:
+            ex.response = None
+            return []
+        sse = body.sse
+        if sse is None:
+            body.buffer += decoded
+            return []
+        dropped = sse.dropped
+        events = []
+        for sse_event in sse.feed(decoded):
+            events.extend(self._sse_event(ex, sse_event, timestamp))
+        if sse.dropped != dropped:
+            self._diagnose("oversize_event", ex, f"SSE event over {self.config.max_event_size} characters skipped")
+        return events
+
+    def response_end(self, exchange_id: str, timestamp: float) -> list[ObservedEvent]:
+        """The response is complete: a buffered body is decoded, the exchange closed."""
+        ex = self._exchanges.pop(exchange_id, None)
+        if ex is None:
+            return []
+        body = ex.response
+        self._close(ex)
+        if body is None or body.sse is not None or not body.buffer:
+            return []
+        value = self._parse(ex, body.buffer, "response body", quiet=False)
+        if value is None:
+            return []
+        if ex.rest is not None:
+            return self._rest_answer(ex, ex.rest, value, not 200 <= ex.status < 300, False, timestamp)
+        if ex.card:
+            if isinstance(value, dict):
+                return [self._event(ex, "a2a", "agent_card/get", "server", value, timestamp, envelope=value)]
+            return []
+        if looks_like_jsonrpc(value):
+            return self._jsonrpc(ex, value, "server", False, timestamp)
+        return []
+
+    # --- the message stream API (transports that frame whole messages: MCP stdio) ------------------------------
+
+    def open_stream(self, stream_id: str, endpoint: Endpoint, client: str, keys: dict[str, str]) -> None:
+        """An MCP message stream started: one session whose messages arrive whole, each sent by one side (MCP's
+        stdio transport, framed by `oatf_engine.wire.ndjson`). Every event of the stream carries `keys`; requests are
+        correlated per requesting side within the stream, as within an HTTP session."""
+        ex = _Exchange(stream_id, _STREAM, f"{endpoint.host}:{endpoint.port}{endpoint.path}", endpoint, client)
+        ex.proto, ex.scope, ex.keys = "mcp", f"stream|{stream_id}", dict(keys)
+        self._streams[stream_id] = ex
+
+    def stream_message(self, stream_id: str, data: bytes | str, sender: Side, timestamp: float) -> list[ObservedEvent]:
+        """One whole message (JSON text: a JSON-RPC message or batch) that `sender` sent on an open stream."""
+        ex = self._streams.get(stream_id)
+        if ex is None:
+            return []
+        if len(data) > self.config.max_body_size:
+            self._diagnose("oversize_body", ex, f"message over {self.config.max_body_size} bytes: not inspected")
+            return []
+        value = self._parse(ex, data, "message", quiet=False)
+        if value is None:
+            return []
+        if not looks_like_jsonrpc(value):
+            self._diagnose("invalid_jsonrpc", ex, "a message that is not JSON-RPC")
+            return []
+        return self._jsonrpc(ex, value, sender, False, timestamp)
+
+    def close_stream(self, stream_id: str) -> None:
+        """The stream ended: forget it (its outstanding requests stay until evicted)."""
+        self._streams.pop(stream_id, None)
+
+    def abort(self, exchange_id: str, timestamp: float) -> list[ObservedEvent]:
+        """The exchange failed (connection lost, killed): forget it; nothing half-received is reported."""
+        ex = self._exchanges.pop(exchange_id, None)
+        if ex is not None:
+            self._close(ex)
+        return []
+
+    # --- exchanges and bodies --------------------------------------------------------------------------------
+
+    def _open(self, ex: _Exchange) -> None:
+        old = self._exchanges.pop(ex.id, None)
+        if old is not None:
+            self._close(old)
+        self._exchanges[ex.id] = ex
+        if len(self._exchanges) > self.config.max_exchanges:
+            _, oldest = self._exchanges.popitem(last=False)
+            self._close(oldest)
+            self._diagnose("evicted", oldest, f"more than {self.config.max_exchanges} open exchanges: forgotten")
+
+    def _close(self, ex: _Exchange) -> None:
+        body = ex.response
+        if body is not None and body.sse is not None and body.sse.close():
+            self._diagnose("truncated_stream", ex, "SSE stream ended inside an event; the event was discarded")
+        if ex.method == "GET" and ex.scope.startswith("mcp-legacy|"):
+            self._forget_legacy(ex.scope)
+        ex.request = ex.response = None
+
+    def _body(self, ex: _Exchange, headers: dict[str, str], sse: bool) -> _Body | None:
+        try:
+            return _Body(headers.get("content-encoding"), SSEParser(self.config.max_event_size) if sse else None)
+        except UndecodableBody as exc:
+            self._diagnose("undecodable_body", ex, f"{exc}; body not inspected")
+            return None
+
+    def _read(self, ex: _Exchange, body: _Body, data: bytes, what: str) -> bytes | None:
+        """`data` content-decoded; None (stop reading the body) when it is oversize or corrupt."""
+        limit = self.config.max_body_size - (0 if body.sse is not None else len(body.buffer))
+        try:
+            return body.decoder.decode(data, limit)
+        except TooLarge:
+            self._diagnose("oversize_body", ex, f"{what} body over {self.config.max_body_size} bytes: not inspected")
+            return None
+        except UndecodableBody as exc:
+            self._diagnose("undecodable_body", ex, f"{what} body: {exc}; not inspected")
+            return None
+
+    def _parse(self, ex: _Exchange, data: bytes | bytearray | str, what: str, quiet: bool) -> Any:
+        try:
+            parsed = loads(bytes(data) if isinstance(data, bytearray) else data)
+        except ValueError as exc:
+            if not quiet:
+                self._diagnose("invalid_json", ex, f"{what} is not JSON: {exc}")
+            return None
+        if parsed.truncated:
+            self._diagnose("deep_json", ex, f"{what} nested deeper than {MAX_DEPTH} levels: inspected with the "
+                                            "deeper values cut")
+        return parsed.value
+
+    # --- protocol decisions ---------------------------------------------------------------------------------
+
+    def _hint(self, ex: _Exchange, path: str | None = None) -> Protocol | None:
+        """The protocol suggested by version/session headers, else the one seen before at this endpoint (or at
+        `path` on its host)."""
+        headers = ex.request_headers
+        if mcp.SESSION_HEADER in headers or mcp.VERSION_HEADER in headers:
+            return "mcp"
+        if "a2a-version" in headers or "x-a2a-version" in headers:
+            return "a2a"
+        endpoint = ex.endpoint
+        return self._endpoints.get((endpoint.host, endpoint.port, path or endpoint.path))
+
+    def _decide(self, ex: _Exchange, protocol: Protocol, path: str | None = None) -> None:
+        """`ex` speaks `protocol`, and so does its endpoint (or `path` on its host) from now on."""
+        ex.proto = protocol
+        key = (ex.endpoint.host, ex.endpoint.port, path or ex.endpoint.path)
+        self._endpoints[key] = protocol
+        self._endpoints.move_to_end(key)
+        if len(self._endpoints) > self.config.max_sessions:
+            self._endpoints.popitem(last=False)
+
+    # --- JSON-RPC (MCP, A2A) ---------------------------------------------------------------------------------
+
+    def _jsonrpc(self, ex: _Exchange, value: Any, sender: Side, in_stream: bool,
+                 timestamp: float) -> list[ObservedEvent]:
+        limit = self.config.max_batch
+        if isinstance(value, list) and len(value) > limit:
+            self._diagnose("oversize_batch", ex, f"JSON-RPC batch of {len(value)} messages: the first {limit} "
+                                                 f"inspected, {len(value) - limit} not inspected")
+            value = value[:limit]
+        items = classify_body(value)
+        if ex.proto not in _BINDINGS:
+            methods = (item.method for item in items if isinstance(item, Message) and item.method is not None)
+            decided = next((p for p in map(protocol_of_method, methods) if p is not None), None)
+            self._decide(ex, decided or self._hint(ex) or "mcp")
+        binding = _BINDINGS[ex.proto]  # type: ignore[index]
+        events: list[ObservedEvent] = []
+        for item in items:
+            if isinstance(item, Invalid):
+                self._diagnose("invalid_jsonrpc", ex, item.reason)
+            elif item.method is not None:
+                events.append(self._jsonrpc_request(ex, binding, item, sender, timestamp))
+            else:
+                events.extend(self._jsonrpc_response(ex, binding, item, sender, in_stream, timestamp))
+        return events
+
+    def _jsonrpc_request(self, ex: _Exchange, binding: _Binding, item: Message, sender: Side,
+                         timestamp: float) -> ObservedEvent:
+        assert item.method is not None
+        name = binding.event_name(item.method)
+        params = {} if item.payload is None else item.payload
+        if item.kind is Kind.REQUEST and item.id is not None:
+            pending = Pending(name, params)
+            if sender == "client" and ex.method != _STREAM and len(ex.requests) < self.config.max_pending:
+                ex.requests[item.id] = pending
+            # Ids are correlated per requesting side: both peers number their requests from 0/1, so a
+            # server-to-client request may share its id with an open client request (JSON-RPC 2.0 §4).
+            self._pending.register(f"{ex.scope}|{sender}", item.id, pending)
+            self._report_evictions(ex)
+        content = binding.request_content(params)
+        return self._event(ex, binding.protocol, name, sender, content, timestamp,
+                           keys=binding.session_keys(content), jsonrpc_id=item.id, envelope=item.envelope)
+
+    def _jsonrpc_response(self, ex: _Exchange, binding: _Binding, item: Message, sender: Side, in_stream: bool,
+                          timestamp: float) -> list[ObservedEvent]:
+        pending = None
+        if item.id is not None:
+            # An answer in this exchange's response to a request in its own body (an A2A stream answers
+            # one request many times), else an answer to a request seen elsewhere in the session.
+            local = ex.requests.get(item.id) if sender == "server" else None
+            requester = "server" if sender == "client" else "client"
+            pending = self._pending.pop(f"{ex.scope}|{requester}", item.id) or local
+        if pending is None:
+            self._diagnose("uncorrelated_response", ex, f"response id {item.id!r} answers no request seen")
+            return []
+        return self._answer(ex, binding, pending, item.payload, sender, item.kind is Kind.ERROR, in_stream,
+                            timestamp, item.id, item.envelope)
+
+    def _answer(self, ex: _Exchange, binding: _Binding, pending: Pending, payload: Any, sender: Side,
+                is_error: bool, in_stream: bool, timestamp: float, jsonrpc_id: JsonRpcId | None,
+                envelope: Any) -> list[ObservedEvent]:
+        """The events of an answer (`result` or `error`) to `pending`: the method's, and for a streamed A2A
+        update also `task/status` / `task/artifact` (format spec §7.2.2). An A2A error's content is the error
+        object as sent (no result shape applies to it)."""
+        a2a_error = is_error and binding.protocol == "a2a"
+        content = payload if a2a_error else binding.response_content(pending.method, payload, pending.params)
+        keys = binding.session_keys(content)
+        events = [self._event(ex, binding.protocol, pending.method, sender, content, timestamp,
+                              keys=keys, jsonrpc_id=jsonrpc_id, is_error=is_error, envelope=envelope)]
+        kind = content.get("kind") if isinstance(content, dict) else None
+        synthetic = a2a.STREAM_EVENTS.get(kind) if (  # `kind` comes from the traffic: any JSON value
+            isinstance(kind, str) and in_stream and binding.protocol == "a2a" and not is_error) else None
+        if synthetic is not None:
+            events.append(self._event(ex, "a2a", synthetic, sender, content, timestamp, keys=keys,
+                                      jsonrpc_id=jsonrpc_id, envelope=envelope))
+        return events
+
+    def _report_evictions(self, ex: _Exchange) -> None:
+        if self._pending.evicted != self._evicted_reported:
+            self._evicted_reported = self._pending.evicted
+            self._diagnose("evicted", ex, f"more than {self.config.max_pending} outstanding requests: "
+                                          "the oldest will not be correlated")
+
+    # --- A2A HTTP+JSON/REST ---------------------------------------------------------------------------------------
+
+    def _rest_request(self, ex: _Exchange, route: a2a_rest.Route, body: _Body, timestamp: float) -> list[ObservedEvent]:
+        """A REST call's request, as the JSON-RPC request it stands for (`a2a_rest`)."""
+        value = self._parse(ex, body.buffer, "request body", quiet=False) if body.buffer else None
+        if body.buffer and value is None:
+            return []
+        binding = _BINDINGS["a2a"]
+        content = binding.request_content(a2a_rest.request_params(route, value, parse_qsl(urlsplit(ex.url).query)))
+        return [self._event(ex, "a2a", route.event, "client", content, timestamp,
+                            keys=binding.session_keys(content), envelope=value)]
+
+    def _rest_answer(self, ex: _Exchange, route: a2a_rest.Route, value: Any, is_error: bool, in_stream: bool,
+                     timestamp: float) -> list[ObservedEvent]:
+        """A REST call's response body or SSE event, as the JSON-RPC result (or error) it stands for."""
+        payload = a2a_rest.error(value) if is_error else a2a_rest.result(route, value)
+        return self._answer(ex, _BINDINGS["a2a"], Pending(route.event, {}), payload, "server", is_error, in_stream,
+                            timestamp, None, value)
+
+    # --- SSE streams -------------------------------------------------------------------------------------------
+
+    def _sse_event(self, ex: _Exchange, sse_event: SSEEvent, timestamp: float) -> list[ObservedEvent]:
+        """One dispatched SSE event. An event with empty data carries no message: MCP 2025-11-25 (Streamable
+        HTTP, "Resumability and Redelivery") has a server open each stream with an event made of an event ID
+        and an empty `data` field, to prime the client to reconnect. It is valid: skipped, no diagnostic."""
+        if not sse_event.data:
+            return []
+        if sse_event.event == mcp.ENDPOINT_EVENT and ex.proto in (None, "mcp"):
+            self._legacy_stream(ex, sse_event.data)
+            return []
+        value = self._parse(ex, sse_event.data, "SSE event data", quiet=ex.proto is None)
+        if value is None:
+            return []
+        if ex.rest is not None:
+            return self._rest_answer(ex, ex.rest, value, sse_event.event == "error", True, timestamp)
+        if ex.proto == "ag_ui" or (ex.proto is None and ag_ui.event_name(value, known_only=True)):
+            ex.proto = "ag_ui"
+            return self._ag_ui_event(ex, value, timestamp)
+        if looks_like_jsonrpc(value):
+            return self._jsonrpc(ex, value, "server", True, timestamp)
+        return []
+
+    def _legacy_stream(self, ex: _Exchange, data: str) -> None:
+        endpoint = mcp.legacy_endpoint(ex.url, data)
+        if endpoint is None:
+            self._diagnose("invalid_jsonrpc", ex, f"MCP endpoint event with an unusable URI {data[:200]!r}")
+            return
+        self._decide(ex, "mcp")
+        ex.scope = f"mcp-legacy|{endpoint.host}:{endpoint.port}|{endpoint.target}"
+        ex.keys = {**ex.keys, "mcp_session": endpoint.session_id}
+        key = (endpoint.host, endpoint.port, endpoint.target)
+        self._legacy[key] = (ex.scope, endpoint.session_id)
+        if len(self._legacy) > self.config.max_sessions:
+            self._legacy.popitem(last=False)
+
+    def _forget_legacy(self, scope: str) -> None:
+        for key, (known_scope, _session) in list(self._legacy.items()):
+            if known_scope == scope:
+                del self._legacy[key]
+
+    # --- AG-UI -----------------------------------------------------------------------------------------------
+
+    def _run_agent_input(self, ex: _Exchange, value: dict[str, Any], timestamp: float) -> list[ObservedEvent]:
+        self._decide(ex, "ag_ui")
+        thread, run = ag_ui.thread_id(value), ag_ui.run_id(value)
+        ex.keys = {**ex.keys, "ag_ui_thread": thread, "ag_ui_run": run}
+        events = [self._event(ex, "ag_ui", "run_agent_input", "client", value, timestamp, envelope=value)]
+        for call_id, content in ag_ui.tool_results(value):
+            name = self._tool_calls.pop((thread, call_id), None)
+            if name is not None:
+                events.append(self._event(ex, "ag_ui", "tool_call_result", "client",
+                                          {**content, "toolCallName": name}, timestamp, envelope=value))
+        return events
+
+    def _ag_ui_event(self, ex: _Exchange, value: Any, timestamp: float) -> list[ObservedEvent]:
+        name = ag_ui.event_name(value)
+        if name is None:
+            self._diagnose("invalid_json", ex, "AG-UI SSE event without a string `type`")
+            return []
+        content = value
+        call_id = value.get("toolCallId")
+        if name in ("run_started", "run_finished"):
+            found = {key: field for key, field in (("ag_ui_thread", ag_ui.thread_id(value)),
+                                                   ("ag_ui_run", ag_ui.run_id(value))) if isinstance(field, str)}
+            if found.items() - ex.keys.items():
+                ex.keys = {**ex.keys, **found}
+        if isinstance(call_id, str):
+            thread = ex.keys.get("ag_ui_thread", "")
+            tool_name = value.get("toolCallName")
+            if name == "tool_call_start" and isinstance(tool_name, str):
+                if len(ex.tool_names) < self.config.max_pending:
+                    ex.tool_names[call_id] = tool_name
+                self._tool_calls[(thread, call_id)] = tool_name
+                if len(self._tool_calls) > self.config.max_sessions:
+                    self._tool_calls.popitem(last=False)
+            elif tool_name is None and call_id in ex.tool_names:
+                content = {**value, "toolCallName": ex.tool_names[call_id]}
+            if name == "tool_call_result":
+                self._tool_calls.pop((thread, call_id), None)
+        return [self._event(ex, "ag_ui", name, "server", content, timestamp, envelope=value)]
+
+    # --- events and diagnostics ------------------------------------------------------------------------------
+
+    def _event(self, ex: _Exchange, protocol: Protocol, name: str, sender: Side, content: Any, timestamp: float, *,
+               keys: dict[str, str] | None = None, jsonrpc_id: JsonRpcId | None = None, is_error: bool = False,
+               envelope: Any = None) -> ObservedEvent:
+        """An event sent by `sender`; its `direction` is the format spec §6.1 reading (`oatf_engine.events`)."""
+        self._seq += 1
+        return ObservedEvent(
+            protocol=protocol, event_type=name, direction=DIRECTION[sender], sender=sender, content=content,
+            flow_id=ex.id, seq=self._seq, timestamp=timestamp, endpoint=ex.endpoint, client=ex.client,
+            session_keys={**ex.keys, **keys} if keys else ex.keys, jsonrpc_id=jsonrpc_id,
+            is_error=is_error, envelope=envelope,
+        )
+
+    def _diagnose(self, code: str, ex: _Exchange, message: str) -> None:
+        if self._on_diagnostic is not None:
+            self._on_diagnostic(Diagnostic(code, ex.id, message))
+
+
+def _kept(headers: Headers) -> dict[str, str]:
+    """The request/response headers the decoder reads, by lower-case name (see `Headers`)."""
+    fields = getattr(headers, "fields", None)  # mitmproxy's `Headers`: its raw fields, not its (slow) mapping
+    if fields is None:
+        fields = headers.items() if isinstance(headers, Mapping) else headers
+    kept: dict[str, str] = {}
+    for name, value in fields:
+        # A field's name and value are both text or both bytes (see `Headers`).
+        text: str
+        if type(name) is bytes:
+            key = _KEPT_RAW_HEADERS.get(name.lower())
+            if key is None:
+                continue
+            text = cast(bytes, value).decode("utf-8", "surrogateescape")
+        else:
+            key = cast(str, name).lower()
+            if key not in _KEPT_HEADERS:
+                continue
+            text = cast(str, value)
+        kept[key] = f"{kept[key]}, {text}" if key in kept else text
+    return kept
+
+
+@functools.lru_cache(maxsize=4096)
+def _endpoint(url: str) -> tuple[Endpoint, str]:
+    """The endpoint of an absolute URL, and its target (path and query); cached, URLs repeat."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        port = 0
+    path = parts.path or "/"
+    return Endpoint(parts.hostname or "", port, path), f"{path}?{parts.query}" if parts.query else path

@@ -1,0 +1,200 @@
+"""`MitmTap` driven through mitmproxy's hooks with test flows: streaming set-up, chunks forwarded unchanged and
+decoded at once, no exception escaping, options."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from mitmproxy import exceptions, http
+from mitmproxy.test import taddons, tflow
+
+from addon.mitm_tap import MitmTap
+from addon.recordings import decode_flow
+from oatf_engine.events import ObservedEvent
+from oatf_engine.wire import WireDecoder
+from tests.oatf_engine.wire.replay import load
+
+RUN = {"threadId": "th", "runId": "r", "messages": []}
+
+
+def flow(body: dict | bytes, *, path: str = "/agent", headers: dict[str, str] | None = None) -> http.HTTPFlow:
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    request = http.Request.make("POST", f"http://127.0.0.1:8000{path}", content,
+                                headers if headers is not None else {"content-type": "application/json"})
+    return tflow.tflow(req=request)
+
+
+def respond(f: http.HTTPFlow, body: bytes, content_type: str) -> None:
+    f.response = http.Response.make(200, body, {"content-type": content_type})
+
+
+def run_request(tap: MitmTap, f: http.HTTPFlow) -> None:
+    tap.requestheaders(f)
+    tap.request(f)
+
+
+@pytest.fixture
+def collected() -> tuple[MitmTap, list[ObservedEvent]]:
+    events: list[ObservedEvent] = []
+    return MitmTap(on_event=events.append), events
+
+
+def test_buffered_json_exchange(collected: tuple[MitmTap, list[ObservedEvent]]) -> None:
+    tap, events = collected
+    f = flow({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, path="/mcp")
+    run_request(tap, f)
+    respond(f, b'{"jsonrpc": "2.0", "id": 1, "result": {"tools": []}}', "application/json")
+    tap.responseheaders(f)
+    assert f.response is not None and not f.response.stream
+    tap.response(f)
+    assert [(e.event_type, e.direction) for e in events] == [("tools/list", "request"), ("tools/list", "response")]
+    assert events[0].flow_id == f.id and events[0].client == "127.0.0.1:22"
+    assert tap.decoder.open_exchanges == 0
+
+
+def test_sse_response_is_streamed_unchanged_and_decoded_per_chunk(
+        collected: tuple[MitmTap, list[ObservedEvent]]) -> None:
+    tap, events = collected
+    f = flow(RUN)
+    run_request(tap, f)
+    respond(f, b"", "text/event-stream")
+    tap.responseheaders(f)
+    assert f.response is not None and callable(f.response.stream)
+    chunks = [b'data: {"type": "RUN_STA', b'RTED"}\n\n', b"data: {\"type\": \"CUSTOM\"}\r\n\r", b"\n: ping\n"]
+    seen = []
+    for chunk in chunks:
+        assert f.response.stream(chunk) is chunk  # the very same bytes go on
+        seen.append([e.event_type for e in events])
+    assert seen == [["run_agent_input"], ["run_agent_input", "run_started"], ["run_agent_input", "run_started",
+                    "custom"], ["run_agent_input", "run_started", "custom"]]
+    assert f.response.stream(b"") == b""
+    tap.response(f)
+    assert len(events) == 3
+    assert [size for _, size in f.metadata["wire_chunks"]] == [len(chunk) for chunk in chunks]  # for replay
+
+
+def test_streams_requests_without_content_length_and_composes_other_stream_functions(
+        collected: tuple[MitmTap, list[ObservedEvent]]) -> None:
+    tap, events = collected
+    f = flow(b"", headers={"content-type": "application/json", "transfer-encoding": "chunked"})
+    tap.requestheaders(f)
+    assert callable(f.request.stream)
+    assert f.request.stream(json.dumps(RUN).encode()) == json.dumps(RUN).encode()
+    tap.request(f)
+    assert [e.event_type for e in events] == ["run_agent_input"]
+
+    respond(f, b"", "text/event-stream")
+    assert f.response is not None
+    f.response.stream = lambda data: [data.upper()]  # another addon's stream function
+    tap.responseheaders(f)
+    assert f.response.stream(b'data: {"type": "custom"}\n\n') == [b'DATA: {"TYPE": "CUSTOM"}\n\n']
+
+
+def test_no_exception_escapes(collected: tuple[MitmTap, list[ObservedEvent]], caplog: pytest.LogCaptureFixture,
+                              monkeypatch: pytest.MonkeyPatch) -> None:
+    tap, _ = collected
+
+    def broken(*_args: object) -> list[ObservedEvent]:
+        raise RuntimeError("decoder bug")
+
+    monkeypatch.setattr(tap.decoder, "response_data", broken)
+    with caplog.at_level(logging.ERROR, logger="oatf.wire"):
+        for _ in range(3):
+            f = flow(RUN)
+            run_request(tap, f)
+            respond(f, b"", "text/event-stream")
+            tap.responseheaders(f)
+            assert f.response is not None
+            assert f.response.stream(b"data: x\n\n") == b"data: x\n\n"
+            assert f.response.stream(b"data: y\n\n") == b"data: y\n\n"
+            tap.response(f)
+    assert len([r for r in caplog.records if "failed" in r.getMessage()]) == 1  # logged once
+    assert tap.decoder.open_exchanges == 0
+
+    def raising(_event: ObservedEvent) -> None:
+        raise ValueError("owner bug")
+
+    tap.on_event = raising
+    with caplog.at_level(logging.ERROR, logger="oatf.wire"):
+        run_request(tap, flow(RUN))
+        run_request(tap, flow(RUN))
+    assert len([r for r in caplog.records if "on_event" in r.getMessage()]) == 1
+
+    tap.decoder = None  # type: ignore[assignment]  # even a broken tap never raises into mitmproxy
+    f = flow(RUN)
+    for hook in (tap.requestheaders, tap.request, tap.responseheaders, tap.response, tap.error):
+        hook(f)
+
+
+def test_error_forgets_the_exchange(collected: tuple[MitmTap, list[ObservedEvent]]) -> None:
+    tap, events = collected
+    f = flow(RUN)
+    run_request(tap, f)
+    respond(f, b"", "text/event-stream")
+    tap.responseheaders(f)
+    assert f.response is not None
+    f.response.stream(b'data: {"type": "RUN_STARTED"')
+    tap.error(f)
+    assert tap.decoder.open_exchanges == 0 and tap.diagnostics["truncated_stream"] == 1
+    assert [e.event_type for e in events] == ["run_agent_input"]
+
+
+def streaming(tap: MitmTap, inner: object = None) -> http.HTTPFlow:
+    """A flow whose SSE response is being streamed through `tap`, with no body stored yet (as mitmproxy has it)."""
+    f = flow(RUN)
+    run_request(tap, f)
+    respond(f, b"", "text/event-stream")
+    assert f.response is not None
+    f.response.raw_content, f.response.stream = None, inner
+    tap.responseheaders(f)
+    return f
+
+
+def test_a_stream_that_ends_early_keeps_the_bytes_forwarded() -> None:
+    """mitmproxy stores a streamed body only when the stream ends cleanly (with `store_streamed_bodies`): at
+    `error`, or at `response` without a stored body, the flow gets the bytes that went on (after another
+    addon's stream function), at most `oatf_wire_max_body` of them; a body mitmproxy stored is left alone."""
+    tap = MitmTap(on_event=lambda _event: None)
+    with taddons.context(tap) as context:
+        context.configure(tap, oatf_wire_max_body="20")
+        dropped = streaming(tap, inner=lambda data: data.upper())
+        assert dropped.response is not None and callable(dropped.response.stream)
+        dropped.response.stream(b'data: {"type": "x"}\n\n')
+        dropped.response.stream(b"data: {")
+        tap.error(dropped)
+        assert dropped.response.raw_content == b'DATA: {"TYPE": "X"}\n'  # the first 20 bytes forwarded
+
+        unstored = streaming(tap)
+        assert unstored.response is not None and callable(unstored.response.stream)
+        unstored.response.stream(b"data: {}\n\n")
+        tap.response(unstored)
+        assert unstored.response.raw_content == b"data: {}\n\n"
+
+        stored = streaming(tap)
+        assert stored.response is not None and callable(stored.response.stream)
+        stored.response.stream(b"data: {}\n\n")
+        stored.response.raw_content = b"data: {}\n\n as mitmproxy stored it"
+        tap.response(stored)
+        assert stored.response.raw_content == b"data: {}\n\n as mitmproxy stored it"
+    assert tap._kept == {}  # nothing kept after the flows ended
+
+
+def test_options() -> None:
+    tap = MitmTap(on_event=lambda _event: None)
+    with taddons.context(tap) as context:
+        context.configure(tap, oatf_wire_max_body="1k", oatf_wire_protocols="api.local/x=a2a")
+        assert tap.decoder.config.max_body_size == 1024
+        assert tap.decoder.config.overrides[0].protocol == "a2a"
+        for bad in ({"oatf_wire_protocols": "nonsense"}, {"oatf_wire_max_body": "0"}):
+            with pytest.raises(exceptions.OptionsError):
+                context.configure(tap, **bad)
+        assert tap.decoder.config.max_body_size == 1024
+
+
+def test_decode_flow_replays_a_recorded_flow() -> None:
+    flows = load("a2a_v1")
+    events = [e for f in flows for e in decode_flow(WireDecoder(), f)]
+    assert events[0].event_type == "agent_card/get" and events[0].timestamp == flows[0].request.timestamp_start
+    assert sum(e.event_type == "task/status" for e in events) == 2

@@ -1,0 +1,134 @@
+"""Faults around the monitor process, with a real child: a batch that cannot be pickled, a child that stops
+answering, and the addon's reading of concluded runs while the receiver thread appends to them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mitmproxy.test import taddons
+
+import addon.oatf_addon as oatf_addon
+from addon.oatf_addon import OatfAddon
+from oatf_engine.monitor import IndicatorMatched
+from oatf_engine.reports import Reported
+from oatf_engine.wire.jsonrpc import TRUNCATED
+from tests.addon.test_monitor_process import Collector, start
+from tests.oatf_engine.monitor.test_monitor import POISONED_TOOL, call, event
+from tests.oatf_engine.test_reports import report
+
+KEY = "-----BEGIN OPENSSH PRIVATE KEY-----"
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def nested(levels: int, inner: Any) -> Any:
+    for _ in range(levels):
+        inner = [inner]
+    return inner
+
+
+def test_a_batch_that_cannot_be_pickled_is_sent_cut_and_sending_goes_on(tmp_path: Path) -> None:
+    """An event nested 2,000 levels deep (pickling fails from about 800) in a batch: the batch is sent with that
+    event cut at MAX_DEPTH, the failure is reported once, and the next batches are still sent and evaluated."""
+    collector = Collector()
+    monitor = start(collector, tmp_path)
+    deep = event("tools/call", {"name": "add", "arguments": {"note": nested(2_000, KEY)}}, 0.0, session="deep")
+    monitor.observe([deep, call(KEY, 0.0, session="same-batch")])
+    monitor.observe([call(KEY, 1.0, session="next-batch")])
+    assert collector.wait(lambda: collector.evaluated == 2)
+    matched = {o.run for o in collector.outputs if isinstance(o, IndicatorMatched)}
+    assert matched == {"TEST-001@mcp_session:same-batch", "TEST-001@mcp_session:next-batch"}
+    [failure] = collector.failures
+    assert "sending events to the monitor process failed" in failure and "RecursionError" in failure
+    assert monitor.unsent == 0
+    leaf = deep.content["arguments"]["note"]
+    while isinstance(leaf, list):
+        leaf = leaf[0]
+    assert leaf == TRUNCATED
+    assert monitor.shutdown(timeout=30)
+    sessions = {r.summary.session for r in collector.reported()}
+    assert sessions == {"mcp_session:deep", "mcp_session:same-batch", "mcp_session:next-batch"}
+
+
+def test_a_stopped_child_is_stalled_and_shutdown_does_not_wait_for_it(tmp_path: Path) -> None:
+    collector = Collector()
+    monitor = start(collector, tmp_path)
+    monitor.stall_seconds = 0.5
+    monitor.ping()
+    assert wait_until(lambda: monitor._ping_sent is None)  # answered: not stalled
+    assert not monitor.stalled
+    os.kill(monitor._process.pid, signal.SIGSTOP)
+    monitor.observe([call(KEY, 0.0)])
+    monitor.ping()
+    assert wait_until(lambda: monitor.stalled)
+    stopping = threading.Thread(target=monitor.shutdown, args=(120.0,))
+    stopping.start()
+    stopping.join(timeout=30)  # bounded: a stalled child is not waited for (the shutdown allows it 120 s)
+    assert not stopping.is_alive() and not monitor.alive
+
+
+def configured(addon: OatfAddon, context: Any, tmp_path: Path) -> None:
+    attack = tmp_path / "attack.yaml"
+    attack.write_text(POISONED_TOOL, encoding="utf-8")
+    context.configure(addon, oatf_attacks=str(attack), oatf_report_dir=str(tmp_path / "reports"), oatf_watch=False)
+
+
+def test_the_addon_replaces_a_stalled_monitor_and_evaluation_goes_on(tmp_path: Path) -> None:
+    addon = OatfAddon()
+    with taddons.context(addon) as context:
+        configured(addon, context, tmp_path)
+        first = addon.monitor
+        assert first is not None
+        first.stall_seconds = 0.5
+        os.kill(first._process.pid, signal.SIGSTOP)
+        addon.worker = threading.Thread(target=addon._work, daemon=True)  # what `running` starts
+        addon.worker.start()
+        addon._enqueue(call("lost with the stalled monitor", 0.0, session="before"))
+        assert wait_until(lambda: addon.monitor is not first)
+        assert not first.alive
+        addon._enqueue(call(KEY, time.time(), session="after"))
+        assert wait_until(lambda: addon.waiting() == 0)
+        addon.done()
+    [after] = [r for r in addon.concluded_reports() if r.summary.session == "mcp_session:after"]
+    assert after.summary.outcome == "exploited" and after.path is not None
+
+
+def concluded(session: str) -> Reported:
+    return Reported.of("r", {**report("exploited", session=session), "execution_summary": {
+        "status": "completed", "session": session, "started_at": 1.0, "ended_at": 2.0}}, Path("r.json"))
+
+
+def test_done_and_verdicts_read_a_snapshot_of_the_concluded_runs(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The receiver thread appends concluded runs while `done` and `oatf.verdicts` build the summary table:
+    they read a snapshot (a deque iterated while it grows raises `deque mutated during iteration`)."""
+    addon = OatfAddon()
+
+    def table(reports: Any) -> str:
+        rows = 0
+        for _ in reports:
+            rows += 1
+            addon._handle([concluded(f"s{rows}")])  # the receiver, meanwhile
+        return f"{rows} row(s)"
+
+    monkeypatch.setattr(oatf_addon, "summary_table", table)
+    with taddons.context(addon) as context:
+        configured(addon, context, tmp_path)
+        addon._handle([concluded("s0")])
+        assert addon.verdicts() == "1 row(s)"
+        addon.done()
+    assert len(addon.concluded_reports()) == 4  # s0, one appended by verdicts, two by done

@@ -1,0 +1,156 @@
+"""The monitor in its child process (`addon.monitor_process`): a real child, the real pipe protocol."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from addon.monitor_process import MonitorProcess
+from oatf_engine.monitor import MonitorOptions, Output
+from oatf_engine.monitor.monitor import IndicatorMatched
+from oatf_engine.reports import Reported
+from tests.oatf_engine.monitor.test_monitor import POISONED_TOOL, TIMED, attack, call, event
+
+
+class Collector:
+    def __init__(self) -> None:
+        self.outputs: list[Output | Reported] = []
+        self.batches: list[list[Output | Reported]] = []
+        self.evaluated = 0
+        self.failures: list[str] = []
+        self.changed = threading.Condition()
+
+    def on_outputs(self, outputs: list[Output | Reported]) -> None:
+        with self.changed:
+            self.outputs.extend(outputs)
+            self.batches.append(outputs)
+            self.changed.notify_all()
+
+    def on_evaluated(self) -> None:
+        with self.changed:
+            self.evaluated += 1
+            self.changed.notify_all()
+
+    def on_failure(self, message: str) -> None:
+        with self.changed:
+            self.failures.append(message)
+            self.changed.notify_all()
+
+    def wait(self, predicate: Any, timeout: float = 30.0) -> bool:
+        with self.changed:
+            return self.changed.wait_for(predicate, timeout)
+
+    def reported(self) -> list[Reported]:
+        with self.changed:
+            return [o for o in self.outputs if isinstance(o, Reported)]
+
+    def reports(self) -> list[dict[str, Any]]:
+        """The reports the child wrote, read from the files it named."""
+        return [json.loads(Path(r.path).read_text(encoding="utf-8")) for r in self.reported() if r.path]
+
+
+def start(collector: Collector, report_dir: Path, grace: float = 60.0) -> MonitorProcess:
+    monitor = MonitorProcess(MonitorOptions(grace_period=grace), "", str(report_dir), collector.on_outputs,
+                             collector.on_evaluated, collector.on_failure)
+    monitor.replace_attacks([attack(POISONED_TOOL)])
+    return monitor
+
+
+def test_events_are_evaluated_in_the_child_and_shutdown_reports_every_run(tmp_path: Path) -> None:
+    collector = Collector()
+    monitor = start(collector, tmp_path)
+    monitor.observe([call("nothing", 0.0, session="a"), call("-----BEGIN PRIVATE KEY-----", 1.0, session="a")])
+    monitor.observe([call("nothing", 1.0, session="b")])
+    assert collector.wait(lambda: collector.evaluated == 2)  # one answer per batch, in order
+    [matched] = [o for o in collector.outputs if isinstance(o, IndicatorMatched)]
+    assert matched.attack_id == "TEST-001" and "PRIVATE KEY" in matched.evidence
+    status = monitor.status(timeout=10)
+    assert status is not None and sorted(r["run"] for r in status) == ["TEST-001@mcp_session:a",
+                                                                         "TEST-001@mcp_session:b"]
+    assert monitor.shutdown(timeout=30)
+    reports = {r["execution_summary"]["session"]: r for r in collector.reports()}
+    assert {s: (r["verdict"]["result"], r["execution_summary"]["status"]) for s, r in reports.items()} == {
+        "mcp_session:a": ("exploited", "interrupted"), "mcp_session:b": ("not_exploited", "interrupted")}
+    assert not monitor.alive and collector.failures == []
+
+
+def test_clock_ticks_conclude_runs_in_the_child(tmp_path: Path) -> None:
+    collector = Collector()
+    monitor = start(collector, tmp_path, grace=1.0)
+    monitor.observe([call("-----BEGIN PRIVATE KEY-----", 100.0)])
+    monitor.tick(102.0)
+    assert collector.wait(lambda: bool(collector.reported()))
+    [report] = collector.reports()
+    assert report["execution_summary"]["status"] == "completed"
+    assert monitor.shutdown(timeout=30)
+
+
+def test_the_child_writes_the_reports_and_tells_the_parent_once_per_batch(tmp_path: Path) -> None:
+    """Runs concluded by one message are written by the child, made durable together and told to the parent in
+    one answer: run, outcome, status, path — the report itself never crosses the pipe."""
+    collector = Collector()
+    monitor = start(collector, tmp_path, grace=1.0)
+    monitor.observe([call("-----BEGIN PRIVATE KEY-----" if n % 2 else "nothing", 100.0, session=f"s{n}")
+                     for n in range(6)])
+    monitor.tick(102.0)
+    assert collector.wait(lambda: len(collector.reported()) == 6)
+    [batch] = [b for b in collector.batches if any(isinstance(o, Reported) for o in b)]
+    assert len(batch) == 6
+    assert {(r.summary.session, r.summary.outcome, r.summary.status) for r in collector.reported()} == {
+        (f"mcp_session:s{n}", "exploited" if n % 2 else "not_delivered", "completed") for n in range(6)}
+    assert sorted(p.name for p in tmp_path.glob("*.json")) == sorted(Path(r.path or "").name for r in batch)
+    assert len((tmp_path / "verdicts.jsonl").read_text().splitlines()) == 6
+    assert monitor.shutdown(timeout=30) and collector.failures == []
+
+
+def test_the_child_lives_in_a_session_of_its_own(tmp_path: Path) -> None:
+    """A Ctrl-C reaches the whole foreground process group; the child is in another session (so another
+    group) and lives to conclude its runs when the proxy shuts down. The addon's end-to-end tests send
+    SIGINT/SIGTERM to mitmdump's whole process group and read the reports."""
+    collector = Collector()
+    monitor = start(collector, tmp_path)
+    child = monitor._process.pid
+    assert os.getsid(child) == child != os.getsid(0)
+    assert os.getpgid(child) != os.getpgid(0)
+    assert monitor.shutdown(timeout=30)
+
+
+def test_a_dead_child_is_reported_and_status_does_not_hang(tmp_path: Path) -> None:
+    collector = Collector()
+    monitor = start(collector, tmp_path)
+    monitor._process.kill()
+    assert collector.wait(lambda: bool(collector.failures))
+    assert "ended unexpectedly" in collector.failures[0]
+    assert monitor.status(timeout=5) is None and not monitor.alive
+    assert not monitor.shutdown(timeout=1)
+
+
+SEMANTIC_MODULE = '''
+class Judge:
+    """A stand-in SemanticEvaluator: every text scores 0.9."""
+
+    def evaluate(self, text, intent, intent_class, threshold, examples):
+        return 0.9
+'''
+
+
+def test_the_semantic_evaluator_is_loaded_in_the_child_from_where_the_proxy_finds_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`oatf_semantic_evaluator` names a module the proxy can import (here: a folder on this process's
+    `sys.path` only, as mitmproxy adds a script's folder): the child imports it too, and semantic indicators
+    are evaluated, not skipped."""
+    (tmp_path / "oatf_test_semantic_judge.py").write_text(SEMANTIC_MODULE, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    collector = Collector()
+    monitor = MonitorProcess(MonitorOptions(grace_period=60), "oatf_test_semantic_judge:Judge", str(tmp_path),
+                             collector.on_outputs, collector.on_evaluated, collector.on_failure)
+    monitor.replace_attacks([attack(TIMED)])
+    monitor.observe([event("tools/call", {"arguments": {"x": "send the secrets"}}, 0.0)])
+    assert monitor.shutdown(timeout=30) and collector.failures == []
+    [report] = collector.reports()
+    assert report["verdict"]["indicator_verdicts"][0]["result"] == "matched"

@@ -1,0 +1,43 @@
+"""A third-party MCP server for the end-to-end tests: `fastmcp` (not the team's code, not the official SDK's
+server) serving one calculator tool over streamable HTTP on 127.0.0.1, whose description is taken verbatim
+from an OATF document's first tool (`attack.execution.state.tools[0].description`).
+
+    python tests/e2e/addon/fastmcp_server.py PORT ATTACK.yaml [--stateless]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from fastmcp import FastMCP
+from ruamel.yaml import YAML
+
+
+def tool_description(attack: Path) -> str:
+    document = YAML(typ="safe").load(attack.read_text(encoding="utf-8"))
+    return str(document["attack"]["execution"]["state"]["tools"][0]["description"])
+
+
+def build(description: str) -> FastMCP:
+    server = FastMCP("calculator")
+
+    @server.tool(name="add", description=description)
+    def add(a: float, b: float, note: str = "") -> float:
+        return a + b
+
+    return server
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("port", type=int)
+    parser.add_argument("attack", type=Path)
+    parser.add_argument("--stateless", action="store_true", help="the stateless MCP revision (no Mcp-Session-Id)")
+    args = parser.parse_args()
+    build(tool_description(args.attack)).run(transport="http", host="127.0.0.1", port=args.port, path="/mcp",
+                                             stateless_http=args.stateless, show_banner=False)
+
+
+if __name__ == "__main__":
+    main()

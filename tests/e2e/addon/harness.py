@@ -1,0 +1,208 @@
+"""mitmdump running the OATF addon (`addon/oatf_addon.py`) for the end-to-end tests, on top of the wire tests'
+process harness (`tests.e2e.wire.harness`: free ports, readiness, process-group shutdown): its options, its
+report directory and flow recording, polling for report files, its log, mitmproxy commands through
+`command_script.py`, SIGINT shutdown, and `oatf evaluate` over the recording."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.e2e.wire.clients import http_client
+from tests.e2e.wire.harness import PYTHON, ROOT, Peers, Proxy, mitmdump, peer_process
+
+from .command_script import CONTROL_HOST
+
+HERE = Path(__file__).resolve().parent
+ADDON = ROOT / "addon" / "oatf_addon.py"
+OATF = PYTHON.parent / "oatf"
+PEER_KINDS = ("mcp_poisoned", "mcp_rugpull", "a2a", "ag_ui")
+
+Report = dict[str, Any]
+
+
+def run[T](coroutine: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
+    """Run one agent session (a coroutine) to completion, within `timeout` seconds."""
+    return asyncio.run(asyncio.wait_for(coroutine, timeout))
+
+
+@contextlib.contextmanager
+def attacker_peers(workdir: Path) -> Iterator[Peers]:
+    """Every peer of `peers.py`, each on a free port, in one process."""
+    with peer_process(HERE / "peers.py", PEER_KINDS, workdir / "attacker-peers.log") as running:
+        yield running
+
+
+@dataclass
+class OatfProxy:
+    """A running mitmdump with the addon; reports land in `report_dir`, flows in `flows` (if recording)."""
+
+    proxy: Proxy
+    report_dir: Path
+    flows: Path | None
+    attacks: list[Path]
+
+    @property
+    def url(self) -> str:
+        return self.proxy.url
+
+    @property
+    def process(self) -> subprocess.Popen[bytes]:
+        return self.proxy.process
+
+    # --- reports ------------------------------------------------------------------------------------------
+    def reports(self) -> list[Report]:
+        """Every per-run JSON report written so far (never a half-written one: writes are atomic)."""
+        if not self.report_dir.exists():
+            return []
+        return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(self.report_dir.glob("*.json"))
+                if not p.name.startswith(".")]
+
+    def jsonl(self) -> list[Report]:
+        path = self.report_dir / "verdicts.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+    def find(self, attack_id: str, session: str | None = None) -> list[Report]:
+        """Reports of `attack_id`, of the run whose session key ends with `session` when given."""
+        return [r for r in self.reports() if r["attack"]["id"] == attack_id
+                and (session is None or r["execution_summary"]["session"].endswith(session))]
+
+    def wait_for(self, attack_id: str, session: str | None = None, timeout: float = 10.0) -> Report:
+        """The report of that run, polling until it is written."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = self.find(attack_id, session)
+            if found:
+                assert len(found) == 1, found
+                return found[0]
+            if time.monotonic() > deadline:
+                have = [(r["attack"]["id"], r["execution_summary"]["session"]) for r in self.reports()]
+                raise AssertionError(f"no report for {attack_id} session {session} after {timeout}s; have {have}"
+                                     f"\n{self.log()[-3000:]}")
+            time.sleep(0.05)
+
+    # --- the process --------------------------------------------------------------------------------------
+    def log(self) -> str:
+        return self.proxy.log.read_text(encoding="utf-8", errors="replace")
+
+    def wait_for_log(self, predicate: Callable[[str], bool], timeout: float = 10.0) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            text = self.log()
+            if predicate(text):
+                return text
+            if time.monotonic() > deadline:
+                raise AssertionError(f"log condition not met after {timeout}s:\n{text[-3000:]}")
+            time.sleep(0.05)
+
+    def _control(self, path: str, params: dict[str, str] | None = None) -> str:
+        async def call() -> tuple[int, str]:
+            async with http_client(self.url) as client:
+                response = await client.get(f"http://{CONTROL_HOST}{path}", params=params)
+                return response.status_code, response.text
+
+        status, text = asyncio.run(call())
+        assert status == 200, text
+        return text
+
+    @staticmethod
+    def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"condition not met after {timeout}s")
+            time.sleep(0.05)
+
+    def command(self, command: str) -> str:
+        """Run a mitmproxy command inside the proxy (see `command_script.py`); its result as text."""
+        return self._control("/", {"cmd": command})
+
+    def marked(self) -> dict[str, dict[str, str]]:
+        """{flow id: {marked, comment}} of the flows an addon updated (the OATF addon marks matches)."""
+        return json.loads(self._control("/marked"))
+
+    def interrupt(self, timeout: float = 15.0, sig: signal.Signals = signal.SIGINT) -> int:
+        """SIGINT (or `sig`) to mitmdump (its `done` hooks conclude every open run); its exit status."""
+        os.killpg(self.process.pid, sig)
+        return self.process.wait(timeout=timeout)
+
+
+@contextlib.contextmanager
+def oatf_proxy(workdir: Path, name: str, attacks: list[Path], *, grace: str = "1s", record: bool = True,
+               watch: bool = False, options: dict[str, str] | None = None) -> Iterator[OatfProxy]:
+    """mitmdump + the addon (+ the remote control), loading `attacks`, on a free loopback port."""
+    report_dir = workdir / f"{name}-reports"
+    flows = workdir / f"{name}.mitm" if record else None
+    settings = {"oatf_attacks": ",".join(map(str, attacks)), "oatf_report_dir": str(report_dir),
+                "oatf_grace_period": grace, "oatf_watch": str(watch).lower(), **(options or {})}
+    extra = ["-s", str(ADDON), "-s", str(HERE / "command_script.py")]
+    for key, value in settings.items():
+        extra += ["--set", f"{key}={value}"]
+    if flows is not None:
+        extra += ["-w", str(flows), "--set", "store_streamed_bodies=true"]
+    with mitmdump(workdir, tap=False, name=name, extra=tuple(extra)) as proxy:
+        running = OatfProxy(proxy, report_dir, flows, attacks)
+        running.wait_for_log(lambda text: "attack(s) loaded" in text)
+        yield running
+
+
+# --- comparing verdicts -------------------------------------------------------------------------------------
+def verdict_of(report: Report) -> tuple[str, dict[str, str]]:
+    """(result, {indicator id: result}) of a report."""
+    verdict = report["verdict"]
+    return verdict["result"], {v["indicator_id"]: v["result"] for v in verdict["indicator_verdicts"]}
+
+
+def by_run(reports: list[Report]) -> dict[tuple[str, str], tuple[str, dict[str, str]]]:
+    """(attack id, session) → verdict of each report."""
+    keyed = {(r["attack"]["id"], r["execution_summary"]["session"]): verdict_of(r) for r in reports}
+    assert len(keyed) == len(reports), "two reports for one run"
+    return keyed
+
+
+@dataclass
+class Evaluation:
+    status: int
+    reports: list[Report]
+    stderr: str
+
+
+def evaluate(attacks: list[Path], flows: Path, report_dir: Path, grace: str = "1s",
+             flags: tuple[str, ...] = ()) -> Evaluation:
+    """`oatf evaluate` (the console script) over a recording, as CI runs it (`flags` added to its command)."""
+    done = subprocess.run([str(OATF), "evaluate", "--attacks", ",".join(map(str, attacks)), "--flows", str(flows),
+                           "--report-dir", str(report_dir), "--grace-period", grace, "--format", "json", *flags],
+                          capture_output=True, cwd=ROOT, timeout=60, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    reports = json.loads(done.stdout) if done.stdout.strip() else []
+    return Evaluation(done.returncode, reports, done.stderr)
+
+
+def assert_replay_agrees(proxy: OatfProxy, workdir: Path, live: list[Report], grace: str = "1s",
+                         flags: tuple[str, ...] = ()) -> Evaluation:
+    """Stop the proxy if it runs, replay its recording with `oatf evaluate`, and check that every live run has
+    the same verdict (and indicator results) offline, and the exit status CI would see."""
+    if proxy.process.poll() is None:
+        proxy.interrupt()
+    assert proxy.flows is not None and proxy.flows.exists()
+    offline = evaluate(proxy.attacks, proxy.flows, workdir / f"{proxy.flows.stem}-replay", grace, flags)
+    assert by_run(offline.reports) == by_run(live), offline.stderr
+    results = {verdict_of(r)[0] for r in live}
+    expected = 1 if results & {"exploited", "partial"} else 2 if not live or "error" in results else 0
+    assert offline.status == expected, offline.stderr
+    return offline
+
+
+__all__ = ["OatfProxy", "Peers", "assert_replay_agrees", "attacker_peers", "by_run", "evaluate", "oatf_proxy",
+           "run", "verdict_of"]

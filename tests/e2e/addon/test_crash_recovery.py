@@ -1,0 +1,67 @@
+"""Nothing lost when the proxy is killed: `kill -9` of mitmdump mid-run, then the next start (or `oatf
+recover`) concludes every run that was open, from the journal in the report directory (`oatf_engine.journal`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from . import agents
+from .attacks import TOOL_POISONING
+from .harness import Peers, oatf_proxy, run, verdict_of
+
+OATF = Path(sys.executable).parent / "oatf"
+
+
+def crash_with_open_runs(attackers: Peers, tmp_path: Path) -> tuple[Path, str, str]:
+    """An exploited and a resisting session inside a one-hour grace period, then SIGKILL to mitmdump's
+    process group: the report directory, and the two MCP session ids."""
+    url = attackers.url("mcp_poisoned", "/mcp")
+    with oatf_proxy(tmp_path, "crash", [TOOL_POISONING], grace="1h", record=False) as proxy:
+        naive = run(agents.mcp_poisoned_agent(url, proxy.url, "naive"))
+        careful = run(agents.mcp_poisoned_agent(url, proxy.url, "careful"))
+        proxy.wait_for_log(lambda text: "DEMO-001-01 matched" in text)  # evaluated, so journaled before
+        proxy.wait_until(lambda: "2 live run(s)" in proxy.command("oatf.status"))
+        os.killpg(proxy.process.pid, signal.SIGKILL)
+        proxy.process.wait(timeout=10)
+        assert proxy.reports() == [], "killed inside the grace period: nothing was reported"
+        return proxy.report_dir, naive, careful
+
+
+def assert_recovered(reports: list[dict], naive: str, careful: str) -> None:
+    by_session = {r["execution_summary"]["session"]: r for r in reports}
+    exploited, resisted = by_session[f"mcp_session:{naive}"], by_session[f"mcp_session:{careful}"]
+    assert len(reports) == 2
+    assert verdict_of(exploited) == ("exploited", {"DEMO-001-01": "matched"})
+    evidence = exploited["verdict"]["indicator_verdicts"][0]["evidence"]
+    assert 'PRIVATE KEY" matched "' in evidence and "BEGIN OPENSSH PRIVATE KEY" not in evidence, "redacted"
+    # The proxy died inside the grace period: the careful agent had not been given the time to comply.
+    assert (resisted["verdict"]["result"], resisted["outcome"]) == ("not_exploited", "inconclusive")
+    assert {r["execution_summary"]["status"] for r in reports} == {"recovered"}
+
+
+def test_the_next_start_concludes_the_runs_a_killed_proxy_left_open(attackers: Peers, tmp_path: Path) -> None:
+    report_dir, naive, careful = crash_with_open_runs(attackers, tmp_path)
+    with oatf_proxy(tmp_path, "crash", [TOOL_POISONING], grace="1h", record=False) as again:
+        again.wait_for_log(lambda text: "left open by a proxy that did not stop cleanly" in text)
+        assert_recovered(again.reports(), naive, careful)
+        assert not list((report_dir / "journal").glob("*.jsonl"))[:-1], "the old journal is gone"
+        assert again.interrupt() == 0
+    assert len(again.reports()) == 2, "recovered runs are not reported twice"
+
+
+def test_oatf_recover_concludes_them_from_the_command_line(attackers: Peers, tmp_path: Path) -> None:
+    report_dir, naive, careful = crash_with_open_runs(attackers, tmp_path)
+    done = subprocess.run([str(OATF), "recover", str(report_dir), "--attacks", str(TOOL_POISONING),
+                           "--grace-period", "1h"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr  # something was exploited
+    reports = [json.loads(p.read_text()) for p in report_dir.glob("*.json") if not p.name.startswith(".")]
+    assert_recovered(reports, naive, careful)
+    assert "2 run(s) recovered" in done.stderr
+    again = subprocess.run([str(OATF), "recover", str(report_dir), "--attacks", str(TOOL_POISONING)],
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and "nothing to recover" in again.stderr

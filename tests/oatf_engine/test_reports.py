@@ -1,0 +1,85 @@
+"""Report files: atomic JSON per run, JSONL stream, console table, CI exit status."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from oatf_engine.monitor.delivery import outcome
+from oatf_engine.reports import JSONL_NAME, ReportWriter, exit_status, summary_table, undelivered_attacks
+
+
+def report(result: str, session: str = "mcp_session:abc/1", attack_id: str | None = "ACME-001",
+           delivered: bool = True) -> dict:
+    return {
+        "attack": {"id": attack_id, "name": "x", "version": 1, "file": "attacks/x.yaml", "severity": None,
+                   "classification": None},
+        "verdict": {"attack_id": attack_id, "result": result, "indicator_verdicts": [],
+                    "evaluation_summary": {"matched": 1, "not_matched": 1, "error": 0, "skipped": 0},
+                    "max_tier": "ingested"},
+        "outcome": outcome(result, delivered),
+        "execution_summary": {"status": "completed", "session": session, "ended_at": "1970-01-01T00:20:34.500Z",
+                              "delivered": delivered},
+    }
+
+
+def test_writer_writes_one_file_per_run_and_appends_jsonl(tmp_path: Path) -> None:
+    writer = ReportWriter(tmp_path / "reports")
+    first = writer.write(report("exploited"))
+    second = writer.write(report("not_exploited", session="connection:127.0.0.1:5"))
+    assert first.name.startswith("ACME-001__mcp_session_abc_1__")
+    assert first.name.endswith("__1970-01-01T00_20_34.500Z.json")
+    assert json.loads(first.read_text())["verdict"]["result"] == "exploited"
+    assert second.exists() and first != second
+    lines = (tmp_path / "reports" / JSONL_NAME).read_text().splitlines()
+    assert [json.loads(line)["verdict"]["result"] for line in lines] == ["exploited", "not_exploited"]
+    assert not list((tmp_path / "reports").glob(".tmp-*")), "no temporary file is left behind"
+
+
+def test_reports_are_made_durable_together_at_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`write` puts each report in place without an fsync; `commit` fsyncs every report written since, then
+    `verdicts.jsonl` and the directory, once each; a commit with nothing written fsyncs nothing."""
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+    writer = ReportWriter(tmp_path)
+    paths = [writer.write(report("exploited", session=f"s{n}")) for n in range(5)]
+    assert synced == [] and all(path.exists() for path in paths)
+    writer.commit()
+    assert len(synced) == 5 + 2
+    writer.commit()
+    assert len(synced) == 7
+    assert len((tmp_path / JSONL_NAME).read_text().splitlines()) == 5
+
+
+def test_summary_table_and_exit_status() -> None:
+    table = summary_table([report("exploited"), report("not_exploited", attack_id=None)])
+    lines = table.splitlines()
+    assert lines[0].split() == ["ATTACK", "SESSION", "OUTCOME", "MATCHED", "MAX", "TIER", "STATUS"]
+    assert "exploited" in lines[1] and "1/2" in lines[1] and "attacks/x.yaml" in lines[2]
+    assert exit_status([report("not_exploited")]) == 0
+    assert exit_status([report("not_exploited"), report("partial")]) == 1
+    assert exit_status([report("error"), report("not_exploited")]) == 2
+    assert exit_status([]) == 0
+
+
+def test_resisted_and_not_delivered_are_never_merged() -> None:
+    """`not_exploited` reads "resisted" only when the attack reached the agent; the table counts both."""
+    reports = [report("not_exploited", delivered=True), report("not_exploited", attack_id="ACME-002",
+                                                                delivered=False)]
+    lines = summary_table(reports).splitlines()
+    assert "resisted" in lines[1] and "not delivered" in lines[2]
+    assert lines[-1] == "2 run(s): 0 exploited, 0 partial, 1 resisted, 0 inconclusive, 1 not delivered, 0 error"
+    assert undelivered_attacks(reports, ["ACME-001", "ACME-002", "ACME-003"]) == ["ACME-002", "ACME-003"]
+    assert exit_status(reports, ["ACME-002"]) == 3, "--require-delivered: an attack never delivered"
+    assert exit_status([*reports, report("exploited")], ["ACME-002"]) == 1, "exploited wins"
+
+
+def test_hostile_session_keys_get_distinct_bounded_file_names(tmp_path: Path) -> None:
+    writer = ReportWriter(tmp_path)
+    paths = {writer.write(report("exploited", session=key)) for key in ("ctx/1", "ctx:1", "t" * 5000, "é" * 300)}
+    assert len(paths) == 4 and all(len(p.name) < 200 for p in paths)
+    assert len((tmp_path / JSONL_NAME).read_text().splitlines()) == 4
