@@ -1,7 +1,8 @@
 """Plain YAML-form mappings → typed model values (SDK spec §3.1 step 2 "map YAML nodes to core types").
 
 Strict where the type system is: a string where an integer belongs, or an unknown non-`x-` field, is a
-`ParseError` of kind `type_mismatch` naming the field's dot-path. Lenient where the conformance fixtures
+`ParseError` of kind `type_mismatch` naming the field's dot-path (an unknown field with code `unknown_field`
+and the closest allowed name). Lenient where the conformance fixtures
 expect `validate` to speak instead: unknown closed-enum values are kept as strings (V-005), missing
 `oatf`/`attack`/`execution` are left None (V-001/V-003/V-004), and unknown keys at the document root are
 recorded for `validate` (the validate fixture VAL-020a has one next to its alias) while
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from .errors import OATFParseError, ParseError, ParseErrorKind, echo
+from .errors import UNKNOWN_FIELD, OATFParseError, ParseError, ParseErrorKind, did_you_mean, echo
 from .model import (
     CONDITION_OPERATORS,
     PATTERN_SHORTHAND_OPERATORS,
@@ -117,9 +118,16 @@ class ModelBuilder:
             elif extensions and isinstance(key, str) and key.startswith("x-"):
                 ext[key] = value
             else:
-                self.fail(child_path(path, key), f"unknown field {echo(key)} in {what} "
-                          f"(allowed: {', '.join(allowed)}{', x-*' if extensions else ''})", key=True)
+                self.unknown_field(child_path(path, key), key, what, allowed, extensions)
         return known, (ext or None)
+
+    def unknown_field(self, path: str, key: object, what: str, allowed: tuple[str, ...], extensions: bool) -> None:
+        """SDK spec §3.1 step 3: a non-`x-` field the type does not define fails parsing (code
+        `UNKNOWN_FIELD`), located at its key, with the closest allowed name, else the allowed names."""
+        hint = did_you_mean(key, allowed) or f" (allowed: {', '.join(allowed)}{', x-*' if extensions else ''})"
+        line, column = self.key_positions.get(path, (None, None))
+        self.errors.append(ParseError(ParseErrorKind.TYPE_MISMATCH, f"unknown field {echo(key)} in {what}{hint}",
+                                      path, line, column, UNKNOWN_FIELD))
 
     def string(self, raw: dict[str, Any], key: str, path: str) -> str | None:
         value = raw.get(key)
@@ -199,7 +207,8 @@ class ModelBuilder:
             self.fail("", f"the document root must be a mapping, got {_type_name(raw)}")
             self.raise_if_failed()
         shape: list[tuple[str, str]] = [
-            (key, f"unknown top-level field {echo(key)} (allowed: oatf, $schema, attack)")
+            (key, f"unknown top-level field {echo(key)}"
+                  f"{did_you_mean(key, _ROOT_KEYS) or ' (allowed: oatf, $schema, attack)'}")
             for key in raw if key not in _ROOT_KEYS
         ]
         oatf = raw.get("oatf")

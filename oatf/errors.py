@@ -7,6 +7,8 @@ fail as a whole (`parse`, `load`) raise one exception type each, carrying the li
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Collection
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
@@ -29,6 +31,16 @@ def echo(value: object, limit: int = ECHO_LIMIT) -> str:
     except Exception:  # a hostile __repr__, or an int beyond Python's int/str conversion limit
         return f"<{type(value).__name__}>"
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+
+
+def did_you_mean(name: object, known: Collection[str]) -> str:
+    """`; did you mean 'indicators'?` naming the known name closest to a misspelled field name or enum value
+    (SDK spec §7: messages help the author fix the document), or "" when none is close (`difflib`'s ratio
+    of at least 0.6). Every diagnostic about an unknown name ends with it."""
+    if not isinstance(name, str) or not known:
+        return ""
+    close = difflib.get_close_matches(name, sorted(str(k) for k in known), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 class ParseErrorKind(StrEnum):
@@ -77,15 +89,24 @@ class Diagnostic:
     path: str | None = None
 
 
+UNKNOWN_FIELD: Final = "unknown_field"
+"""`ParseError.code` of a field its type does not define (and not an `x-` extension)."""
+
+
 @dataclass(frozen=True)
 class ParseError:
-    """SDK spec §7.1: why YAML deserialization or typing failed, and where (1-based line/column)."""
+    """SDK spec §7.1: why YAML deserialization or typing failed, and where (1-based line/column).
+
+    `code` refines `kind` for tools (SDK spec §7.0 lets SDKs add diagnostics of their own): `UNKNOWN_FIELD`
+    for a field the type does not define. The spec's `ParseErrorKind` has no kind for it, so `kind` stays
+    `type_mismatch` (the document does not deserialize into the type)."""
 
     kind: ParseErrorKind
     message: str
     path: str | None = None
     line: int | None = None
     column: int | None = None
+    code: str | None = None
 
 
 @dataclass(frozen=True)

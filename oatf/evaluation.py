@@ -29,6 +29,7 @@ text (`CompiledCondition.screen`); only a hit there sends them through the value
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -60,6 +61,7 @@ __all__ = [
     "evaluate_expression",
     "evaluate_indicator",
     "evaluate_pattern",
+    "evidence_parts",
     "judge_indicator",
     "timestamp_at",
     "timestamp_now",
@@ -141,6 +143,38 @@ def _describe(value: Any) -> str:
 def _where(target: str, index: int, count: int) -> str:
     path = target if target else "(message root)"
     return path if count == 1 else f"{path} (value {index + 1} of {count})"
+
+
+QUOTED_VALUE: Final = re.compile(r'(?P<lead> matched | for )(?P<value>"(?:[^"\\]|\\.)*"?|[\[{].*)$', re.S)
+"""The traffic value a match's evidence quotes last: a pattern's `matched "…"` (or the JSON of a non-string
+value, or a literal cut short by `EVIDENCE_LIMIT`), a semantic score's `for "…"`."""
+
+
+def evidence_parts(evidence: str) -> tuple[str | None, str | None]:
+    """(where, excerpt) of the evidence of a pattern or semantic match, as this module writes it (`{where}:
+    … matched "{excerpt}"`): the target path (with "value i of n") and the quoted traffic text, unquoted (a
+    non-string value as its JSON). None for what the evidence does not hold (a CEL match names no path)."""
+    if evidence.startswith("CEL expression is true:"):
+        return None, None
+    where = evidence.split(": ", 1)[0] if ": " in evidence else None
+    found = QUOTED_VALUE.search(evidence)
+    if found is None:
+        return where, None
+    value = found.group("value")
+    return where, unquote(value) if value.startswith('"') else value
+
+
+def unquote(literal: str) -> str:
+    """The text of a JSON string literal as evidence quotes it, which the evidence limit may have cut short
+    (no closing quote, or cut inside an escape)."""
+    for text in (literal, literal + '"'):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(value, str):
+            return value
+    return literal.strip('"')
 
 
 def _error_evidence(error: EvaluationError) -> str:

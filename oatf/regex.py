@@ -19,7 +19,7 @@ from typing import Any, Protocol, overload
 
 import re2
 
-from .errors import ECHO_LIMIT, echo
+from .errors import echo
 
 
 class RegexMatch[T: (str, bytes)](Protocol):
@@ -65,8 +65,10 @@ def _compile(pattern: str) -> Regex | str:
     except re2.error as exc:
         reason = exc.args[0] if exc.args else "invalid pattern"
         text = reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
-        what, _, fragment = text.partition(": ")  # RE2 says "<problem>: <the offending part of the pattern>"
-        return f"{what}: {echo(fragment)}" if len(fragment) > ECHO_LIMIT else text
+        # RE2 says "<problem>: <the offending part of the pattern>": the part is quoted (bounded) after the
+        # problem, and left out when it is the whole pattern, which the V-013 message already quotes.
+        what, _, fragment = text.partition(": ")
+        return f"{what} at {echo(fragment)}" if fragment and fragment != pattern else what
     except UnicodeEncodeError:  # RE2 reads UTF-8: a lone surrogate (legal in JSON) has no such form
         return "the pattern is not expressible as UTF-8 (it holds a lone surrogate)"
 

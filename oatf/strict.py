@@ -23,12 +23,11 @@ Every issue names the closest known name (`did you mean 'tools/call'?`) when the
 
 from __future__ import annotations
 
-import difflib
 import re
-from collections.abc import Collection, Iterator
+from collections.abc import Iterator
 
 from .bindings import EVENTS, KNOWN_MODES, KNOWN_PROTOCOLS, SURFACES
-from .errors import ValidationError
+from .errors import ValidationError, did_you_mean
 from .model import Document, Indicator, Trigger
 from .validation.execution_rules import EXECUTION, actor_sites
 from .validation.indicator_rules import indicator_protocol
@@ -83,7 +82,7 @@ def s001_unknown_surface(indicator: Indicator, protocol: str | None) -> Iterator
     if surfaces is None or indicator.surface is None or indicator.surface in surfaces:
         return
     yield Issue("S-001", "surface", f"surface {indicator.surface!r} is not an operation of the {protocol} binding, "
-                f"so no traffic can match this indicator{_suggestion(indicator.surface, surfaces)}")
+                f"so no traffic can match this indicator{did_you_mean(indicator.surface, surfaces)}")
 
 
 def s002_unknown_event(trigger: Trigger, mode: str | None) -> Iterator[Issue]:
@@ -92,7 +91,7 @@ def s002_unknown_event(trigger: Trigger, mode: str | None) -> Iterator[Issue]:
     if events is None or trigger.event is None or trigger.event in events:
         return
     yield Issue("S-002", "event", f"event {trigger.event!r} is not an event of mode {mode}, so this trigger "
-                f"never fires{_suggestion(trigger.event, events)}")
+                f"never fires{did_you_mean(trigger.event, events)}")
 
 
 def s003_envelope_target(indicator: Indicator, protocol: str | None) -> Iterator[Issue]:
@@ -116,7 +115,7 @@ def s004_unknown_mode(mode: str | None) -> Iterator[Issue]:
     """S-004 (strict W-002): a mode no included binding defines: none of its traffic is observed."""
     if mode is not None and mode not in KNOWN_MODES:
         yield Issue("S-004", "mode", f"mode {mode!r} is not defined by an included binding, so none of its "
-                    f"traffic is observed{_suggestion(mode, KNOWN_MODES)}")
+                    f"traffic is observed{did_you_mean(mode, KNOWN_MODES)}")
 
 
 def s004_unknown_protocol(indicator: Indicator) -> Iterator[Issue]:
@@ -124,7 +123,7 @@ def s004_unknown_protocol(indicator: Indicator) -> Iterator[Issue]:
     protocol = indicator.protocol
     if protocol is not None and protocol not in KNOWN_PROTOCOLS:
         yield Issue("S-004", "protocol", f"protocol {protocol!r} is not defined by an included binding, so "
-                    f"this indicator never fires{_suggestion(protocol, KNOWN_PROTOCOLS)}")
+                    f"this indicator never fires{did_you_mean(protocol, KNOWN_PROTOCOLS)}")
 
 
 def _evaluated_targets(indicator: Indicator) -> Iterator[tuple[str, str]]:
@@ -137,11 +136,6 @@ def _evaluated_targets(indicator: Indicator) -> Iterator[tuple[str, str]]:
             yield f"{key}.target", block.target
         elif indicator.target is not None:
             yield "target", indicator.target
-
-
-def _suggestion(name: str, known: Collection[str]) -> str:
-    close = difflib.get_close_matches(name, sorted(known), n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _located(document: Document, base: str, issues: Iterator[Issue]) -> Iterator[ValidationError]:

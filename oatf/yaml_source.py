@@ -29,6 +29,7 @@ from ruamel.yaml.events import (
     SequenceStartEvent,
     StreamEndEvent,
 )
+from ruamel.yaml.reader import ReaderError
 
 from .errors import OATFParseError, ParseError, ParseErrorKind, echo
 
@@ -172,14 +173,66 @@ def load_yaml(text: str | bytes) -> YamlSource:
         raise
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        problem = exc.problem or exc.context or "invalid YAML"
-        if exc.context and exc.context_mark is not None and exc.problem:
-            # e.g. "found unexpected end of stream" is only useful with where the quoted scalar began
-            problem += f" ({exc.context} at line {exc.context_mark.line + 1}, column {exc.context_mark.column + 1})"
         at_line, at_column = (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
-        raise _error(f"invalid YAML: {problem}", at_line, at_column) from None
+        raise _error(f"invalid YAML: {syntax_message(exc, text)}", at_line, at_column) from None
+    except ReaderError as exc:  # a character YAML does not allow anywhere: located by its offset
+        line = text.count("\n", 0, exc.position) + 1
+        column = exc.position - text.rfind("\n", 0, exc.position)
+        raise _error(f"invalid YAML: character U+{exc.character:04X} is not allowed in YAML text (write it as "
+                     "an escape in a double-quoted string)" if isinstance(exc.character, int)
+                     else f"invalid YAML: {' '.join(str(exc.reason).split())}", line, column) from None
     except (YAMLError, ValueError, TypeError, UnicodeError) as exc:
-        raise _error(f"invalid YAML: {exc}") from None
+        raise _error(f"invalid YAML: {' '.join(str(exc).split())}") from None
+
+
+_SYNTAX_MESSAGES = (
+    ("mapping values are not allowed", "unexpected ':': a key indented deeper than the keys before it, or a "
+     "plain value holding ': ' (quote the value)"),
+    ("did not find expected key", "this line does not line up with the keys of the {context_what} at {context_at}: "
+     "check its indentation"),
+    ("expected <block end>", "this line does not line up with the keys of the {context_what} at {context_at}: "
+     "check its indentation"),
+    ("did not find expected '-' indicator", "expected a '- ' item of the list at {context_at}: a list and mapping "
+     "keys are mixed at one indentation"),
+    ("could not find expected ':'", "a key without ':' (the key starts at {context_at})"),
+    ("found unexpected end of stream", "the {context_what} at {context_at} is never closed"),
+    ("did not find expected ',' or", "the {context_what} at {context_at} is not closed: expected ',' or '{closer}'"),
+    ("found incompatible YAML document", "the %YAML directive names a version this parser does not read "
+     "(OATF documents are YAML 1.2)"),
+)
+"""(a YAML parser's problem, as the start of its text → what the author reads: one line, in terms of the
+document). `{context_what}` and `{context_at}` name the construct the parser was in and where it starts."""
+
+
+_CONSTRUCTS = {"block mapping": "mapping", "block collection": "list", "flow sequence": "[…] list",
+               "flow mapping": "{…} mapping", "quoted scalar": "quoted string"}
+"""The parser's names of YAML constructs → the names an author knows."""
+
+
+def syntax_message(exc: MarkedYAMLError, text: str) -> str:
+    """A YAML syntax error (SDK spec §3.1: `ParseError` kind `syntax`) as one human line: the common mistakes
+    (indentation, a tab, an unclosed quote or bracket, an unquoted ': ') in the author's terms, anything else
+    as the parser's problem and the construct it was in. Never more than one line."""
+    problem = " ".join((exc.problem or exc.context or "invalid YAML").split())
+    context = exc.context_mark
+    construct = " ".join((exc.context or "").split())
+    for prefix in ("while ", "parsing ", "scanning ", "a "):
+        construct = construct.removeprefix(prefix)
+    context_what = _CONSTRUCTS.get(construct, construct or "construct")
+    context_at = f"line {context.line + 1}, column {context.column + 1}" if context is not None else "its start"
+    mark = exc.problem_mark
+    found = text[mark.index] if mark is not None and 0 <= mark.index < len(text) else ""
+    if problem.startswith("found character that cannot start any token") or "tab character" in problem:
+        if found == "\t" or "tab character" in problem:
+            return "a tab character: YAML is indented with spaces only"
+        return f"{found!r} cannot start a plain value: quote the value"
+    for start, message in _SYNTAX_MESSAGES:
+        if problem.startswith(start):
+            closer = "}" if "'}'" in problem else "]"
+            return message.format(context_what=context_what, context_at=context_at, closer=closer)
+    if exc.context and context is not None and exc.problem:
+        return f"{problem} ({' '.join(exc.context.split())} at {context_at})"
+    return problem
 
 
 def _compose(text: str) -> YamlSource:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING
 import oatf
 from oatf_engine.engine_config import SETTINGS
 
+from . import diagnostics
 from .diagnostics import Finding, error_findings, parse_findings, validation_findings
 
 if TYPE_CHECKING:
@@ -58,20 +58,24 @@ def documents_in(paths: list[str]) -> Iterator[Path]:
 
 
 def check_file(path: Path, strict: bool = False) -> tuple[list[Finding], bool, oatf.Document | None]:
-    """Findings for one file (with `strict`, the strict checks' errors too), whether it could be read, and the
-    parsed document when it parsed."""
+    """Findings for one file (with `strict`, the strict checks' errors too), each with its source line,
+    whether it could be read, and the parsed document when it parsed."""
     try:
         data = path.read_bytes()
     except OSError as exc:
         return [Finding(str(path), "error", "unreadable", "", exc.strerror or str(exc))], False, None
+    text = data.decode("utf-8", "replace")
     try:
         document = oatf.parse(data)
     except oatf.OATFParseError as exc:
-        return parse_findings(str(path), exc.errors), True, None
+        return diagnostics.with_source(parse_findings(str(path), exc.errors), text), True, None
     findings = validation_findings(str(path), document, oatf.validate(document))
     if strict:
         findings += error_findings(str(path), list(oatf.strict_errors(document)))
-    return findings, True, document
+    return diagnostics.with_source(findings, text), True, document
+
+
+VALIDATE_FORMATS = ("text", "json", "github", "sarif")
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -80,25 +84,27 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if not files:
         print("oatf validate: no OATF documents (.yaml, .yml) found", file=sys.stderr)
         return EXIT_UNREADABLE
-    records: list[dict[str, object]] = []
+    checked: list[tuple[str, bool, list[Finding]]] = []
     invalid = 0
     for path in files:
         findings, readable, _ = check_file(path, args.strict)
+        failed = any(f.severity == "error" for f in findings)
         if not readable:
             status = EXIT_UNREADABLE
-        elif any(f.severity == "error" for f in findings):
+        elif failed:
             invalid += 1
             status = max(status, EXIT_INVALID)
-        if args.format == "json":
-            records.append({"file": str(path), "valid": readable and not any(f.severity == "error" for f in findings),
-                            "diagnostics": [f.record() for f in findings]})
-        else:
-            for finding in findings:
-                print(finding.text(), file=sys.stdout)
+        checked.append((str(path), readable and not failed, findings))
+    every = [finding for _, _, findings in checked for finding in findings]
     if args.format == "json":
-        json.dump(records, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    elif not args.quiet:
+        sys.stdout.write(diagnostics.to_json(checked))
+    elif args.format == "github":
+        sys.stdout.write(diagnostics.to_github(every))
+    elif args.format == "sarif":
+        sys.stdout.write(diagnostics.to_sarif(every, [file for file, _, _ in checked], package_version()))
+    else:
+        sys.stdout.write(diagnostics.to_text(every))
+    if not args.quiet and args.format in ("text", "github"):
         print(f"{len(files)} document(s) checked, {invalid} invalid", file=sys.stderr)
     return status
 
@@ -106,8 +112,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_normalize(args: argparse.Namespace) -> int:
     """Print the canonical (normalized, fully explicit) YAML form of one valid document."""
     findings, readable, document = check_file(Path(args.file))
-    for finding in findings:
-        print(finding.text(), file=sys.stderr)
+    sys.stderr.write(diagnostics.to_text(findings))
     if not readable:
         return EXIT_UNREADABLE
     if document is None or any(f.severity == "error" for f in findings):
@@ -331,7 +336,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     validate = sub.add_parser("validate", help="check documents against every OATF rule (V-001…V-049, W-001…)")
     validate.add_argument("paths", nargs="+", metavar="FILE|DIR")
-    validate.add_argument("--format", choices=("text", "json"), default="text")
+    validate.add_argument("--format", choices=VALIDATE_FORMATS, default="text",
+                          help="text: file:line:col: RULE path: message and the source line with a caret; json: "
+                          "one record per file with its findings; github: GitHub Actions annotations "
+                          "(::error file=…,line=…,col=…,title=RULE::…); sarif: SARIF 2.1.0 for code scanning")
     validate.add_argument("-q", "--quiet", action="store_true", help="no summary line")
     validate.add_argument("--strict", action="store_true",
                           help="also report, as errors, what can never fire in its binding (S-001…S-004: unknown "

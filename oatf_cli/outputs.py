@@ -87,8 +87,9 @@ def to_text(reports: Sequence[Report], quiet: bool = False, verbose: bool = Fals
 # --- SARIF 2.1.0 ----------------------------------------------------------------------------------------------
 
 
-def _uri(path: str) -> str:
-    """A capture file as a SARIF artifact URI: relative paths as they are (POSIX form), absolute ones `file:`."""
+def artifact_uri(path: str) -> str:
+    """A file (a capture, a document) as a SARIF artifact URI: relative paths as they are (POSIX form),
+    absolute ones `file:`."""
     candidate = Path(path)
     return candidate.as_uri() if candidate.is_absolute() else candidate.as_posix()
 
@@ -132,7 +133,7 @@ def _result(report: Report, rule_index: Mapping[str, int], flow_files: Mapping[s
     }
     capture = flow_files.get(flow or "") or (captures[0] if captures else None)
     if capture is not None:
-        location["physicalLocation"] = {"artifactLocation": {"uri": _uri(capture)}}
+        location["physicalLocation"] = {"artifactLocation": {"uri": artifact_uri(capture)}}
     result: dict[str, Any] = {
         "ruleId": key,
         "level": SARIF_LEVELS.get(_severity(report) or "", "warning"),
@@ -163,7 +164,7 @@ def to_sarif(reports: Sequence[Report], attacks: Mapping[str, oatf.Attack], flow
         "runs": [{
             "tool": {"driver": {"name": TOOL_NAME, "version": version, "semanticVersion": version,
                                 "rules": [_rule(k, attacks[k]) for k in keys]}},
-            "artifacts": [{"location": {"uri": _uri(path)}} for path in dict.fromkeys(captures)],
+            "artifacts": [{"location": {"uri": artifact_uri(path)}} for path in dict.fromkeys(captures)],
             "results": [_result(r, rule_index, flow_files, captures) for r in reports
                         if r["outcome"] in SARIF_OUTCOMES],
         }],

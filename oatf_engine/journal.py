@@ -44,8 +44,8 @@ SEGMENT_BYTES = 64 << 20
 MAX_SEGMENTS = 4
 FSYNC_SECONDS = 1.0
 
-RunKey = tuple[str, str, float]
-"""(attack key, session, started_at): one run, whatever the run id's later reuse."""
+RunKey = tuple[str, str, str]
+"""(attack key, session, started_at as the report writes it): one run, whatever the run id's later reuse."""
 
 
 def encode_event(event: ObservedEvent) -> list[Any]:
@@ -128,7 +128,7 @@ class Journal:
 def run_key(report: dict[str, Any]) -> RunKey:
     summary = report["execution_summary"]
     attack = report["attack"]
-    return (str(attack["id"] or attack["file"]), str(summary["session"]), float(summary["started_at"]))
+    return (str(attack["id"] or attack["file"]), str(summary["session"]), str(summary["started_at"]))
 
 
 def segments(path: Path) -> list[Path]:

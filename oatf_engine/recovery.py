@@ -32,7 +32,7 @@ def recover(report_dir: str | Path, attacks: list[LoadedAttack], options: Monito
             semantic: oatf.SemanticEvaluator | None = None) -> list[dict[str, Any]]:
     """The reports of the runs the journal in `report_dir` shows were not reported (see the module docstring)."""
     monitor = Monitor(attacks, options, semantic=semantic)
-    reported: set[tuple[str, str, float]] = set()
+    reported: set[tuple[str, str, str]] = set()
     outputs: list[Output] = []
     for record in records(Path(report_dir) / JOURNAL_DIR):
         if "events" in record:
@@ -46,7 +46,7 @@ def recover(report_dir: str | Path, attacks: list[LoadedAttack], options: Monito
             outputs.extend(monitor.tick(float(record["tick"])))
         elif "concluded" in record:
             attack, session, started = record["concluded"]
-            reported.add((str(attack), str(session), float(started)))
+            reported.add((str(attack), str(session), str(started)))
     outputs.extend(monitor.shutdown("recovered"))
     return [o.report for o in outputs if isinstance(o, RunConcluded) and run_key(o.report) not in reported
             and not (Path(report_dir) / report_filename(o.report)).exists()]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import oatf
+from oatf.evaluation import QUOTED_VALUE, unquote
 from oatf_engine.journal import RunKey, run_key
 from oatf_engine.text import printable
 
@@ -25,9 +26,6 @@ JSONL_NAME = "verdicts.jsonl"
 REDACT_KEEP_ABOVE = 8
 """Values longer than this are shown as their first 4 and last 2 characters (`redact`)."""
 _REDACTED = re.compile(r"^.{0,4}….{0,2} \(\d+ chars\)$", re.S)
-_MATCHED_VALUE = re.compile(r'(?P<lead> matched | for )(?P<value>"(?:[^"\\]|\\.)*"?|[\[{].*)$', re.S)
-"""The traffic value an indicator's evidence quotes last (`oatf.evaluation`): a pattern's `matched "…"` (or
-the JSON of a non-string value, or a literal cut short by the evidence limit), a semantic score's `for "…"`."""
 _STRING_LITERAL = re.compile(r'"(?:[^"\\]|\\.)*"?')
 _SECRET_SHAPES = re.compile(
     r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"  # AWS access key id
@@ -49,18 +47,13 @@ def redact(value: str) -> str:
 
 def _redact_literal(literal: str) -> str:
     """A JSON string literal (possibly cut short: no closing quote) with its value redacted."""
-    for text in (literal, literal + '"'):
-        try:
-            return json.dumps(redact(json.loads(text)), ensure_ascii=False)
-        except ValueError:
-            continue
-    return json.dumps(redact(literal.strip('"')), ensure_ascii=False)  # cut inside an escape
+    return json.dumps(redact(unquote(literal)), ensure_ascii=False)
 
 
 def redact_evidence(evidence: str) -> str:
     """An indicator's evidence with the traffic value it quotes redacted (`redact`; every string of a JSON
     value), and any well-known credential shape elsewhere in it."""
-    found = _MATCHED_VALUE.search(evidence)
+    found = QUOTED_VALUE.search(evidence)
     if found is not None:
         value = found.group("value")
         value = (_redact_literal(value) if value.startswith('"')
@@ -71,12 +64,16 @@ def redact_evidence(evidence: str) -> str:
 
 def redact_report(report: dict[str, Any]) -> dict[str, Any]:
     """A copy of `report` in which what the agent sent is redacted: each indicator's evidence
-    (`redact_evidence`) and each actor's extracted values (`redact`). Reports shown or written by every output
+    (`redact_evidence`), and the excerpt of each matched indicator's structured evidence and each actor's
+    extracted values (`redact`). Reports shown or written by every output
     (report files, `verdicts.jsonl`, `oatf evaluate`'s formats) go through this unless secrets are asked for."""
     redacted = copy.deepcopy(report)
     for verdict in redacted["verdict"].get("indicator_verdicts") or ():
         if isinstance(verdict.get("evidence"), str):
             verdict["evidence"] = redact_evidence(verdict["evidence"])
+    for found in redacted.get("evidence") or ():
+        if isinstance(found.get("excerpt"), str):
+            found["excerpt"] = redact(found["excerpt"])
     for actor in redacted["execution_summary"].get("actors") or ():
         actor["extractors"] = {name: redact(value) if isinstance(value, str) else value
                                for name, value in (actor.get("extractors") or {}).items()}
@@ -91,7 +88,7 @@ def report_filename(report: dict[str, Any]) -> str:
     attack = str(report["attack"]["id"] or Path(report["attack"]["file"]).stem)[:60]
     session = str(report["execution_summary"]["session"])
     digest = hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()[:12]
-    ended = f"{report['execution_summary']['ended_at']:.3f}"
+    ended = str(report["execution_summary"]["ended_at"])
     return re.sub(r"[^A-Za-z0-9._-]+", "_", f"{attack}__{session[:60]}__{digest}__{ended}") + ".json"
 
 

@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable, Iterator
 
 from ..durations import parse_duration
-from ..errors import OATFParseError, echo
+from ..errors import OATFParseError, did_you_mean, echo
 from ..model import (
     Attack,
     Category,
@@ -94,11 +94,13 @@ def v004_execution_required(attack: Attack) -> Iterator[Issue]:
 
 def v005_enum_value(value: object, allowed: Iterable[str], name: str = "") -> Iterator[Issue]:
     """V-005 (§11.1.5): a closed-enumeration field holds one of its values (`name` introduces the value in the
-    message). Parse keeps a value that is no member of its enum as a plain string, which is not `allowed`."""
+    message; the closest member is suggested). Parse keeps a value that is no member of its enum as a plain
+    string, which is not `allowed`."""
     members = tuple(allowed)
     if value is not None and value not in members:
         prefix = f"{name} " if name else ""
-        yield Issue("V-005", "", f"{prefix}{echo(value)} is not one of: {', '.join(members)}")
+        yield Issue("V-005", "", f"{prefix}{echo(value)} is not one of: {', '.join(members)}"
+                    f"{did_you_mean(value, members)}")
 
 
 def v017_severity_confidence(attack: Attack) -> Iterator[Issue]:

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..bindings import event_is_known, known_modes
-from ..errors import echo
+from ..bindings import EVENTS, event_is_known, known_modes
+from ..errors import did_you_mean, echo
 from ..extractors import jsonpath_syntax_error
 from ..model import (
     Action,
@@ -247,13 +247,14 @@ def v031_actor_name_and_mode(execution: Execution) -> Iterator[Issue]:
 
 
 def v034_mode_protocol_pattern(node: Execution | Actor | Phase | Indicator) -> Iterator[Issue]:
-    """V-034 (§5.1): a mode matches `{protocol}_(server|client)`; an indicator protocol `[a-z][a-z0-9_]*`."""
+    """V-034 (§5.1): a mode matches `{protocol}_(server|client)` (the closest known mode is suggested); an
+    indicator protocol `[a-z][a-z0-9_]*`."""
     if isinstance(node, Indicator):
         if node.protocol is not None and not PROTOCOL.match(node.protocol):
             yield Issue("V-034", "protocol", f"protocol {echo(node.protocol)} must match [a-z][a-z0-9_]*")
     elif node.mode is not None and not MODE.match(node.mode):
         yield Issue("V-034", "mode", f"mode {echo(node.mode)} must match {{protocol}}_server or {{protocol}}_client "
-                    "([a-z][a-z0-9_]*_(server|client))")
+                    f"([a-z][a-z0-9_]*_(server|client)){did_you_mean(node.mode, known_modes())}")
 
 
 def v044_phase_mode_matches_actor(execution: Execution) -> Iterator[Issue]:
@@ -267,11 +268,13 @@ def v044_phase_mode_matches_actor(execution: Execution) -> Iterator[Issue]:
 
 
 def w002_unknown_mode(node: Execution | Actor | Phase) -> Iterator[Issue]:
-    """W-002 (SDK spec §3.2): a mode that passes V-034 but no included binding defines; likely a typo."""
+    """W-002 (SDK spec §3.2): a mode that passes V-034 but no included binding defines; likely a typo (the
+    closest known mode is suggested)."""
     mode = node.mode
     if mode is not None and MODE.match(mode) and mode not in known_modes():
         yield Issue("W-002", "mode", f"mode {echo(mode)} is not defined by an included binding "
-                    f"(known: {', '.join(sorted(known_modes()))}); is it a typo?", warning=True)
+                    f"(known: {', '.join(sorted(known_modes()))})"
+                    f"{did_you_mean(mode, known_modes()) or '; is it a typo?'}", warning=True)
 
 
 # --- triggers and predicates ---------------------------------------------------------------------------------
@@ -300,7 +303,8 @@ def v029_trigger_event_known(trigger: Trigger, mode: str | None) -> Iterator[Iss
     """V-029 (§7), a warning: the trigger event is one the actor's recognized mode defines."""
     event = trigger.event
     if event is not None and mode is not None and mode in known_modes() and not event_is_known(mode, event):
-        yield Issue("V-029", "event", f"event {echo(event)} is not defined for mode {echo(mode)}", warning=True)
+        yield Issue("V-029", "event", f"event {echo(event)} is not defined for mode {echo(mode)}"
+                    f"{did_you_mean(event, EVENTS[mode])}", warning=True)
 
 
 def v036_trigger_after_duration(trigger: Trigger) -> Iterator[Issue]:

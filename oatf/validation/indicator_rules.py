@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from ..bindings import SURFACES, known_protocols
 from ..cel import cel_syntax_error
-from ..errors import echo
+from ..errors import did_you_mean, echo
 from ..model import (
     Attack,
     Direction,
@@ -116,7 +116,7 @@ def v018_surface_known(indicator: Indicator, protocol: str | None) -> Iterator[I
         return
     if indicator.surface not in SURFACES[protocol]:
         yield Issue("V-018", "surface", f"surface {echo(indicator.surface)} is not an operation of the {protocol} "
-                    "binding", warning=True)
+                    f"binding{did_you_mean(indicator.surface, SURFACES[protocol])}", warning=True)
 
 
 def v021_indicator_targets(indicator: Indicator) -> Iterator[Issue]:
@@ -188,11 +188,13 @@ def v049_method_block(indicator: Indicator) -> Iterator[Issue]:
 
 
 def w003_unknown_protocol(indicator: Indicator) -> Iterator[Issue]:
-    """W-003 (SDK spec §3.2): a protocol that passes V-034 but no included binding defines; likely a typo."""
+    """W-003 (SDK spec §3.2): a protocol that passes V-034 but no included binding defines; likely a typo (the
+    closest known protocol is suggested)."""
     protocol = indicator.protocol
     if protocol is not None and PROTOCOL.match(protocol) and protocol not in known_protocols():
         yield Issue("W-003", "protocol", f"protocol {echo(protocol)} is not defined by an included binding "
-                    f"(known: {', '.join(sorted(known_protocols()))}); is it a typo?", warning=True)
+                    f"(known: {', '.join(sorted(known_protocols()))})"
+                    f"{did_you_mean(protocol, known_protocols()) or '; is it a typo?'}", warning=True)
 
 
 def w005_protocol_has_actor(protocol: str | None, actor_protocols: set[str]) -> Iterator[Issue]:

@@ -224,7 +224,7 @@ class Delivery:
 
     def _record(self, event: ObservedEvent, phase: str, path: str | None, excerpt: str) -> dict[str, Any]:
         return {"actor": self.actor, "phase": phase, "flow": event.flow_id, "event": event.event_type,
-                "at": event.timestamp, "payload": path, "excerpt": excerpt}
+                "at": oatf.timestamp_at(event.timestamp), "payload": path, "excerpt": excerpt}
 
 
 CUT_SHORT = frozenset({"evicted", "reloaded"})

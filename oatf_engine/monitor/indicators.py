@@ -3,16 +3,17 @@
 The filter keeps events of the indicator's protocol, surface, actor and direction (steps 1–2 are selected per
 attack by `AttackPlan.selection`, steps 3–4 by `accepts`); every kept event is evaluated with the
 indicator's compiled judge (`oatf.compile_indicator`: `evaluate_indicator` without a verdict per message)
-until the first match, which keeps its evidence (flow, event, path and excerpt) and ends evaluation for that
-indicator. Counters, not messages, are retained.
+until the first match, which keeps its evidence (flow, event, path and excerpt: the verdict's string and
+`found`, the same as fields) and ends evaluation for that indicator. Counters, not messages, are retained.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import oatf
-from oatf.evaluation import Judge
+from oatf.evaluation import Judge, evidence_parts
 
 from ..events import ObservedEvent
 
@@ -26,8 +27,8 @@ class IndicatorTracker:
     """Why this indicator cannot be evaluated here (e.g. no semantic evaluator): it is `skipped`."""
     examined: int = 0
     matched: oatf.IndicatorVerdict | None = None
-    matched_flow: str | None = None
-    matched_event: str | None = None
+    found: dict[str, Any] | None = None
+    """Where the first match was, as fields: flow, event, direction, time, endpoint, path, excerpt."""
     error: oatf.IndicatorVerdict | None = None
     skipped: oatf.IndicatorVerdict | None = None
     open: bool = True
@@ -71,7 +72,11 @@ class IndicatorTracker:
             return False
         self.matched = verdict
         self.open = False
-        self.matched_flow, self.matched_event = event.flow_id, event.event_type
+        path, excerpt = evidence_parts(evidence or "")
+        endpoint = event.endpoint
+        self.found = {"flow": event.flow_id, "event": event.event_type, "direction": event.direction,
+                      "at": oatf.timestamp_at(event.timestamp),
+                      "endpoint": f"{endpoint.host}:{endpoint.port}{endpoint.path}", "path": path, "excerpt": excerpt}
         return True
 
     def verdict(self, timestamp: str) -> oatf.IndicatorVerdict:

@@ -230,23 +230,34 @@ class AttackRun:
         return status in CUT_SHORT or ended_at < self.last_event_at + self.grace_period
 
     def report(self, status: str, ended_at: float) -> dict[str, Any]:
-        """The run's report: `attack`, `verdict` (the OATF AttackVerdict, as §9.3 computes it), `outcome`
-        (what a person reads: exploited, partial, error, resisted, not_delivered or inconclusive) and
+        """The run's report: `attack`, `verdict` (the OATF AttackVerdict, as §9.3 computes it, unchanged),
+        `evidence` (beside it: each matched indicator's evidence as fields, `evidence`), `outcome` (what a
+        person reads: exploited, partial, error, resisted, not_delivered or inconclusive) and
         `execution_summary`."""
         verdict = self.verdict(ended_at).to_dict()
         return {
             "attack": dict(self.loaded.plan.header),
             "verdict": verdict,
+            "evidence": self.evidence(),
             "outcome": outcome(verdict["result"], self.delivered, self.cut_short(status, ended_at)),
             "execution_summary": self.execution_summary(status, ended_at),
         }
 
+    def evidence(self) -> list[dict[str, Any]]:
+        """For each matched indicator, in document order: its id, where it matched (flow, event, direction,
+        time, endpoint, path), the excerpt of the traffic that matched, the indicator's `description` and its
+        `false_positives` (format spec §6.1), so a triager reads what was seen next to what it means."""
+        return [{"indicator_id": t.id, **t.found, "indicator_description": t.indicator.description,
+                 "false_positives": list(t.indicator.false_positives or ())}
+                for t in self.indicators if t.found is not None]
+
     def execution_summary(self, status: str, now: float) -> dict[str, Any]:
+        """What happened in the run; every time ISO 8601 (UTC, milliseconds) on the event clock."""
         return {
             "status": status,
             "session": self.session,
-            "started_at": self.started_at,
-            "ended_at": now,
+            "started_at": oatf.timestamp_at(self.started_at),
+            "ended_at": oatf.timestamp_at(now),
             "grace_period_seconds": self.grace_period,
             "grace_applied": status == "completed",
             "delivered": self.delivered,
@@ -259,5 +270,6 @@ class AttackRun:
                 "extractors": dict(a.extracted), "delivered": d.delivered, "peer": a.peer,
             } for a, d in zip(self.actors, self.deliveries, strict=True)],
             "phase_changes": [{"actor": c.actor, "from": c.from_phase, "to": c.to_phase, "reason": c.reason,
-                               "flow": c.flow_id, "at": c.timestamp} for c in self.phase_changes[:100]],
+                               "flow": c.flow_id, "at": oatf.timestamp_at(c.timestamp)}
+                              for c in self.phase_changes[:100]],
         }

@@ -21,7 +21,7 @@ def report(result: str, session: str = "mcp_session:abc/1", attack_id: str | Non
                     "evaluation_summary": {"matched": 1, "not_matched": 1, "error": 0, "skipped": 0},
                     "max_tier": "ingested"},
         "outcome": outcome(result, delivered),
-        "execution_summary": {"status": "completed", "session": session, "ended_at": 1234.5,
+        "execution_summary": {"status": "completed", "session": session, "ended_at": "1970-01-01T00:20:34.500Z",
                               "delivered": delivered},
     }
 
@@ -30,7 +30,8 @@ def test_writer_writes_one_file_per_run_and_appends_jsonl(tmp_path: Path) -> Non
     writer = ReportWriter(tmp_path / "reports")
     first = writer.write(report("exploited"))
     second = writer.write(report("not_exploited", session="connection:127.0.0.1:5"))
-    assert first.name.startswith("ACME-001__mcp_session_abc_1__") and first.name.endswith("__1234.500.json")
+    assert first.name.startswith("ACME-001__mcp_session_abc_1__")
+    assert first.name.endswith("__1970-01-01T00_20_34.500Z.json")
     assert json.loads(first.read_text())["verdict"]["result"] == "exploited"
     assert second.exists() and first != second
     lines = (tmp_path / "reports" / JSONL_NAME).read_text().splitlines()

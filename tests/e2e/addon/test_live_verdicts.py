@@ -29,6 +29,11 @@ GREEDY_KEY_REGEX = "BEGIN OPENSSH PRIVATE KEY-----[\\\\s\\\\S]*"
 """Matches the key and everything after it (YAML double-quoted: `[\\s\\S]*`)."""
 
 
+def seconds(timestamp: str) -> float:
+    """An ISO 8601 report time as seconds since the epoch."""
+    return datetime.fromisoformat(timestamp).timestamp()
+
+
 def write(directory: Path, name: str, text: str) -> Path:
     path = directory / name
     path.write_text(text, encoding="utf-8")
@@ -202,8 +207,9 @@ def test_count_and_after_triggers(attackers: Peers, tmp_path: Path) -> None:
     counted, timed = summary["phase_changes"]
     assert (counted["to"], counted["reason"]) == ("armed", "event_matched") and counted["flow"]
     assert (timed["to"], timed["reason"], timed["flow"]) == ("fired", "timeout", None)
-    assert 1.0 <= timed["at"] - counted["at"] < 3.0  # on the clock tick (every 0.25 s when idle)
-    assert summary["ended_at"] - timed["at"] >= 1.0  # the grace period ran after the last actor went terminal
+    assert 1.0 <= seconds(timed["at"]) - seconds(counted["at"]) < 3.0  # on the clock tick (every 0.25 s when idle)
+    # the grace period ran after the last actor went terminal
+    assert seconds(summary["ended_at"]) - seconds(timed["at"]) >= 1.0
     assert waiting["execution_summary"]["status"] == "interrupted"
     assert waiting["execution_summary"]["actors"][0]["phases_reached"] == ["warm_up"]
     assert {verdict_of(r)[0] for r in live} == {"not_exploited"}
@@ -233,9 +239,10 @@ def test_grace_period_catches_a_late_exfiltration(attackers: Peers, tmp_path: Pa
     assert verdict_of(report) == ("exploited", {"E2E-GRACE-001-01": "matched"})
     summary = report["execution_summary"]
     assert summary["grace_period_seconds"] == 2.0 and summary["status"] == "completed"
-    assert summary["ended_at"] - summary["started_at"] >= 2.4 + 2.0
-    matched_at = datetime.fromisoformat(indicator(report, "E2E-GRACE-001-01")["timestamp"]).timestamp()
-    assert summary["ended_at"] - matched_at >= 1.8  # the document's grace period after the last message, not 1 s
+    assert seconds(summary["ended_at"]) - seconds(summary["started_at"]) >= 2.4 + 2.0
+    matched_at = seconds(indicator(report, "E2E-GRACE-001-01")["timestamp"])
+    # the document's grace period after the last message, not 1 s
+    assert seconds(summary["ended_at"]) - matched_at >= 1.8
     assert_replay_agrees(proxy, tmp_path, [report])
 
 
@@ -306,5 +313,5 @@ def test_run_limits_and_capped_evidence(attackers: Peers, tmp_path: Path) -> Non
     assert max(sizes) < 20_000  # reports and verdicts.jsonl: excerpts, not the 200 KB message
     summary = timed_out["execution_summary"]
     assert (summary["status"], verdict_of(timed_out)[0]) == ("timed_out", "not_exploited")
-    assert summary["ended_at"] - summary["started_at"] >= 2.0
+    assert seconds(summary["ended_at"]) - seconds(summary["started_at"]) >= 2.0
     assert_replay_agrees(proxy, tmp_path, live, grace="60s", flags=("--max-runs", "1", "--max-run-lifetime", "2s"))

@@ -12,6 +12,7 @@ import pytest
 import oatf
 from oatf_engine.events import Endpoint, ObservedEvent
 from oatf_engine.monitor import Monitor, MonitorOptions, RunConcluded, SessionKey, load_library
+from oatf_engine.monitor.actors import TIMER_SLACK
 from oatf_engine.monitor.library import LoadedAttack
 from oatf_engine.monitor.plan import MAX_REMEMBERED_EVENT_TYPES
 
@@ -205,7 +206,8 @@ def test_the_end_of_traffic_lets_timers_that_need_no_traffic_fire() -> None:
     [report] = concluded(monitor.end_of_traffic(0.0))
     summary = report["execution_summary"]
     assert (summary["status"], summary["actors"][0]["phases_reached"]) == ("completed", ["wait", "done"])
-    assert summary["ended_at"] == summary["phase_changes"][0]["at"] + 5
+    assert summary["ended_at"] == oatf.timestamp_at(30 + TIMER_SLACK + 5)
+    assert summary["phase_changes"][0]["at"] == oatf.timestamp_at(30 + TIMER_SLACK)
 
 
 def test_the_end_of_traffic_interrupts_runs_that_wait_for_traffic() -> None:
@@ -215,7 +217,7 @@ def test_the_end_of_traffic_interrupts_runs_that_wait_for_traffic() -> None:
     monitor.observe(event("tools/call", {"name": "add", "arguments": {}}, 10.0))
     [report] = concluded(monitor.end_of_traffic(10.0))
     assert report["execution_summary"]["status"] == "interrupted"
-    assert report["execution_summary"]["ended_at"] == 15.0
+    assert report["execution_summary"]["ended_at"] == oatf.timestamp_at(15.0)
 
 
 def test_a_clock_jump_past_lifetime_and_grace_concludes_by_whichever_ended_first() -> None:
@@ -224,7 +226,8 @@ def test_a_clock_jump_past_lifetime_and_grace_concludes_by_whichever_ended_first
     monitor = Monitor([attack(POISONED_TOOL)], MonitorOptions(grace_period=60, max_run_lifetime=2))
     monitor.observe(call("hello", 100.0))
     [report] = concluded(monitor.tick(1000.0))
-    assert (report["execution_summary"]["status"], report["execution_summary"]["ended_at"]) == ("timed_out", 102.0)
+    summary = report["execution_summary"]
+    assert (summary["status"], summary["ended_at"]) == ("timed_out", oatf.timestamp_at(102.0))
 
 
 def test_sessions_get_separate_runs() -> None:
@@ -378,7 +381,7 @@ def test_timers_fire_at_their_deadline_not_before() -> None:
     assert concluded(monitor.tick(135.0)) == []
     [report] = concluded(monitor.tick(135.002))
     assert report["execution_summary"]["status"] == "completed"
-    assert report["execution_summary"]["ended_at"] == pytest.approx(135.0, abs=1e-5)  # the grace period's end
+    assert report["execution_summary"]["ended_at"] == "1970-01-01T00:02:15.000Z"  # the grace period's end (135 s)
 
 
 def test_timer_queue_stays_bounded_by_live_runs() -> None:
