@@ -44,6 +44,8 @@ class AttackRun:
     indicators: list[IndicatorTracker] = field(default_factory=list)
     last_event_at: float = 0.0
     all_terminal_at: float | None = None
+    closed_at: float | None = None
+    """When the agent closed the run's session (an MCP `DELETE`: `Monitor.close_session`), if it did."""
     messages: int = 0
     cited_flows: list[str] = field(default_factory=list)
     phase_changes: list[PhaseChange] = field(default_factory=list)
@@ -150,21 +152,32 @@ class AttackRun:
 
     def deadline(self) -> float:
         """The next time `tick`/`due` can change something: an `after` timer, the end of the grace period,
-        or the end of the run's lifetime. Later events only move it later."""
+        of the closed session's grace period, or of the run's lifetime. Later events only move it later."""
+        ends = [t for t in (self._lifetime_end(), self._closing_end()) if t is not None]
         grace_end = self._grace_end()
         if grace_end is not None:
-            return min(self._lifetime_end(), grace_end)
-        return min(self._lifetime_end(), *(a.deadline() for a in self.actors))
+            return min(*ends, grace_end)
+        return min(*ends, *(a.deadline() for a in self.actors))
 
     def due(self, now: float) -> tuple[str, float] | None:
         """The execution status and the time the run ended if it should conclude by `now`, else None: the
-        end of its grace period (`completed`) or of its lifetime (`timed_out`), not `now`, so the times in a
-        report do not depend on when the clock was read."""
+        end of its grace period (`completed`), of a grace period after the agent closed its session
+        (`session_closed`: no later message can belong to the run) or of its lifetime (`timed_out`), not
+        `now`, so the times in a report do not depend on when the clock was read."""
         grace_end = self._grace_end()
         if grace_end is not None and now >= grace_end:
             return "completed", grace_end
+        closing_end = self._closing_end()
+        if closing_end is not None and now >= closing_end:
+            return "session_closed", closing_end
         lifetime_end = self._lifetime_end()
         return ("timed_out", lifetime_end) if now >= lifetime_end else None
+
+    def close(self, at: float) -> None:
+        """The agent closed the run's session at `at`: the run concludes a grace period after that (or after
+        its last event, if later) — a full grace period, so not `cut_short`."""
+        if self.closed_at is None:
+            self.closed_at = at
 
     def _grace_end(self) -> float | None:
         """When the grace period ends, if every actor is terminal: one grace period after the run's last
@@ -172,6 +185,11 @@ class AttackRun:
         if self.all_terminal_at is None:
             return None
         return max(self.last_event_at, self.all_terminal_at) + self.grace_period
+
+    def _closing_end(self) -> float | None:
+        if self.closed_at is None:
+            return None
+        return max(self.last_event_at, self.closed_at) + self.grace_period
 
     def _lifetime_end(self) -> float:
         return self.started_at + self.options.max_run_lifetime
