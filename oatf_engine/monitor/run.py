@@ -153,29 +153,32 @@ class AttackRun:
     def deadline(self) -> float:
         """The next time `tick`/`due` can change something: an `after` timer, the end of the grace period,
         of the closed session's grace period, or of the run's lifetime. Later events only move it later."""
-        ends = [t for t in (self._lifetime_end(), self._closing_end()) if t is not None]
         grace_end = self._grace_end()
         if grace_end is not None:
-            return min(*ends, grace_end)
-        return min(*ends, *(a.deadline() for a in self.actors))
+            return min(self._lifetime_end(), grace_end)
+        closing_end = self._closing_end()
+        return min(self._lifetime_end(), *(() if closing_end is None else (closing_end,)),
+                   *(a.deadline() for a in self.actors))
 
     def due(self, now: float) -> tuple[str, float] | None:
         """The execution status and the time the run ended if it should conclude by `now`, else None: the
-        end of its grace period (`completed`), of a grace period after the agent closed its session
-        (`session_closed`: no later message can belong to the run) or of its lifetime (`timed_out`), not
-        `now`, so the times in a report do not depend on when the clock was read."""
+        end of its grace period (`completed`); for a run not every actor of which is terminal, the end of a
+        grace period after the agent closed its session (`session_closed`: no later message can belong to the
+        run); the end of its lifetime (`timed_out`). The time is that end, not `now`, so the times in a report
+        do not depend on when the clock was read."""
         grace_end = self._grace_end()
         if grace_end is not None and now >= grace_end:
             return "completed", grace_end
         closing_end = self._closing_end()
-        if closing_end is not None and now >= closing_end:
+        if grace_end is None and closing_end is not None and now >= closing_end:
             return "session_closed", closing_end
         lifetime_end = self._lifetime_end()
         return ("timed_out", lifetime_end) if now >= lifetime_end else None
 
     def close(self, at: float) -> None:
-        """The agent closed the run's session at `at`: the run concludes a grace period after that (or after
-        its last event, if later) — a full grace period, so not `cut_short`."""
+        """The agent closed the run's session at `at`: unless every actor is terminal (its grace period then
+        ends it, `completed`), the run concludes a grace period after that, or after its last event if later
+        (a full grace period, so not `cut_short`), once its `after` timers due by then have fired."""
         if self.closed_at is None:
             self.closed_at = at
 

@@ -459,3 +459,14 @@ def test_a_session_the_agent_closed_concludes_a_grace_period_later() -> None:
     by_connection.observe(event("tools/call", {"arguments": {"q": "x"}}, 0.0, session="a"))
     by_connection.close_session("mcp", "mcp_session", "a", 0.0)
     assert concluded(by_connection.tick(100.0)) == [] and by_connection.status()[0]["state"] == "live"
+
+
+def test_a_closed_session_leaves_a_run_whose_actors_are_terminal_to_its_grace_period() -> None:
+    """Every actor terminal: the grace period of quiet concludes it `completed`, as it would without the close
+    (which only ends runs that would otherwise wait for their lifetime)."""
+    monitor = Monitor([attack(POISONED_TOOL)], MonitorOptions(grace_period=10))
+    monitor.observe(call("benign", 0.0, session="a"))
+    monitor.close_session("mcp", "mcp_session", "a", 5.0)
+    assert monitor.status()[0]["state"] == "grace"
+    [report] = concluded(monitor.tick(15.0))
+    assert (report["execution_summary"]["status"], report["execution_summary"]["ended_at"]) == ("completed", 10.0)
