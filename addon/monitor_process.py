@@ -12,7 +12,7 @@ Pickled messages, in order, one pipe each way:
     parent → child: ("start", (MonitorOptions, semantic spec, report directory)) first, then
                     ("events", [event, ...]) | ("tick", now) | ("options", MonitorOptions)
                     | ("reports", report directory) | ("attacks", [LoadedAttack, ...]) | ("status", None)
-                    | ("shutdown", None) | ("ping", None)
+                    | ("close", (protocol, session key name, value, time)) | ("shutdown", None) | ("ping", None)
     child → parent: ("evaluated", [Output, ...]) after each "events" message, in order (possibly empty)
                     | ("outputs", [Output, ...]) | ("reported", [Reported, ...]) | ("status", [run snapshot, ...])
                     | ("failed", message) | ("done", [Reported, ...]) | ("pong", None)
@@ -204,6 +204,8 @@ def _handle(monitor: Monitor, reporting: Reporting, kind: str, payload: Any,
             monitor.set_options(payload)
         elif kind == "attacks":
             outputs = monitor.replace_attacks(payload)
+        elif kind == "close":
+            monitor.close_session(*payload)
     except Exception:  # one bad event must not stop evaluation of the others
         answer(("failed", traceback.format_exc(limit=8)))
     outputs = reporting.conclude(outputs)
@@ -286,6 +288,10 @@ class MonitorProcess:
 
     def replace_attacks(self, attacks: list[LoadedAttack]) -> None:
         self._outbox.put(("attacks", attacks))
+
+    def close_session(self, protocol: str, name: str, value: str, at: float) -> None:
+        """The agent closed a session (`Monitor.close_session`)."""
+        self._outbox.put(("close", (protocol, name, value, at)))
 
     def status(self, timeout: float) -> list[dict[str, Any]] | None:
         """The child's snapshot of its live runs, or None when it does not answer within `timeout` seconds

@@ -8,21 +8,37 @@ that do one thing, commands for users):
   runs in a child process (`addon.monitor_process`: CEL and every other evaluation, and writing the reports,
   stay off the proxy's event loop and out of its interpreter lock), and ticks its clock; a receiver thread
   handles what the monitor answers: logs, the summary table, the journal's markers of reported runs;
-- flows that matched an indicator are marked and commented (on the event loop);
-- on shutdown every open run is concluded and reported: nothing observed is lost.
+- flows that matched an indicator are marked and commented (on the event loop). With `-w`
+  (`save_stream_file`) mitmproxy's `save` addon writes a flow at its `response` (or `error`) hook, which runs
+  after this addon's: the match is found later, in the monitor process. So, while a flow's decoded messages are
+  still being evaluated, this addon's `response`/`error` hook returns an awaitable that mitmproxy awaits
+  before the next addon's hook: the flow is saved once the monitor has evaluated them and their marks are set
+  (the receiver thread schedules each mark on the event loop before it releases the flow, so the mark comes
+  first), or after `oatf_save_wait` seconds at most (0 by default: never). Only that flow waits (its client gets
+  the end of the response that much later, which eats into the grace period the agent has to act: off unless
+  asked for); other flows go on, and without `-w` nothing waits. A match found later (an event
+  the monitor holds to place it in a session: a keyless exchange, `oatf_engine.monitor.sessions`) still marks
+  the flow in the UIs, not in the file;
+- an MCP session the agent closed (a `DELETE` with its `Mcp-Session-Id`, accepted by the server) concludes
+  its runs a grace period later (`Monitor.close_session`) rather than at the end of their lifetime;
+- on shutdown every open run is concluded and reported: nothing observed is lost; the summary table is logged,
+  and printed to the terminal once the `mitmproxy` console has given it back (the console shows no log
+  after it exits).
 """
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import logging
+import os
 import queue
 import sys
 import threading
 import time
 import weakref
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +64,10 @@ from oatf_engine.monitor import (
     load_library,
 )
 from oatf_engine.recovery import pending_journal, recover
-from oatf_engine.reports import Reported, ReportWriter, summary_table
+from oatf_engine.reports import Reported, ReportWriter, columns, summary_table
 from oatf_engine.semantic import load_semantic_evaluator
 from oatf_engine.text import Once, describe, printable
+from oatf_engine.wire.mcp import SESSION_HEADER, closed_session
 
 log = logging.getLogger("oatf")
 
@@ -64,6 +81,8 @@ STATUS_SECONDS = 2.0
 """How long `oatf.status` waits for the monitor process's answer."""
 SHUTDOWN_SECONDS = 120.0
 """How long the proxy's shutdown waits for the monitor to evaluate what is queued and conclude every run."""
+ATTENTION = frozenset({"exploited", "partial", "error"})
+"""Outcomes logged at warning level (the console's status bar shows them); the others are logged at info."""
 BACKLOG_WARNING = 10_000
 """Events waiting for the worker: each further multiple of this is logged (evaluation is behind the traffic).
 Events are never dropped — a dropped event could turn an `exploited` run into a false `not_exploited`."""
@@ -88,14 +107,22 @@ class OatfAddon:
         """Reports the monitor process could not write: their runs stay in the journal, which shutdown keeps."""
         self.concluded_lock = threading.Lock()
         self.flows: weakref.WeakValueDictionary[str, http.HTTPFlow] = weakref.WeakValueDictionary()
-        self.in_evaluation: deque[tuple[int, list[http.HTTPFlow]]] = deque()
-        """Each batch of events sent to the monitor and not yet evaluated, oldest first: its size, and its
-        flows, kept alive so that a match can still mark and comment its flow (mitmdump keeps no flow of its
-        own)."""
+        self.in_evaluation: deque[tuple[Counter[str], list[http.HTTPFlow]]] = deque()
+        """Each batch of events sent to the monitor and not yet evaluated, oldest first: its events per flow id,
+        and its flows, kept alive so that a match can still mark and comment its flow (mitmdump keeps no flow of
+        its own)."""
         self.events_in_flight = 0
         """Events sent to the monitor and not yet evaluated."""
+        self.unevaluated: Counter[str] = Counter()
+        """Events of each flow observed and not yet evaluated (queued or in flight), for the flows' saving."""
+        self.saving: dict[str, asyncio.Future[None]] = {}
+        """Flows whose saving by `-w` waits until `unevaluated` has none of their events (see the module
+        docstring)."""
         self.flight_lock = threading.Lock()
-        """Guards `in_evaluation` and `events_in_flight` (worker and receiver threads)."""
+        """Guards `in_evaluation`, `events_in_flight`, `unevaluated` and `saving` (event loop, worker and
+        receiver threads)."""
+        self.closed_sessions: queue.SimpleQueue[tuple[str, float]] = queue.SimpleQueue()
+        """MCP sessions the agent closed (session id, when), for the worker to tell the monitor."""
         self.worker: threading.Thread | None = None
         self.stopping = threading.Event()
         self.watched: dict[str, float] = {}
@@ -121,6 +148,10 @@ class OatfAddon:
         loader.add_option("oatf_watch", bool, True, "Reload attack documents when they change on disk.")
         loader.add_option("oatf_trace_dir", str, "", "Write each observed agent session as an Attest v1 trace "
                           "into this directory when the proxy stops.")
+        loader.add_option("oatf_save_wait", float, 0.0, "With -w (save_stream_file): how long a flow's response "
+                          "waits, at most, for the evaluation of its messages, so that the saved flow carries its "
+                          "OATF mark and comment. The agent gets that response as much later, so keep it well "
+                          "under the grace period. 0 (default): never wait.")
         self.tap.load(loader)
 
     def configure(self, updated: set[str]) -> None:
@@ -191,8 +222,6 @@ class OatfAddon:
 
     # --- lifecycle -------------------------------------------------------------------------------------
     def running(self) -> None:
-        import asyncio
-
         self.loop = asyncio.get_running_loop()
         self._warn_unknown_options()
         if self.worker is None:
@@ -230,9 +259,13 @@ class OatfAddon:
             log.info("oatf: %d Attest trace(s) in %s", len(paths), ctx.options.oatf_trace_dir)
         concluded = self.concluded_reports()
         if concluded:
-            log.info("oatf verdicts:\n%s", summary_table(r.summary for r in concluded))
-            if self.report_dir is not None:
-                log.info("oatf reports in %s", self.report_dir.resolve())
+            table = summary_table((r.summary for r in concluded), _terminal_width())
+            log.info("oatf verdicts:\n%s", table)
+            where = f"oatf reports in {self.report_dir.resolve()}" if self.report_dir is not None else ""
+            if where:
+                log.info("%s", where)
+            if ctx.master.addons.get("termlog") is None:
+                _to_terminal(f"oatf verdicts:\n{table}\n{where}".rstrip())
 
     # --- hooks: decoding only, on the event loop ------------------------------------------------------
     def requestheaders(self, flow: http.HTTPFlow) -> None:
@@ -245,13 +278,51 @@ class OatfAddon:
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         self.tap.responseheaders(flow)
 
-    def response(self, flow: http.HTTPFlow) -> None:
+    def response(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         self.tap.response(flow)
+        self._closed_session(flow)
+        return self._evaluation_before_save(flow)
 
-    def error(self, flow: http.HTTPFlow) -> None:
+    def error(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         self.tap.error(flow)
+        return self._evaluation_before_save(flow)
+
+    def _closed_session(self, flow: http.HTTPFlow) -> None:
+        """An MCP client's `DELETE` the server accepted closes that session (`oatf_engine.wire.mcp.closed_session`;
+        offline, `addon.recordings` finds the same closes in the recording)."""
+        response = flow.response
+        session = closed_session(flow.request.method, flow.request.headers.get(SESSION_HEADER),
+                                 response.status_code if response is not None else None)
+        if session is not None and response is not None:
+            # mitmproxy's time, saved with the flow: replay closes the session at the same moment
+            self.closed_sessions.put((session, response.timestamp_end or time.time()))
+
+    def _evaluation_before_save(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
+        """With `-w`, while events of `flow` are still being evaluated: an awaitable that ends once they are
+        (and their marks are set), or after `oatf_save_wait` seconds (see the module docstring); else None."""
+        wait = ctx.options.oatf_save_wait
+        if not ctx.options.save_stream_file or wait <= 0 or self.loop is None:
+            return None
+        with self.flight_lock:
+            if not self.unevaluated[flow.id]:
+                return None
+            waiter = self.saving[flow.id] = self.loop.create_future()
+        return self._saved_after(flow.id, waiter, wait)
+
+    async def _saved_after(self, flow_id: str, waiter: asyncio.Future[None], wait: float) -> None:
+        try:
+            await asyncio.wait_for(waiter, wait)
+        except TimeoutError:
+            if self.once.first("save", "timeout"):
+                log.info("oatf: flow %s was saved before the evaluation of its messages (oatf_save_wait %g s; "
+                         "logged once): its mark and comment are only in the UIs", flow_id, wait)
+        finally:
+            with self.flight_lock:
+                self.saving.pop(flow_id, None)
 
     def _enqueue(self, event: ObservedEvent) -> None:
+        with self.flight_lock:
+            self.unevaluated[event.flow_id] += 1
         self.events.put_nowait(event)
         waiting = self.waiting()
         if waiting // BACKLOG_WARNING > self.backlog_warned:
@@ -277,6 +348,7 @@ class OatfAddon:
                         self._replace_if_gone(self.monitor)
                     if self.monitor is not None:
                         self.monitor.ping()
+                        self._close_sessions(self.monitor)
                         if batch:
                             self._send(batch)
                         else:
@@ -308,6 +380,16 @@ class OatfAddon:
         self._stop_monitor(monitor)
         self.monitor = self._start_monitor()
 
+    def _close_sessions(self, monitor: MonitorProcess) -> None:
+        """Tell the monitor of the MCP sessions the agent closed (a close not journaled: a run recovered after a
+        crash concludes `recovered` instead)."""
+        while True:
+            try:
+                session, at = self.closed_sessions.get_nowait()
+            except queue.Empty:
+                return
+            monitor.close_session("mcp", "mcp_session", session, at)
+
     def _drain(self, limit: int | None = None) -> list[ObservedEvent]:
         """Events waiting in the queue (at most `limit`), without blocking."""
         events: list[ObservedEvent] = []
@@ -322,7 +404,12 @@ class OatfAddon:
 
     def _send(self, events: list[ObservedEvent]) -> None:
         """Hand events to the monitor (and to the Attest trace collector when traces are wanted)."""
-        if not events or self.monitor is None:
+        if not events:
+            return
+        per_flow = Counter(event.flow_id for event in events)
+        if self.monitor is None:
+            with self.flight_lock:
+                self._settle(per_flow)  # never evaluated
             return
         if ctx.options.oatf_trace_dir:
             try:
@@ -334,9 +421,9 @@ class OatfAddon:
                               describe(exc))
         if self.journal is not None:
             self._journal(self.journal.events, events)
-        flows = {event.flow_id: self.flows.get(event.flow_id) for event in events}
+        flows = [flow for flow_id in per_flow if (flow := self.flows.get(flow_id)) is not None]
         with self.flight_lock:
-            self.in_evaluation.append((len(events), [flow for flow in flows.values() if flow is not None]))
+            self.in_evaluation.append((per_flow, flows))
             self.events_in_flight += len(events)
         self.monitor.observe(events)
 
@@ -365,13 +452,29 @@ class OatfAddon:
     def _evaluated(self) -> None:
         with self.flight_lock:
             if self.in_evaluation:
-                count, _ = self.in_evaluation.popleft()
-                self.events_in_flight -= count
+                per_flow, _ = self.in_evaluation.popleft()
+                self.events_in_flight -= per_flow.total()
+                self._settle(per_flow)
 
     def _forget_in_flight(self) -> None:
         with self.flight_lock:
-            self.in_evaluation.clear()
+            while self.in_evaluation:
+                self._settle(self.in_evaluation.popleft()[0])
             self.events_in_flight = 0
+
+    def _settle(self, per_flow: Counter[str]) -> None:
+        """These events are evaluated (or never will be): a flow none of whose events is left may be saved. Its
+        waiter is released through the event loop, after the marks the receiver thread scheduled before (with
+        `flight_lock` held)."""
+        for flow_id, count in per_flow.items():
+            left = self.unevaluated[flow_id] - count
+            if left > 0:
+                self.unevaluated[flow_id] = left
+                continue
+            del self.unevaluated[flow_id]
+            waiter = self.saving.pop(flow_id, None)
+            if waiter is not None and self.loop is not None:
+                self.loop.call_soon_threadsafe(_release, waiter)
 
     def _failure(self, message: str) -> None:
         log.error("oatf: %s", printable(message, 1000))
@@ -404,8 +507,8 @@ class OatfAddon:
                           "runs): %s", printable(output.error or "", 300))
         elif self.journal is not None:
             self._journal(self.journal.concluded, output.key)
-        log.warning("oatf %s: %s (%s) -> %s", printable(output.run), output.summary.outcome,
-                    printable(output.summary.status), output.path or "-")
+        log.log(logging.WARNING if output.summary.outcome in ATTENTION else logging.INFO, "oatf %s: %s (%s) -> %s",
+                printable(output.run), output.summary.outcome, printable(output.summary.status), output.path or "-")
 
     def _journal(self, write: Callable[[Any], None], value: Any) -> None:
         """One journal record; a full or read-only disk is logged once per kind and evaluation goes on."""
@@ -485,18 +588,22 @@ class OatfAddon:
         self.reload()
 
     @command.command("oatf.status")
-    def status(self) -> str:
-        """Live runs: phases per actor and indicators matched so far."""
+    def status(self) -> Sequence[str]:
+        """Live runs: state, messages, delivery, phases per actor and indicators matched so far."""
         monitor = self.monitor
         runs = monitor.status(STATUS_SECONDS) if monitor is not None else []
         if runs is None:
-            return (f"the monitor did not answer within {STATUS_SECONDS:g} s; "
-                    f"{self.waiting()} event(s) waiting for evaluation")
+            return _shown("oatf.status", [f"the monitor did not answer within {STATUS_SECONDS:g} s; "
+                                          f"{self.waiting()} event(s) waiting for evaluation"])
         lines = [f"{len(self.library.attacks)} attack(s) loaded, {len(runs)} live run(s), "
                  f"{self.waiting()} event(s) waiting for evaluation", *self._diagnostics()]
-        lines += [printable(f"{r['run']}: {r['messages']} msgs, phases {r['phases']}, matched {r['matched'] or '-'}",
-                            1000) for r in runs]
-        return "\n".join(lines)
+        if runs:
+            rows = [("RUN", "STATE", "MESSAGES", "DELIVERED", "PHASES", "MATCHED")]
+            rows += [(printable(r["run"], 300), r["state"], str(r["messages"]), "yes" if r["delivered"] else "no",
+                      printable(", ".join(f"{actor}: {phase}" for actor, phase in r["phases"].items()), 300),
+                      printable(", ".join(r["matched"]) or "-", 300)) for r in runs]
+            lines += columns(rows)
+        return _shown("oatf.status", lines)
 
     def _diagnostics(self) -> list[str]:
         """What was not inspected or not evaluated as sent, if anything: the decoder's diagnostics by code (an
@@ -507,10 +614,46 @@ class OatfAddon:
         return [f"diagnostics: {shown}"] if shown else []
 
     @command.command("oatf.verdicts")
-    def verdicts(self) -> str:
-        """The verdicts of the runs concluded so far."""
+    def verdicts(self) -> Sequence[str]:
+        """The verdicts of the runs concluded so far, most severe first, with the count of each outcome."""
         concluded = self.concluded_reports()
-        return summary_table(r.summary for r in concluded) if concluded else "no run has concluded yet"
+        table = summary_table(r.summary for r in concluded) if concluded else "no run has concluded yet"
+        return _shown("oatf.verdicts", table.splitlines())
+
+
+def _shown(name: str, lines: list[str]) -> list[str]:
+    """A command's output for people: returned one line per item (the `mitmproxy` console shows them as rows
+    of its data viewer, mitmweb's command bar as a list of strings) and logged as one multi-line record, which
+    mitmweb's event log shows as it is. Every line is printable already."""
+    log.info("%s:\n%s", name, "\n".join(lines))
+    return lines
+
+
+def _release(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+def _terminal_width() -> int | None:
+    """The columns of the terminal the proxy was started from; None when its output goes to a file or pipe
+    (the summary table's session column then never wraps)."""
+    stream = sys.__stderr__
+    try:
+        return os.get_terminal_size(stream.fileno()).columns if stream is not None and stream.isatty() else None
+    except (OSError, ValueError):
+        return None
+
+
+def _to_terminal(text: str) -> None:
+    """`text` (printable) on the terminal the proxy was started from, if any: where the `mitmproxy` console,
+    which stops its UI before the `done` hooks, has given it back."""
+    stream = sys.__stderr__
+    if stream is not None:
+        try:
+            stream.write(text + "\n")
+            stream.flush()
+        except (OSError, ValueError):  # no terminal left (closed, detached): the log has the table
+            pass
 
 
 def _update_hook(flow: http.HTTPFlow) -> Any:

@@ -19,9 +19,10 @@ from addon.flow_file import AnyHTTPFlow, client_address, read_flow_file
 from oatf_engine.engine_config import EngineConfig, engine_config
 from oatf_engine.events import ObservedEvent
 from oatf_engine.monitor import load_library
-from oatf_engine.replay import Progress, ReplayResult, collector_paused, evaluate_events, worker_count
+from oatf_engine.replay import Progress, ReplayResult, SessionClose, collector_paused, evaluate_events, worker_count
 from oatf_engine.semantic import load_semantic_evaluator
-from oatf_engine.wire import DecoderConfig, WireDecoder, is_streamed
+from oatf_engine.wire import DecoderConfig, WireDecoder, is_streamed, kept_header
+from oatf_engine.wire.mcp import SESSION_HEADER, closed_session
 from oatf_engine.wire.ndjson import Capture, decode_capture, is_capture, read_capture
 
 
@@ -60,12 +61,12 @@ def read_capture_file(path: str) -> Capture | None:
 
 def decode_recordings(flow_paths: list[str], config: DecoderConfig | None = None,
                       origins: dict[str, str] | None = None, progress: Progress | None = None,
-                      ) -> tuple[list[ObservedEvent], int]:
+                      closes: list[SessionClose] | None = None) -> tuple[list[ObservedEvent], int]:
     """Every event of every recording, in time order, and the number of flows (`config`: the decoder's
     limits and protocol pins, as the live tap has them). A recording is a mitmproxy flow file, a HAR, or an
     `oatf tap --record` capture of a stdio session (each of its messages counts as a flow). `origins`, when
     given, receives each flow's recording (flow id → path); `progress` a line per recording read and one when
-    decoding is done."""
+    decoding is done; `closes` the MCP sessions the agent closed (`session_closes`)."""
     decoder = WireDecoder(config or engine_config({}).decoder)
     captures = []
     flows: list[AnyHTTPFlow] = []
@@ -78,6 +79,8 @@ def decode_recordings(flow_paths: list[str], config: DecoderConfig | None = None
             continue
         read = read_flows(path)
         flows += read
+        if closes is not None:
+            closes += session_closes(read)
         if origins is not None:
             origins.update((flow.id, path) for flow in read)
         if progress is not None:
@@ -93,6 +96,19 @@ def decode_recordings(flow_paths: list[str], config: DecoderConfig | None = None
     return events, len(flows) + sum(len(capture.messages) for capture in captures)
 
 
+def session_closes(flows: list[AnyHTTPFlow]) -> list[SessionClose]:
+    """The MCP sessions recorded flows closed, each at the time the live addon saw it closed (the response's
+    end, saved with the flow): `oatf_engine.wire.mcp.closed_session`."""
+    closes = []
+    for flow in flows:
+        response = flow.response
+        status = response.status_code if response is not None else None
+        session = closed_session(flow.request.method, kept_header(flow.request.headers, SESSION_HEADER), status)
+        if session is not None and response is not None:
+            closes.append((session, response.timestamp_end or response.timestamp_start))
+    return closes
+
+
 def replay(attack_paths: list[str], flow_paths: list[str], config: EngineConfig | None = None,
            workers: int = 1, progress: Progress | None = None) -> ReplayResult:
     """Evaluate the attacks under `attack_paths` over the recordings in `flow_paths`, with the engine built as
@@ -104,8 +120,9 @@ def replay(attack_paths: list[str], flow_paths: list[str], config: EngineConfig 
     origins: dict[str, str] = {}
     with collector_paused():
         library = load_library(attack_paths, config.lenient)
-        events, flow_count = decode_recordings(flow_paths, config.decoder, origins, progress)
-        reports = evaluate_events(list(library.attacks), events, config.monitor, workers, semantic, progress)
+        closes: list[SessionClose] = []
+        events, flow_count = decode_recordings(flow_paths, config.decoder, origins, progress, closes)
+        reports = evaluate_events(list(library.attacks), events, config.monitor, workers, semantic, progress, closes)
     return ReplayResult(reports, list(library.problems), len(events), flow_count,
                         worker_count(len(events), workers), attack_ids=tuple(a.key for a in library.attacks),
                         waived=list(library.waived), attacks={a.key: a.attack for a in library.attacks},
@@ -190,4 +207,4 @@ def _flow_steps(decoder: WireDecoder, flow: AnyHTTPFlow) -> list[_Step]:
 
 
 __all__ = ["ReplayError", "decode_flow", "decode_flows", "decode_recordings", "read_capture_file", "read_flows",
-           "replay", "replay_flows"]
+           "replay", "replay_flows", "session_closes"]

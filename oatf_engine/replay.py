@@ -71,10 +71,14 @@ def place_events(events: list[ObservedEvent], options: MonitorOptions) -> list[P
     return placed + [(item, session, item.timestamp) for item, session in resolver.flush()]
 
 
+SessionClose = tuple[str, float]
+"""An MCP session the agent closed (its `Mcp-Session-Id`) and when (`oatf_engine.wire.mcp.closed_session`)."""
+
+
 def evaluate_events(attacks: list[LoadedAttack], events: list[ObservedEvent],
                     options: MonitorOptions | None = None, workers: int = 1,
                     semantic: oatf.SemanticEvaluator | None = None, progress: Progress | None = None,
-                    ) -> list[dict[str, Any]]:
+                    closes: list[SessionClose] | None = None) -> list[dict[str, Any]]:
     """The reports of every run over recorded events (in time order), in the order the runs ended.
 
     The recording's end concludes the runs: the clock moves one grace period (the longest any loaded attack
@@ -82,28 +86,32 @@ def evaluate_events(attacks: list[LoadedAttack], events: list[ObservedEvent],
     the others are concluded `interrupted`. Sessions are independent, so with `workers` > 1 (and enough
     events) they are split over that many forked processes, each following its share of the sessions; the
     reports are the same as with one process (`oatf_max_runs` then bounds each process's live runs).
-    `progress` receives a line every `PROGRESS_EVERY` events one process evaluates, and one at the end."""
+    `progress` receives a line every `PROGRESS_EVERY` events one process evaluates, and one at the end.
+    `closes`: the MCP sessions the agent closed, told to the monitor when the clock reaches them, as the live
+    addon tells it (`Monitor.close_session`)."""
     options = options or MonitorOptions()
     placed = place_events(events, options)
     end = max((event.timestamp for event in events), default=0.0)
     shards = worker_count(len(events), workers)
-    reports = (_evaluate_placed(attacks, placed, options, end, semantic, progress) if shards == 1
-               else _evaluate_in_parallel(attacks, placed, options, end, shards, semantic))
+    closed = sorted(closes or (), key=operator.itemgetter(1))
+    reports = (_evaluate_placed(attacks, placed, closed, options, end, semantic, progress) if shards == 1
+               else _evaluate_in_parallel(attacks, placed, closed, options, end, shards, semantic))
     if progress is not None:
         progress(f"evaluated {len(placed)} event(s): {len(reports)} run(s) concluded")
     ended = operator.itemgetter("ended_at")
     return sorted(reports, key=lambda report: ended(report["execution_summary"]))
 
 
-def _evaluate_in_parallel(attacks: list[LoadedAttack], placed: list[Placed], options: MonitorOptions,
-                          end: float, shards: int, semantic: oatf.SemanticEvaluator | None,
+def _evaluate_in_parallel(attacks: list[LoadedAttack], placed: list[Placed], closes: list[SessionClose],
+                          options: MonitorOptions, end: float, shards: int, semantic: oatf.SemanticEvaluator | None,
                           ) -> list[dict[str, Any]]:
-    """`_evaluate_placed` with the sessions split over `shards` forked processes (by a hash of the session)."""
+    """`_evaluate_placed` with the sessions split over `shards` forked processes (by a hash of the session;
+    every process is told every close: one of a session it does not follow changes nothing)."""
     split: list[list[Placed]] = [[] for _ in range(shards)]
     for item in placed:
         split[zlib.crc32(item[1].encode("utf-8", "surrogatepass")) % shards].append(item)
     global _SHARDS
-    _SHARDS = (attacks, split, options, end, semantic)
+    _SHARDS = (attacks, split, closes, options, end, semantic)
     try:
         with multiprocessing.get_context("fork").Pool(shards) as pool:
             results = pool.map(_evaluate_shard, range(shards))
@@ -112,31 +120,39 @@ def _evaluate_in_parallel(attacks: list[LoadedAttack], placed: list[Placed], opt
     return [report for shard in results for report in shard]
 
 
-def _evaluate_placed(attacks: list[LoadedAttack], placed: list[Placed], options: MonitorOptions,
-                     end: float, semantic: oatf.SemanticEvaluator | None, progress: Progress | None = None,
-                     ) -> list[dict[str, Any]]:
+def _evaluate_placed(attacks: list[LoadedAttack], placed: list[Placed], closes: list[SessionClose],
+                     options: MonitorOptions, end: float, semantic: oatf.SemanticEvaluator | None,
+                     progress: Progress | None = None) -> list[dict[str, Any]]:
     monitor = Monitor(attacks, options, semantic=semantic)
     outputs = []
+    pending = iter(closes)
+    close = next(pending, None)
     for count, (event, session, clock) in enumerate(placed, 1):
+        while close is not None and close[1] <= clock:
+            monitor.close_session("mcp", "mcp_session", *close)
+            close = next(pending, None)
         outputs.extend(monitor.observe(event, session, clock))
         if progress is not None and count % PROGRESS_EVERY == 0:
             concluded = sum(isinstance(o, RunConcluded) for o in outputs)
             progress(f"evaluated {count}/{len(placed)} event(s): {concluded} run(s) concluded so far")
+    for session_id, at in [*([close] if close is not None else []), *pending]:
+        monitor.close_session("mcp", "mcp_session", session_id, at)
     outputs.extend(monitor.end_of_traffic(end))
     return [o.report for o in outputs if isinstance(o, RunConcluded)]
 
 
-_SHARDS: tuple[list[LoadedAttack], list[list[Placed]], MonitorOptions, float, oatf.SemanticEvaluator | None] | None
+_SHARDS: tuple[list[LoadedAttack], list[list[Placed]], list[SessionClose], MonitorOptions, float,
+               oatf.SemanticEvaluator | None] | None
 _SHARDS = None
-"""What forked workers evaluate (inherited, not pickled): attacks, placed events per worker, options, end,
-semantic evaluator."""
+"""What forked workers evaluate (inherited, not pickled): attacks, placed events per worker, closes, options,
+end, semantic evaluator."""
 
 
 def _evaluate_shard(index: int) -> list[dict[str, Any]]:
     assert _SHARDS is not None
-    attacks, split, options, end, semantic = _SHARDS
+    attacks, split, closes, options, end, semantic = _SHARDS
     with collector_paused():
-        return _evaluate_placed(attacks, split[index], options, end, semantic)
+        return _evaluate_placed(attacks, split[index], closes, options, end, semantic)
 
 
 def available_cpus() -> int:
@@ -169,5 +185,15 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-__all__ = ["PARALLEL_MIN_EVENTS", "Placed", "Progress", "ReplayResult", "available_cpus", "collector_paused",
-           "evaluate_events", "place_events", "worker_count"]
+__all__ = [
+    "PARALLEL_MIN_EVENTS",
+    "Placed",
+    "Progress",
+    "ReplayResult",
+    "SessionClose",
+    "available_cpus",
+    "collector_paused",
+    "evaluate_events",
+    "place_events",
+    "worker_count",
+]

@@ -11,7 +11,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -202,24 +202,56 @@ def _summaries(reports: Iterable[dict[str, Any] | RunSummary]) -> list[RunSummar
     return [r if isinstance(r, RunSummary) else RunSummary.of(r) for r in reports]
 
 
-def summary_table(reports: Iterable[dict[str, Any] | RunSummary]) -> str:
-    """A fixed-width table of concluded runs (attack, session, outcome, matched/total, tier, status), then
-    the count of each outcome: *resisted* and *not delivered* are never merged. Every cell is printable and
-    bounded (session keys come from the traffic)."""
-    summaries = _summaries(reports)
+SESSION_LIMIT = 1_000
+"""Characters of a session key the summary table shows, at most (a key comes from the traffic; the report file
+holds it whole)."""
+MIN_WRAP_WIDTH = 24
+"""A wrapped column (`columns`: the summary table's sessions) is never narrower than this, however narrow the
+terminal."""
+
+
+def summary_table(reports: Iterable[dict[str, Any] | RunSummary], width: int | None = None) -> str:
+    """A fixed-width table of concluded runs (attack, session, outcome, matched/total, tier, status), most
+    severe outcome first (`OUTCOMES`), then by attack and session, then a totals line: the count of each outcome
+    (*resisted* and *not delivered* are never merged). Session keys are shown whole (up to `SESSION_LIMIT`
+    characters); when the table would be wider than `width` (a terminal's columns), the session column wraps
+    onto continuation lines instead. Every cell is printable and bounded (session keys come from the traffic)."""
+    summaries = sorted(_summaries(reports), key=_severity_order)
     rows = [("ATTACK", "SESSION", "OUTCOME", "MATCHED", "MAX TIER", "STATUS")]
     for summary in summaries:
         rows.append((
             printable(summary.attack, 60),
-            printable(summary.session, 40),
+            printable(summary.session, SESSION_LIMIT),
             _label(summary.outcome),
             f"{summary.matched}/{summary.total}",
             printable(summary.max_tier or "-", 20),
             printable(summary.status, 20),
         ))
+    return "\n".join([*columns(rows, wrap=1, width=width), outcome_summary(summaries)])
+
+
+def _severity_order(summary: RunSummary) -> tuple[int, str, str]:
+    rank = OUTCOMES.index(summary.outcome) if summary.outcome in OUTCOMES else len(OUTCOMES)
+    return rank, summary.attack, summary.session
+
+
+def columns(rows: Sequence[Sequence[str]], wrap: int | None = None, width: int | None = None) -> list[str]:
+    """`rows` (printable cells, the first row a header) as lines of left-aligned columns two spaces apart.
+    When the lines would be wider than `width`, the cells of column `wrap` are cut into pieces that fit
+    (never narrower than `MIN_WRAP_WIDTH`), each further piece on a continuation line of its own."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    table = [("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()) for row in rows]
-    return "\n".join([*table, outcome_summary(summaries)])
+    if wrap is not None and width is not None:
+        others = sum(w for i, w in enumerate(widths) if i != wrap) + 2 * (len(widths) - 1)
+        widths[wrap] = min(widths[wrap], max(MIN_WRAP_WIDTH, width - others))
+    lines = []
+    for row in rows:
+        cut = [] if wrap is None else [row[wrap][i:i + widths[wrap]] for i in range(0, len(row[wrap]), widths[wrap])]
+        for n in range(max(1, len(cut))):
+            cells = [cell if n == 0 else "" for cell in row]
+            if cut:
+                cells[wrap] = cut[n]  # type: ignore[index]
+            lines.append("  ".join(cell.ljust(w) for cell, w in zip(cells, widths, strict=True)).rstrip())
+    return lines
 
 
 def outcome_summary(reports: Iterable[dict[str, Any] | RunSummary]) -> str:

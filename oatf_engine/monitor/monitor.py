@@ -16,7 +16,7 @@ from ..events import ObservedEvent
 from .actors import PhaseChange
 from .delivery import MessageText
 from .library import LoadedAttack
-from .options import MonitorOptions
+from .options import MonitorOptions, session_named
 from .plan import MAX_REMEMBERED_EVENT_TYPES, Selection
 from .run import AttackRun
 from .sessions import SessionResolver
@@ -228,13 +228,27 @@ class Monitor:
         """Entries in the timer queue, stale ones included (bounded by `_schedule`'s compaction)."""
         return len(self._timers)
 
+    def close_session(self, protocol: str, name: str, value: str, at: float) -> None:
+        """The agent closed the session whose key `name` is `value` at `at` (an MCP client's `DELETE` with its
+        `Mcp-Session-Id`): its runs conclude `session_closed` a grace period later (`AttackRun.close`), unless
+        they conclude earlier. Nothing happens when the session key policy does not group runs by that key."""
+        session = session_named(protocol, name, value, self.options.session_key)
+        for key, run in self.runs.items():
+            if run.session == session:
+                run.close(at)
+                self._schedule(key, run)
+
     def status(self) -> list[dict[str, Any]]:
-        """A snapshot of the live runs, for the `oatf.status` command."""
+        """A snapshot of the live runs, for the `oatf.status` command: each run's `state` is `live`, `grace`
+        (every actor is terminal: it concludes after a grace period of quiet) or `session closed` (the agent
+        closed its session: it concludes a grace period later)."""
         return [{
             "run": run.id, "messages": run.messages,
             "phases": {a.name: a.phase.name for a in run.actors},
             "matched": [t.id for t in run.indicators if t.matched is not None],
-            "all_terminal": run.all_terminal_at is not None,
+            "state": "grace" if run.all_terminal_at is not None else
+                     "session closed" if run.closed_at is not None else "live",
+            "delivered": run.delivered,
         } for run in self.runs.values()]
 
     def _admit(self, key: tuple[str, str], run: AttackRun) -> list[Output]:

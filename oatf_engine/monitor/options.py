@@ -39,9 +39,22 @@ def session_of(event: ObservedEvent, policy: SessionKey) -> str:
         return "global"
     if policy is SessionKey.CONNECTION:
         return f"connection:{event.client}"
-    name = _AUTO_KEYS[event.protocol] if policy is SessionKey.AUTO else policy.value
+    name = _grouping(event.protocol, policy)
     value = event.session_keys.get(name)
     return f"{name}:{value}" if value else f"connection:{event.client}"
+
+
+def session_named(protocol: str, name: str, value: str, policy: SessionKey) -> str | None:
+    """The run key of the session whose key `name` (`mcp_session`, …: `ObservedEvent.session_keys`) is `value`
+    on `protocol` traffic under `policy`; None when `policy` does not group runs by that key."""
+    if policy in (SessionKey.GLOBAL, SessionKey.CONNECTION) or _grouping(protocol, policy) != name:
+        return None
+    return f"{name}:{value}"
+
+
+def _grouping(protocol: str, policy: SessionKey) -> str:
+    """The session key that groups `protocol` traffic under a keyed `policy`."""
+    return _AUTO_KEYS[protocol] if policy is SessionKey.AUTO else policy.value
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,8 @@ same traffic gives the same report live and in replay, however often it is repla
 
 from __future__ import annotations
 
+import math
+import operator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +47,8 @@ class AttackRun:
     indicators: list[IndicatorTracker] = field(default_factory=list)
     last_event_at: float = 0.0
     all_terminal_at: float | None = None
+    closed_at: float | None = None
+    """When the agent closed the run's session (an MCP `DELETE`: `Monitor.close_session`), if it did."""
     messages: int = 0
     cited_flows: list[str] = field(default_factory=list)
     phase_changes: list[PhaseChange] = field(default_factory=list)
@@ -172,26 +176,41 @@ class AttackRun:
 
     def deadline(self) -> float:
         """The next time `tick`/`due` can change something: an `after` timer, the end of the grace period,
-        or the end of the run's lifetime. Later events only move it later."""
+        of the closed session's grace period, or of the run's lifetime. Later events only move it later."""
         grace_end = self._grace_end()
         if grace_end is not None:
             return min(self._lifetime_end(), grace_end)
-        return min(self._lifetime_end(), *(a.deadline() for a in self.actors))
+        closing_end = self._closing_end()
+        return min(self._lifetime_end(), *(() if closing_end is None else (closing_end,)),
+                   *(a.deadline() for a in self.actors))
 
     def quiet_deadline(self) -> float:
         """The next time the run changes with no more traffic, its lifetime aside: an `after` timer, or the end
-        of the grace period once every actor is terminal (infinity when only traffic can move it)."""
-        grace_end = self._grace_end()
-        return grace_end if grace_end is not None else min(a.deadline() for a in self.actors)
+        of the grace period once every actor is terminal or after the agent closed the session (infinity when
+        only traffic can move it)."""
+        grace_end, closing_end = self._grace_end(), self._closing_end()
+        if grace_end is not None:
+            return grace_end
+        return min(math.inf if closing_end is None else closing_end, *(a.deadline() for a in self.actors))
 
     def due(self, now: float) -> tuple[str, float] | None:
         """The execution status and the time the run ended if it should conclude by `now`, else None: the
-        end of its grace period (`completed`) or of its lifetime (`timed_out`), whichever came first, not `now`,
-        so the report does not depend on when the clock was read (a replay's clock jumps)."""
-        grace_end, lifetime_end = self._grace_end(), self._lifetime_end()
-        if grace_end is not None and now >= grace_end and grace_end <= lifetime_end:
-            return "completed", grace_end
-        return ("timed_out", lifetime_end) if now >= lifetime_end else None
+        end of its grace period (`completed`); for a run not every actor of which is terminal, the end of a
+        grace period after the agent closed its session (`session_closed`: no later message can belong to the
+        run); the end of its lifetime (`timed_out`) — whichever came first. The time is that end, not `now`, so
+        a report does not depend on when the clock was read (a replay's clock jumps)."""
+        grace_end, closing_end = self._grace_end(), self._closing_end()
+        ends = [("completed", grace_end)] if grace_end is not None else \
+            [("session_closed", closing_end)] if closing_end is not None else []
+        status, at = min([*ends, ("timed_out", self._lifetime_end())], key=operator.itemgetter(1))
+        return (status, at) if now >= at else None
+
+    def close(self, at: float) -> None:
+        """The agent closed the run's session at `at`: unless every actor is terminal (its grace period then
+        ends it, `completed`), the run concludes a grace period after that, or after its last event if later
+        (a full grace period, so not `cut_short`), once its `after` timers due by then have fired."""
+        if self.closed_at is None:
+            self.closed_at = at
 
     def _grace_end(self) -> float | None:
         """When the grace period ends, if every actor is terminal: one grace period after the run's last
@@ -199,6 +218,11 @@ class AttackRun:
         if self.all_terminal_at is None:
             return None
         return max(self.last_event_at, self.all_terminal_at) + self.grace_period
+
+    def _closing_end(self) -> float | None:
+        if self.closed_at is None:
+            return None
+        return max(self.last_event_at, self.closed_at) + self.grace_period
 
     def _lifetime_end(self) -> float:
         return self.started_at + self.options.max_run_lifetime

@@ -144,6 +144,11 @@ STREAMED_MEDIA_TYPES = frozenset({
 (`addon.mitm_tap`), and a recording of one without chunk times is replayed from the response's start."""
 
 
+def kept_header(headers: Headers, name: str) -> str | None:
+    """The value of header `name` (lower case; one the decoder reads, e.g. `Mcp-Session-Id`), or None."""
+    return _kept(headers).get(name)
+
+
 def is_streamed(headers: Headers) -> bool:
     """Whether a response with these headers is of a `STREAMED_MEDIA_TYPES` type."""
     return _media_type(_kept(headers)) in STREAMED_MEDIA_TYPES

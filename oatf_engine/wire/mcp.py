@@ -26,6 +26,14 @@ VERSION_HEADER = "mcp-protocol-version"
 ENDPOINT_EVENT = "endpoint"
 
 
+def closed_session(method: str, session: str | None, status: int | None) -> str | None:
+    """The MCP session an HTTP exchange closed, or None: a client's `DELETE` carrying its `Mcp-Session-Id` that the
+    server accepted (2xx; a server may refuse with 405) — MCP Streamable HTTP transport, session management."""
+    if method.upper() == "DELETE" and session and status is not None and 200 <= status < 300:
+        return session
+    return None
+
+
 def response_content(payload: Any, request_params: Any) -> Any:
     """A correlated response's content Value: the result (or error) object plus the request's `params`."""
     if isinstance(payload, dict) and isinstance(request_params, dict):

@@ -28,7 +28,7 @@ def test_events_sent_to_a_busy_monitor_count_as_waiting(tmp_path: Path) -> None:
         try:
             addon._send([call("x", 0.0, session=f"s{n}") for n in range(5)])
             assert addon.waiting() == 5
-            assert "5 event(s) waiting for evaluation" in addon.status()
+            assert "5 event(s) waiting for evaluation" in addon.status()[0]
         finally:
             os.kill(child, signal.SIGCONT)
         deadline = time.monotonic() + 30

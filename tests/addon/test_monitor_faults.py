@@ -118,7 +118,7 @@ def test_done_and_verdicts_read_a_snapshot_of_the_concluded_runs(tmp_path: Path,
     they read a snapshot (a deque iterated while it grows raises `deque mutated during iteration`)."""
     addon = OatfAddon()
 
-    def table(reports: Any) -> str:
+    def table(reports: Any, width: int | None = None) -> str:
         rows = 0
         for _ in reports:
             rows += 1
@@ -129,6 +129,6 @@ def test_done_and_verdicts_read_a_snapshot_of_the_concluded_runs(tmp_path: Path,
     with taddons.context(addon) as context:
         configured(addon, context, tmp_path)
         addon._handle([concluded("s0")])
-        assert addon.verdicts() == "1 row(s)"
+        assert addon.verdicts() == ["1 row(s)"]
         addon.done()
     assert len(addon.concluded_reports()) == 4  # s0, one appended by verdicts, two by done

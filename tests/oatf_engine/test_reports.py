@@ -83,3 +83,23 @@ def test_hostile_session_keys_get_distinct_bounded_file_names(tmp_path: Path) ->
     paths = {writer.write(report("exploited", session=key)) for key in ("ctx/1", "ctx:1", "t" * 5000, "é" * 300)}
     assert len(paths) == 4 and all(len(p.name) < 200 for p in paths)
     assert len((tmp_path / JSONL_NAME).read_text().splitlines()) == 4
+
+
+def test_summary_table_is_sorted_by_severity_with_totals_and_whole_session_keys() -> None:
+    """Most severe outcome first, then attack, then session; the totals line last; a long session key is
+    shown whole, wrapped onto continuation lines when a terminal width is given (never on one cut line)."""
+    long_session = "mcp_session:" + "0123456789abcdef" * 5
+    reports = [report("not_exploited", session="s2"), report("exploited", session="s9", attack_id="ZETA-1"),
+               report("not_exploited", session="s1"), report("exploited", session=long_session),
+               report("partial", session="s3")]
+    lines = summary_table(reports).splitlines()
+    assert [line.split()[:3] for line in lines[1:-1]] == [
+        ["ACME-001", long_session, "exploited"], ["ZETA-1", "s9", "exploited"], ["ACME-001", "s3", "partial"],
+        ["ACME-001", "s1", "resisted"], ["ACME-001", "s2", "resisted"]]
+    assert lines[-1] == "5 run(s): 2 exploited, 1 partial, 2 resisted, 0 inconclusive, 0 not delivered, 0 error"
+    wrapped = summary_table(reports, width=80).splitlines()
+    assert max(map(len, wrapped[:-1])) <= 80 < len(lines[1])
+    start = wrapped[1].index("mcp_session:")
+    pieces = [wrapped[1][start:].split()[0]] + [line.strip() for line in wrapped[2:] if line.startswith(" ")]
+    assert "".join(pieces) == long_session
+    assert wrapped[1 + len(pieces)].split()[:3] == ["ZETA-1", "s9", "exploited"]

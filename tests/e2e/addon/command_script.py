@@ -1,7 +1,7 @@
 """mitmdump script for the addon end-to-end tests: a remote control for what mitmdump has no prompt or view
 for. Requests through the proxy to `http://oatf-control.test/…` are answered locally, never forwarded:
 - `/?cmd=COMMAND` runs a mitmproxy command (e.g. `oatf.reload`, `oatf.status`, `set oatf_watch true`) and
-  answers its result as text (status 500 with the error if it raised);
+  answers its result as text, a list one item a line (status 500 with the error if it raised);
 - `/marked` answers, as JSON, `{flow id: {"marked": …, "comment": …}}` for every flow an addon updated (the
   `update` hook, which the OATF addon triggers when it marks and comments a flow that matched an indicator).
 Any other flow is untouched."""
@@ -33,8 +33,8 @@ class RemoteControl:
         command = flow.request.query.get("cmd", "")
         try:
             result = ctx.master.commands.execute(command)
-            flow.response = http.Response.make(200, "" if result is None else str(result),
-                                               {"content-type": "text/plain"})
+            text = "\n".join(result) if isinstance(result, list) else "" if result is None else str(result)
+            flow.response = http.Response.make(200, text, {"content-type": "text/plain"})
         except Exception as exc:  # the test reads the failure
             flow.response = http.Response.make(500, f"{type(exc).__name__}: {exc}", {"content-type": "text/plain"})
 

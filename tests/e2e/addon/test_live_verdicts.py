@@ -187,18 +187,17 @@ def test_ag_ui_dangerous_tool_call(attackers: Peers, tmp_path: Path) -> None:
 def test_count_and_after_triggers(attackers: Peers, tmp_path: Path) -> None:
     """`count: 2` advances warm_up → armed on the second matching call (and not on the first: the session
     with one call stays in warm_up); `after: 1s` then advances armed → fired on the clock alone, with no
-    message; the armed run concludes one grace period later. The unfinished run is `interrupted` at shutdown.
-    Nothing was exploited: `oatf evaluate` exits 0."""
+    message; the armed run concludes one grace period later. The unfinished run concludes `session_closed`
+    one grace period after its agent closed its MCP session (`DELETE`), before the proxy stops. Nothing was
+    exploited: `oatf evaluate` exits 0."""
     attack = write(tmp_path, "timing.yaml", COUNT_AND_AFTER)
     url = attackers.url("mcp_poisoned", "/mcp")
     with oatf_proxy(tmp_path, "timing", [attack]) as proxy:
         twice = run(agents.mcp_poisoned_agent(url, proxy.url, "careful", calls=2))
         once = run(agents.mcp_poisoned_agent(url, proxy.url, "careful", calls=1))
         armed = proxy.wait_for("E2E-TIMING-001", twice)
-        assert "warm_up" in proxy.command("oatf.status")
-        assert proxy.find("E2E-TIMING-001", once) == []
-        assert proxy.interrupt() == 0
         waiting = proxy.wait_for("E2E-TIMING-001", once)
+        assert proxy.interrupt() == 0
         live = proxy.reports()
 
     summary = armed["execution_summary"]
@@ -210,7 +209,7 @@ def test_count_and_after_triggers(attackers: Peers, tmp_path: Path) -> None:
     assert 1.0 <= seconds(timed["at"]) - seconds(counted["at"]) < 3.0  # on the clock tick (every 0.25 s when idle)
     # the grace period ran after the last actor went terminal
     assert seconds(summary["ended_at"]) - seconds(timed["at"]) >= 1.0
-    assert waiting["execution_summary"]["status"] == "interrupted"
+    assert waiting["execution_summary"]["status"] == "session_closed"
     assert waiting["execution_summary"]["actors"][0]["phases_reached"] == ["warm_up"]
     assert {verdict_of(r)[0] for r in live} == {"not_exploited"}
     offline = assert_replay_agrees(proxy, tmp_path, live)
