@@ -45,8 +45,9 @@ from typing import Any
 if __package__ in (None, ""):  # loaded by path (`-s addon/oatf_addon.py`): make the project importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mitmproxy import command, ctx, http
+from mitmproxy import command, ctx, exceptions, http
 
+import oatf
 from addon.mitm_tap import MitmTap
 from addon.monitor_process import MonitorProcess
 from addon.views import MAX_MATCHES, METADATA_KEY, ContentViews
@@ -122,6 +123,8 @@ class OatfAddon:
         """Guards `in_evaluation`, `events_in_flight`, `unevaluated` and `saving` (event loop, worker and
         receiver threads)."""
         self.closed_sessions: queue.SimpleQueue[tuple[str, float]] = queue.SimpleQueue()
+        self.save_wait = 0.0
+        """`oatf_save_wait` in seconds."""
         """MCP sessions the agent closed (session id, when), for the worker to tell the monitor."""
         self.worker: threading.Thread | None = None
         self.stopping = threading.Event()
@@ -148,13 +151,18 @@ class OatfAddon:
         loader.add_option("oatf_watch", bool, True, "Reload attack documents when they change on disk.")
         loader.add_option("oatf_trace_dir", str, "", "Write each observed agent session as an Attest v1 trace "
                           "into this directory when the proxy stops.")
-        loader.add_option("oatf_save_wait", float, 0.0, "With -w (save_stream_file): how long a flow's response "
+        loader.add_option("oatf_save_wait", str, "0s", "With -w (save_stream_file): how long a flow's response "
                           "waits, at most, for the evaluation of its messages, so that the saved flow carries its "
-                          "OATF mark and comment. The agent gets that response as much later, so keep it well "
-                          "under the grace period. 0 (default): never wait.")
+                          "OATF mark and comment (a duration: 500ms, 2s). The agent gets that response as much "
+                          "later, so keep it well under the grace period. 0s (default): never wait.")
         self.tap.load(loader)
 
     def configure(self, updated: set[str]) -> None:
+        if "oatf_save_wait" in updated:
+            try:
+                self.save_wait = oatf.parse_duration(ctx.options.oatf_save_wait).total_seconds()
+            except oatf.OATFParseError as exc:
+                raise exceptions.OptionsError(f"oatf_save_wait: {exc.errors[0].message}") from None
         try:
             self.tap.configure(updated)
         except Exception as exc:  # the tap's option errors: reported without a traceback (see below)
@@ -300,7 +308,7 @@ class OatfAddon:
     def _evaluation_before_save(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         """With `-w`, while events of `flow` are still being evaluated: an awaitable that ends once they are
         (and their marks are set), or after `oatf_save_wait` seconds (see the module docstring); else None."""
-        wait = ctx.options.oatf_save_wait
+        wait = self.save_wait
         if not ctx.options.save_stream_file or wait <= 0 or self.loop is None:
             return None
         with self.flight_lock:
