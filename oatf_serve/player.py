@@ -27,6 +27,7 @@ from typing import Any
 import oatf
 from oatf_engine.events import Endpoint, ObservedEvent, Protocol
 from oatf_engine.monitor.actors import ActorMachine
+from oatf_engine.text import printable
 
 _SEQ = itertools.count(1)
 
@@ -95,6 +96,13 @@ class ActorPlayer:
         """Fire an elapsed `after` timer (format spec §5.3): the phases entered."""
         change = self.machine.tick(self.clock())
         return [self._entered()] if change is not None else []
+
+    def narrate(self, phase: Entered, say: Callable[[str], None]) -> None:
+        """Say that `phase` was entered, and its `on_enter` `log` messages (format spec §2.7a)."""
+        say(f"actor {self.name}: phase {printable(phase.phase, 60)} entered")
+        for key, value in phase.actions:
+            if key == "log" and isinstance(value, Mapping):
+                say(f"actor {self.name}: log: {printable(value.get('message', ''), 300)}")
 
     def _observe(self, event_type: str, sender: str, content: Any, now: float,
                  is_error: bool = False) -> list[Entered]:

@@ -27,7 +27,7 @@ from typing import IO
 import uvicorn
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.applications import Starlette
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
 from oatf_engine.engine_config import EngineConfig
@@ -36,6 +36,8 @@ from oatf_engine.reports import ReportWriter, exit_status, summary_table
 from oatf_engine.semantic import load_semantic_evaluator
 from oatf_engine.text import Once, describe, printable
 
+from .a2a_server import RPC_PATH as A2A_PATH
+from .a2a_server import ActorHandler
 from .judge import Judge, WireTap
 from .mcp_server import ActorServer
 from .playable import limitations
@@ -45,6 +47,8 @@ EXIT_USAGE = 2
 TICK_SECONDS = 0.5
 """How often `after` timers are checked."""
 MCP_PATH = "/mcp"
+SERVER_PATHS = {"mcp_server": MCP_PATH, "a2a_server": A2A_PATH}
+"""Where each server mode is served (every actor of a document shares its port)."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +70,7 @@ class Served:
     loaded: LoadedAttack
     port: int
     app: Starlette
-    servers: list[ActorServer]
+    servers: list[ActorServer | ActorHandler]
     endpoints: list[str]
 
 
@@ -81,29 +85,38 @@ class _Endpoint:
 
 
 def build(loaded: LoadedAttack, port: int, host: str, say: Callable[[str], None]) -> Served | None:
-    """The app playing one document's actors (those it can play), or None when it plays none."""
+    """The app playing one document's server actors (those it can play), or None when it plays none."""
     execution = loaded.attack.execution
     assert execution is not None
     shared = SharedExtractors()
     fatal = {limitation.actor for limitation in limitations(loaded.path, loaded.document) if limitation.fatal}
-    routes: list[Route] = []
-    servers: list[ActorServer] = []
+    routes: list[BaseRoute] = []
+    servers: list[ActorServer | ActorHandler] = []
     managers: list[StreamableHTTPSessionManager] = []
     endpoints: list[str] = []
+    taken: dict[str, str] = {}
     for actor in execution.actors or ():
         name = actor.name or "default"
-        if name in fatal or actor.mode != "mcp_server":
+        if name in fatal or actor.mode not in SERVER_PATHS:
             continue
-        if any(route.path == MCP_PATH for route in routes):
-            say(f"{loaded.path}: actor {name}: a second mcp_server actor in one document is not played "
-                f"(its endpoint {MCP_PATH} is taken)")
+        path = SERVER_PATHS[actor.mode]
+        if path in taken:
+            say(f"{loaded.path}: actor {name}: a second {actor.mode} actor in one document is not played "
+                f"(its endpoint {path} is taken by actor {taken[path]})")
             continue
-        server = ActorServer(actor, shared, say)
-        manager = StreamableHTTPSessionManager(app=server)
-        routes.append(Route(MCP_PATH, endpoint=_Endpoint(manager)))
-        servers.append(server)
-        managers.append(manager)
-        endpoints.append(f"{loaded.key} {name} mcp_server http://{host}:{port}{MCP_PATH}")
+        taken[path] = name
+        url = f"http://{host}:{port}{path}"
+        if actor.mode == "mcp_server":
+            server = ActorServer(actor, shared, say)
+            manager = StreamableHTTPSessionManager(app=server)
+            routes.append(Route(MCP_PATH, endpoint=_Endpoint(manager)))
+            servers.append(server)
+            managers.append(manager)
+        else:
+            handler = ActorHandler(actor, url, shared, say)
+            routes += handler.routes()
+            servers.append(handler)
+        endpoints.append(f"{loaded.key} {name} {actor.mode} {url}")
     if not routes:
         return None
 
@@ -240,9 +253,7 @@ def run_serve(options: ServeOptions, stdout: IO[str] = sys.stdout, stderr: IO[st
         return EXIT_USAGE
     monitors = {s.port: Monitor([s.loaded], options.config.monitor, semantic=semantic) for s in served}
     judge = Judge(options.config.decoder, monitors, writer, stderr, options.verbose)
-    for document in served:
-        for endpoint in document.endpoints:
-            print(endpoint, file=stdout, flush=True)
+    print("".join(f"{endpoint}\n" for document in served for endpoint in document.endpoints), file=stdout, flush=True)
     judge.start()
     config = uvicorn.Config(Dispatcher(served, judge, say), lifespan="on", log_config=None,
                             log_level="warning" if options.verbose else "error", timeout_graceful_shutdown=2)
