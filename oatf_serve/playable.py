@@ -16,18 +16,21 @@ import oatf
 from . import a2a_state
 from .state import Unplayable, as_is
 
-PLAYED_MODES = ("mcp_server", "a2a_server")
+PLAYED_MODES = ("mcp_server", "a2a_server", "ag_ui_client")
 """The modes `oatf serve` plays (format spec §7.x.1)."""
+NEEDS_AGENT = ("ag_ui_client",)
+"""The modes played only against an agent's endpoint (`--agent URL`)."""
 
 STRUCTURAL_KEYS = {
     "mcp_server": frozenset({"protocol_version", "server_info", "instructions", "capabilities", "tools",
                              "resources", "resource_templates", "prompts", "elicitations"}),
     "a2a_server": frozenset({"agent_card", "task_responses"}),
+    "ag_ui_client": frozenset({"run_agent_input", "tool_responses"}),
 }
 """§7.1.4, §7.2.4 structural keys of each mode's state."""
 SERVER_INFO_PLAYED = frozenset({"name", "version", "websiteUrl", "icons"})
 """The `server_info` fields the mcp SDK's `initialize` answer carries."""
-ACTIONS_PLAYED = {"mcp_server": ("send", "log"), "a2a_server": ("log",)}
+ACTIONS_PLAYED = {"mcp_server": ("send", "log"), "a2a_server": ("log",), "ag_ui_client": ("log",)}
 """§7.1.6, §7.2.6 / §5.2 `on_enter` actions each mode plays."""
 
 
@@ -47,8 +50,9 @@ class Limitation:
         return f"{self.path}: {where}: {self.field}: {self.message}"
 
 
-def limitations(path: str, document: oatf.Document) -> list[Limitation]:
-    """Every limitation of a normalized document's actors (see the module docstring)."""
+def limitations(path: str, document: oatf.Document, agent: str | None = None) -> list[Limitation]:
+    """Every limitation of a normalized document's actors, played with the agent's endpoint `agent` (see the
+    module docstring)."""
     assert document.attack is not None and document.attack.execution is not None
     found: list[Limitation] = []
     for actor in document.attack.execution.actors or ():
@@ -57,6 +61,10 @@ def limitations(path: str, document: oatf.Document) -> list[Limitation]:
         if mode not in PLAYED_MODES:
             found.append(Limitation(path, name, "", "mode", f"{mode or 'no mode'} is not played by oatf serve "
                                     f"(it plays {', '.join(PLAYED_MODES)})", fatal=True))
+            continue
+        if mode in NEEDS_AGENT and not agent:
+            found.append(Limitation(path, name, "", "mode", f"{mode} is played against the agent's endpoint: give "
+                                    "it with --agent URL", fatal=True))
             continue
         for index, phase in enumerate(actor.phases):
             phase_name = phase.name or f"phase-{index + 1}"
@@ -78,8 +86,10 @@ def _phase_limitations(mode: str, phase: oatf.Phase) -> Iterator[tuple[str, str]
             yield f"state.{key}", f"not a structural key of {mode}'s state (format spec §7): not served"
     if mode == "mcp_server":
         yield from _mcp_limitations(state)
-    else:
+    elif mode == "a2a_server":
         yield from _a2a_limitations(state)
+    else:
+        yield from _ag_ui_limitations(state)
 
 
 def _mcp_limitations(state: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
@@ -123,6 +133,16 @@ def _a2a_limitations(state: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
             for path in a2a_state.dropped(content, a2a_state.to_v03(answer), where):
                 yield path, "not carried by the a2a-sdk's Task and Message: not sent"
     yield from _synthesized("state.task_responses", state.get("task_responses"))
+
+
+def _ag_ui_limitations(state: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    if "tool_responses" in state:
+        yield ("state.tool_responses", "the agent's calls to the frontend's tools are not answered with a new run "
+               "(a later phase's run_agent_input, carrying the tool message, is sent on its trigger)")
+    run_input = state.get("run_agent_input")
+    if isinstance(run_input, Mapping) and "synthesize" in run_input:
+        yield ("state.run_agent_input.synthesize", "LLM synthesis is not supported (format spec §7.4: reserved "
+               "in v0.1): the run input is sent without it")
 
 
 def _synthesized(where: str, candidates: Any) -> Iterator[tuple[str, str]]:

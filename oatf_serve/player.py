@@ -104,15 +104,18 @@ class ActorPlayer:
             if key == "log" and isinstance(value, Mapping):
                 say(f"actor {self.name}: log: {printable(value.get('message', ''), 300)}")
 
-    def _observe(self, event_type: str, sender: str, content: Any, now: float,
-                 is_error: bool = False) -> list[Entered]:
-        event = ObservedEvent(self.protocol, event_type, "request" if sender == "client" else "response",
-                              sender, content, "serve", next(_SEQ), now, self._endpoint, "agent",  # type: ignore[arg-type]
-                              is_error=is_error)
+    def observe(self, event: ObservedEvent) -> list[Entered]:
+        """One event of the actor's own traffic (its extractors, then its trigger): the phases entered."""
         before = dict(self.machine.extracted)
         change = self.machine.observe(event)
         self._share(before)
         return [self._entered()] if change is not None else []
+
+    def _observe(self, event_type: str, sender: str, content: Any, now: float,
+                 is_error: bool = False) -> list[Entered]:
+        return self.observe(ObservedEvent(
+            self.protocol, event_type, "request" if sender == "client" else "response", sender, content, "serve",  # type: ignore[arg-type]
+            next(_SEQ), now, self._endpoint, "agent", is_error=is_error))
 
     def _share(self, before: Mapping[str, str]) -> None:
         for name, value in self.machine.extracted.items():

@@ -30,6 +30,7 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
+import oatf
 from oatf_engine.engine_config import EngineConfig
 from oatf_engine.monitor import LoadedAttack, Monitor, load_library
 from oatf_engine.reports import ReportWriter, exit_status, summary_table
@@ -38,6 +39,7 @@ from oatf_engine.text import Once, describe, printable
 
 from .a2a_server import RPC_PATH as A2A_PATH
 from .a2a_server import ActorHandler
+from .ag_ui_client import AgUiActor
 from .judge import Judge, WireTap
 from .mcp_server import ActorServer
 from .playable import limitations
@@ -49,6 +51,11 @@ TICK_SECONDS = 0.5
 MCP_PATH = "/mcp"
 SERVER_PATHS = {"mcp_server": MCP_PATH, "a2a_server": A2A_PATH}
 """Where each server mode is served (every actor of a document shares its port)."""
+SETTLE_AFTER = 3.0
+"""Seconds after the client actors are done before their runs can be settled (the engine may hold an
+exchange up to 2 s to place it in a session)."""
+SETTLE_SECONDS = 600.0
+"""The longest wait for the runs of driven documents to conclude before `oatf serve` stops anyway."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,8 @@ class ServeOptions:
     port: int = 0
     report_dir: str = "oatf-reports"
     verbose: bool = False
+    agent: str | None = None
+    """The agent's AG-UI endpoint, for `ag_ui_client` actors."""
 
 
 @dataclass
@@ -72,6 +81,9 @@ class Served:
     app: Starlette
     servers: list[ActorServer | ActorHandler]
     endpoints: list[str]
+    clients: list[oatf.Actor]
+    """The client-mode actors, run once the servers accept connections."""
+    shared: SharedExtractors
 
 
 class _Endpoint:
@@ -84,20 +96,27 @@ class _Endpoint:
         await self.manager.handle_request(scope, receive, send)
 
 
-def build(loaded: LoadedAttack, port: int, host: str, say: Callable[[str], None]) -> Served | None:
-    """The app playing one document's server actors (those it can play), or None when it plays none."""
+def build(loaded: LoadedAttack, port: int, host: str, say: Callable[[str], None],
+          agent: str | None = None) -> Served | None:
+    """The app playing one document's server actors and the client actors it drives (those it can play), or
+    None when it plays none."""
     execution = loaded.attack.execution
     assert execution is not None
     shared = SharedExtractors()
-    fatal = {limitation.actor for limitation in limitations(loaded.path, loaded.document) if limitation.fatal}
+    fatal = {limitation.actor for limitation in limitations(loaded.path, loaded.document, agent) if limitation.fatal}
     routes: list[BaseRoute] = []
     servers: list[ActorServer | ActorHandler] = []
     managers: list[StreamableHTTPSessionManager] = []
     endpoints: list[str] = []
+    clients: list[oatf.Actor] = []
     taken: dict[str, str] = {}
     for actor in execution.actors or ():
         name = actor.name or "default"
-        if name in fatal or actor.mode not in SERVER_PATHS:
+        if name in fatal:
+            continue
+        if actor.mode not in SERVER_PATHS:
+            clients.append(actor)
+            endpoints.append(f"{loaded.key} {name} {actor.mode} {agent}")
             continue
         path = SERVER_PATHS[actor.mode]
         if path in taken:
@@ -117,7 +136,7 @@ def build(loaded: LoadedAttack, port: int, host: str, say: Callable[[str], None]
             routes += handler.routes()
             servers.append(handler)
         endpoints.append(f"{loaded.key} {name} {actor.mode} {url}")
-    if not routes:
+    if not endpoints:
         return None
 
     @contextlib.asynccontextmanager
@@ -127,17 +146,23 @@ def build(loaded: LoadedAttack, port: int, host: str, say: Callable[[str], None]
                 await stack.enter_async_context(manager.run())
             yield
 
-    return Served(loaded, port, Starlette(routes=routes, lifespan=lifespan), servers, endpoints)
+    return Served(loaded, port, Starlette(routes=routes, lifespan=lifespan), servers, endpoints, clients, shared)
 
 
 class Dispatcher:
     """One ASGI app for every document: a request goes to the app of the port it arrived on; the lifespan
-    starts every document's app, and a ticker fires the actors' `after` timers."""
+    starts every document's app, a ticker fires the server actors' `after` timers, and once the servers accept
+    connections the client actors run (`drive`)."""
 
-    def __init__(self, served: list[Served], judge: Judge, say: Callable[[str], None]) -> None:
-        self.by_port = {s.port: WireTap(s.app, judge) for s in served}
+    def __init__(self, served: list[Served], judge: Judge, say: Callable[[str], None],
+                 options: ServeOptions) -> None:
+        self.by_port = {s.port: WireTap(s.app, judge, s.port) for s in served}
         self.served = served
+        self.judge = judge
         self.say = say
+        self.options = options
+        self.done: Callable[[], None] = lambda: None
+        """Called when every document drove its client actors to the end and their runs were judged."""
         self._once = Once()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -154,9 +179,30 @@ class Dispatcher:
             ticker = asyncio.create_task(self._tick())
             await receive()  # lifespan.startup
             await send({"type": "lifespan.startup.complete"})
+            driver = asyncio.create_task(self.drive())
             await receive()  # lifespan.shutdown
             ticker.cancel()
+            driver.cancel()
         await send({"type": "lifespan.shutdown.complete"})
+
+    async def drive(self) -> None:
+        """Run every client actor (format spec §5.1 readiness: the sockets listen and the apps have started);
+        when every document has one, wait for their runs to be judged (at most `SETTLE_SECONDS`), then stop."""
+        actors = [AgUiActor(actor, self.options.agent or "", self.judge, served.port, self.options.config.decoder,
+                            served.shared, self.say)
+                  for served in self.served for actor in served.clients]
+        if not actors:
+            return
+        for outcome in await asyncio.gather(*(actor.run() for actor in actors), return_exceptions=True):
+            if isinstance(outcome, Exception):
+                self.say(f"a client actor failed: {describe(outcome)}")
+        if not all(served.clients for served in self.served):
+            return
+        await asyncio.sleep(SETTLE_AFTER)
+        deadline = asyncio.get_running_loop().time() + SETTLE_SECONDS
+        while not self.judge.settled() and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(TICK_SECONDS)
+        self.done()
 
     async def _tick(self) -> None:
         while True:
@@ -234,14 +280,14 @@ def run_serve(options: ServeOptions, stdout: IO[str] = sys.stdout, stderr: IO[st
     sockets: list[socket.socket] = []
     served: list[Served] = []
     for loaded in library.attacks:
-        for limitation in limitations(loaded.path, loaded.document):
+        for limitation in limitations(loaded.path, loaded.document, options.agent):
             say(("not played: " if limitation.fatal else "played without: ") + str(limitation))
         try:
             sock = _bind(options.host, options.port + len(sockets) if options.port else 0)
         except OSError as exc:
             say(f"{options.host}:{options.port + len(sockets)}: {exc.strerror or exc}")
             return EXIT_USAGE
-        document = build(loaded, sock.getsockname()[1], options.host, say)
+        document = build(loaded, sock.getsockname()[1], options.host, say, options.agent)
         if document is None:
             sock.close()
             say(f"{loaded.path}: nothing to play")
@@ -255,10 +301,13 @@ def run_serve(options: ServeOptions, stdout: IO[str] = sys.stdout, stderr: IO[st
     judge = Judge(options.config.decoder, monitors, writer, stderr, options.verbose)
     print("".join(f"{endpoint}\n" for document in served for endpoint in document.endpoints), file=stdout, flush=True)
     judge.start()
-    config = uvicorn.Config(Dispatcher(served, judge, say), lifespan="on", log_config=None,
+    dispatcher = Dispatcher(served, judge, say, options)
+    config = uvicorn.Config(dispatcher, lifespan="on", log_config=None,
                             log_level="warning" if options.verbose else "error", timeout_graceful_shutdown=2)
+    server = _Uvicorn(config)
+    dispatcher.done = lambda: setattr(server, "should_exit", True)
     try:
-        asyncio.run(_Uvicorn(config).serve(sockets=sockets))
+        asyncio.run(server.serve(sockets=sockets))
     finally:
         reports = judge.stop()
         for sock in sockets:
