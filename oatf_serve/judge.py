@@ -10,8 +10,9 @@ it was sent, so a payload counts as delivered exactly when it reached the agent'
 endpoints never wait for it: it runs the queued decoder calls, gives each event to the `Monitor` of the
 document the exchange belongs to (one monitor per document: a document's runs see only its own endpoints and
 the runs its client actors drive), ticks the clocks while traffic is quiet so grace periods end live, and
-writes each concluded run with `ReportWriter`. `stop` concludes the runs still open (`interrupted`, as the proxy does when it stops) and
-returns every report's summary for the console.
+writes each concluded run with `ReportWriter`. `stop` concludes the runs still open (`interrupted`, as the
+proxy does when it stops) and returns every report's summary for the console; `settled` says when nothing
+is left to judge.
 """
 
 from __future__ import annotations
