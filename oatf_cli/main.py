@@ -10,7 +10,7 @@
 - `oatf export-trace --flows FILE… --out DIR`: each recorded agent session as an Attest v1 trace.
 - `oatf tap [--attacks PATH…] [--report-dir DIR] [--record FILE] -- COMMAND…`: run an MCP stdio server,
   relaying and evaluating its traffic (`oatf_cli.tap`); exits as the server did.
-- `oatf serve DOC… [--host H] [--port N] [--report-dir DIR] [--agent URL]`: play the documents' attackers
+- `oatf serve DOC… [--host H] [--port N] [--report-dir DIR] [--agent URL] [--stdio]`: play the documents' attackers
   against an agent and judge what was served (`oatf_serve`).
 """
 
@@ -325,7 +325,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"oatf serve: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
     documents = [p for arg in args.documents for p in arg.split(",") if p]
-    return run_serve(ServeOptions(documents, config, args.host, args.port, args.report_dir, args.verbose, args.agent))
+    return run_serve(ServeOptions(documents, config, args.host, args.port, args.report_dir, args.verbose, args.agent,
+                                  args.stdio))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -417,6 +418,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_settings(serve)
     serve.add_argument("--agent", metavar="URL",
                        help="the agent's AG-UI endpoint, which ag_ui_client actors POST their run input to")
+    serve.add_argument("--stdio", action="store_true",
+                       help="serve the one document's mcp_server actor on stdin/stdout (MCP's stdio transport), as "
+                            "a desktop agent starts a local server; notes go to stderr")
     serve.add_argument("-v", "--verbose", action="store_true", help="phase changes, diagnostics and reports written")
     serve.set_defaults(func=cmd_serve)
     export = sub.add_parser("export-trace", help="write recorded agent sessions as Attest v1 traces")

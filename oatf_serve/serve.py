@@ -1,16 +1,21 @@
-"""`oatf serve DOC… [--host H] [--port N] [--report-dir DIR]`: play the documents' attackers against a real
-agent and judge what was served (issue 19).
+"""`oatf serve DOC… [--host H] [--port N] [--report-dir DIR] [--agent URL] [--stdio]`: play the documents'
+attackers against a real agent and judge what was served (issue 19).
 
 Each document is served on a port of its own (`--port N`: N, N+1, … in the order given; without it, free
-ports), so that every endpoint sits where its protocol expects it — MCP at `/mcp` — and every document's runs
-see only its own traffic. What is played is listed on stdout, one line per endpoint
-(`OW-001 default mcp_server http://127.0.0.1:8000/mcp`); what is not played, on stderr (`playable`).
+ports), so that every endpoint sits where its protocol expects it — MCP at `/mcp`, A2A at `/` — and every
+document's runs see only its own traffic. What is played is listed on stdout, one line per actor
+(`OW-001 default mcp_server http://127.0.0.1:8000/mcp`; a client actor's line names the agent's URL), then an
+empty line; what is not played, on stderr (`playable`).
 
 All endpoints run in one uvicorn server (one socket per document; `Dispatcher` picks the document's app by
-the port a request arrived on). Every exchange passes the `WireTap` to the `Judge`, which writes per-run
-reports and `verdicts.jsonl` to the report directory as runs conclude. SIGINT and SIGTERM stop the server;
-the runs still open are concluded (`interrupted`) and reported, and a summary table of every run goes to
-stderr. Exit status: as `oatf recover`'s (`oatf_engine.reports.exit_status`: 1 when a run was exploited or partial).
+the port a request arrived on). Every exchange passes the `WireTap` (a client actor's, its `ClientTap`) to
+the `Judge`, which writes per-run reports and `verdicts.jsonl` to the report directory as runs conclude. The
+client actors (`ag_ui_client`, with `--agent`) start once the servers accept connections; when every
+document has one, the server stops by itself once they are done and their runs judged. SIGINT and SIGTERM
+stop the server; the runs still open are concluded (`interrupted`) and reported, and a summary table of
+every run goes to stderr. `--stdio` serves one document's `mcp_server` actor on stdin/stdout instead
+(`oatf_serve.stdio`). Exit status: as `oatf recover`'s (`oatf_engine.reports.exit_status`: 1 when a run was
+exploited or partial).
 """
 
 from __future__ import annotations
@@ -18,12 +23,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 import socket
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, Any
 
+import anyio
 import uvicorn
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.applications import Starlette
@@ -37,6 +44,7 @@ from oatf_engine.reports import ReportWriter, exit_status, summary_table
 from oatf_engine.semantic import load_semantic_evaluator
 from oatf_engine.text import Once, describe, printable
 
+from . import stdio
 from .a2a_server import RPC_PATH as A2A_PATH
 from .a2a_server import ActorHandler
 from .ag_ui_client import AgUiActor
@@ -70,6 +78,8 @@ class ServeOptions:
     verbose: bool = False
     agent: str | None = None
     """The agent's AG-UI endpoint, for `ag_ui_client` actors."""
+    stdio: bool = False
+    """Serve the one document's `mcp_server` actor on stdin/stdout instead."""
 
 
 @dataclass
@@ -221,7 +231,6 @@ class _Uvicorn(uvicorn.Server):
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
-        import signal
         import threading
 
         if threading.current_thread() is not threading.main_thread():
@@ -261,7 +270,8 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def run_serve(options: ServeOptions, stdout: IO[str] = sys.stdout, stderr: IO[str] = sys.stderr) -> int:
-    """Serve until SIGINT/SIGTERM (see the module docstring); the exit status."""
+    """Serve until SIGINT/SIGTERM, or until the driven documents are done (see the module docstring); the exit
+    status."""
 
     def say(line: str) -> None:
         print(f"oatf serve: {printable(line, 500)}", file=stderr, flush=True)
@@ -277,6 +287,8 @@ def run_serve(options: ServeOptions, stdout: IO[str] = sys.stdout, stderr: IO[st
     except (ImportError, AttributeError, OSError) as exc:
         say(str(exc))
         return EXIT_USAGE
+    if options.stdio:
+        return _serve_stdio(options, library.attacks, semantic, writer, say, stderr)
     sockets: list[socket.socket] = []
     served: list[Served] = []
     for loaded in library.attacks:
@@ -309,9 +321,47 @@ def run_serve(options: ServeOptions, stdout: IO[str] = sys.stdout, stderr: IO[st
     try:
         asyncio.run(server.serve(sockets=sockets))
     finally:
-        reports = judge.stop()
         for sock in sockets:
             sock.close()
+    return _summarize(judge, options, say, stderr)
+
+
+def _serve_stdio(options: ServeOptions, attacks: Sequence[LoadedAttack], semantic: Any, writer: ReportWriter,
+                 say: Callable[[str], None], stderr: IO[str]) -> int:
+    """`--stdio`: the one document's `mcp_server` actor on stdin/stdout (`oatf_serve.stdio`)."""
+    if len(attacks) != 1:
+        say(f"--stdio serves one document ({len(attacks)} loaded)")
+        return EXIT_USAGE
+    [loaded] = attacks
+    assert loaded.attack.execution is not None
+    actors = [actor for actor in loaded.attack.execution.actors or () if actor.mode == "mcp_server"]
+    if not actors:
+        say(f"{loaded.path}: --stdio plays an mcp_server actor, and the document has none")
+        return EXIT_USAGE
+    for limitation in limitations(loaded.path, loaded.document, options.agent):
+        if limitation.actor == (actors[0].name or "default"):
+            say(("not played: " if limitation.fatal else "played without: ") + str(limitation))
+    for actor in loaded.attack.execution.actors or ():
+        if actor is not actors[0]:
+            say(f"{loaded.path}: actor {actor.name or 'default'} ({actor.mode}): not played with --stdio "
+                "(it plays one mcp_server actor)")
+    judge = Judge(options.config.decoder, {stdio.KEY: Monitor([loaded], options.config.monitor, semantic=semantic)},
+                  writer, stderr, options.verbose)
+    say(f"{loaded.key} {actors[0].name or 'default'} mcp_server stdio")
+    judge.start()
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        anyio.run(stdio.serve_stdio, ActorServer(actors[0], SharedExtractors(), say), judge, say)
+    except KeyboardInterrupt:
+        say("stopped")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return _summarize(judge, options, say, stderr)
+
+
+def _summarize(judge: Judge, options: ServeOptions, say: Callable[[str], None], stderr: IO[str]) -> int:
+    """Conclude the runs still open, print the summary table; the exit status."""
+    reports = judge.stop()
     if reports:
         print(summary_table(reports), file=stderr, flush=True)
     say(f"{len(reports)} run(s) reported in {options.report_dir}")
