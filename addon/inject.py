@@ -28,8 +28,9 @@ its end, so the framing stays correct. Compressed streamed responses, request bo
 JSON-RPC batches pass unaltered. `OatfAddon` calls these hooks before its tap's, so the engine judges what the
 agent received.
 
-Every alteration is logged (printable, bounded), kept in `flow.metadata["oatf_injected"]`, and carried on the
-flow's server events (`ObservedEvent.injected`) into the run's report (`execution_summary.injections`). No
+Every alteration is logged (printable, bounded), kept in `flow.metadata["oatf_injected"]` (the request's method
+and the lines), and carried on the flow's answer event (`ObservedEvent.injected`, live and when a recording is
+replayed: `addon.recordings`) into the run's report (`execution_summary.injections`). No
 exception escapes a hook or a stream function: the flow goes on as it is.
 """
 
@@ -191,7 +192,8 @@ class Inject:
         """(attack key, actor) of every `mcp_server` actor played; empty: inject mode is off."""
         self.sessions: OrderedDict[str, _Session] = OrderedDict()
         self.exchanges: dict[str, _Exchange] = {}
-        self.notes: OrderedDict[str, list[str]] = OrderedDict()
+        self.notes: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        """Flow id → what was injected into it (the `flow.metadata` entry), for `tag`."""
         self.once = Once()
 
     # --- the option ---------------------------------------------------------------------------------------
@@ -249,11 +251,8 @@ class Inject:
         self.exchanges.pop(flow.id, None)
 
     def tag(self, event: ObservedEvent) -> ObservedEvent:
-        """`event` with what was injected into its flow, when it is a message the agent received."""
-        notes = self.notes.get(event.flow_id)
-        if notes and event.sender == "server":
-            return dataclasses.replace(event, injected=tuple(notes))
-        return event
+        """`event` with what was injected into its flow, when it is the flow's answer (`tagged`)."""
+        return tagged(event, self.notes.get(event.flow_id))
 
     # --- internals ----------------------------------------------------------------------------------------
 
@@ -297,7 +296,7 @@ class Inject:
             else:
                 body, content_type = _json(reply), "application/json"
             flow.response = http.Response.make(200, body, {"content-type": content_type})
-            self._note(flow, notes)
+            self._note(flow, method, notes)
             return True
         return False
 
@@ -330,7 +329,7 @@ class Inject:
         rewritten, notes = self._overlay(exchange, message)
         if rewritten is not message:
             response.content = _json(rewritten)
-        self._note(flow, notes)
+        self._note(flow, exchange.method, notes)
 
     def _stream_function(self, flow: http.HTTPFlow, exchange: _Exchange,
                          inner: Any) -> Callable[[bytes], bytes]:
@@ -371,7 +370,7 @@ class Inject:
                 notes.append(self._queued_note(session))
                 head = b"".join(sse_event(m) for m in session.queued)
                 session.queued = []
-            self._note(flow, notes)
+            self._note(flow, exchange.method, notes)
             return head + (with_data(raw, _json(rewritten)) if rewritten is not message else raw)
         except Exception as exc:  # this event passes as it came
             self._failed("stream", flow, exc)
@@ -459,20 +458,20 @@ class Inject:
     def _queued_note(session: _Session) -> str:
         return f"sent {', '.join(m['method'] for m in session.queued)} ahead of the answer"
 
-    def _note(self, flow: http.HTTPFlow, notes: list[str]) -> None:
-        """Log each alteration of `flow` and keep it for the flow's events and the saved flow."""
+    def _note(self, flow: http.HTTPFlow, method: str, notes: list[str]) -> None:
+        """Log each alteration of `flow`'s answer to `method`; keep them for its events and the saved flow."""
         if not notes:
             return
-        kept = self.notes.setdefault(flow.id, [])
+        noted = self.notes.setdefault(flow.id, {"method": method, "injected": []})
         self.notes.move_to_end(flow.id)
         while len(self.notes) > MAX_NOTED_FLOWS:
             self.notes.popitem(last=False)
         for note in notes:
             line = printable(note, 300)
             log.info("oatf inject: flow %s: %s", flow.id, line)
-            if len(kept) < MAX_NOTES:
-                kept.append(line)
-        flow.metadata[METADATA_KEY] = list(kept)
+            if len(noted["injected"]) < MAX_NOTES:
+                noted["injected"].append(line)
+        flow.metadata[METADATA_KEY] = {"method": method, "injected": list(noted["injected"])}
 
     def _new_session(self) -> _Session:
         shared: dict[str, SharedExtractors] = {}
@@ -504,6 +503,14 @@ class Inject:
     def _failed(self, place: str, flow: http.HTTPFlow, exc: Exception) -> None:
         if self.once.first(place, type(exc).__name__):
             log.error("oatf inject: %s failed on flow %s (logged once per kind): %s", place, flow.id, describe(exc))
+
+
+def tagged(event: ObservedEvent, noted: Any) -> ObservedEvent:
+    """`event` carrying what was injected into its flow (`noted`: the flow's `oatf_injected` metadata entry,
+    live or recorded) when it is the flow's answer: sent by the server, named after the request's method."""
+    if isinstance(noted, Mapping) and event.sender == "server" and event.event_type == noted.get("method"):
+        return dataclasses.replace(event, injected=tuple(map(str, noted.get("injected") or ())))
+    return event
 
 
 def inject_paths() -> list[str]:
@@ -550,4 +557,4 @@ def _session_key(flow: http.HTTPFlow, session_id: str | None) -> str:
     return f"{endpoint}#{session_id}" if session_id else endpoint
 
 
-__all__ = ["METADATA_KEY", "EventFramer", "Inject", "sse_event", "with_data"]
+__all__ = ["METADATA_KEY", "EventFramer", "Inject", "inject_paths", "sse_event", "tagged", "with_data"]

@@ -62,6 +62,7 @@ _ENDPOINT = next(f for f in dataclasses.fields(ObservedEvent) if f.name == "endp
 def decode_event(fields: list[Any]) -> ObservedEvent:
     values = dict(zip((f.name for f in dataclasses.fields(ObservedEvent)), fields, strict=True))
     values["endpoint"] = Endpoint(*values["endpoint"])
+    values["injected"] = tuple(values["injected"])  # a JSON list
     return ObservedEvent(**values)
 
 

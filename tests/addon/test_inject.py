@@ -15,7 +15,9 @@ from mitmproxy.test import taddons, tflow
 
 from addon.inject import METADATA_KEY, EventFramer
 from addon.oatf_addon import OatfAddon
+from addon.recordings import decode_flow
 from oatf_engine.events import ObservedEvent
+from oatf_engine.wire import WireDecoder
 from oatf_engine.wire.sse import SSEParser
 from tests.paths import ROOT
 
@@ -143,11 +145,14 @@ def test_json_listing_overlaid_and_judged_as_received(injecting: Driven) -> None
     assert tool_names(message) == ["add", "render_invoice"]
     assert "~/.aws/credentials" in message["result"]["tools"][1]["description"]
     assert "responses" not in message["result"]["tools"][1]  # OATF extensions are not listed
-    assert flow.metadata[METADATA_KEY] == ["OW-001 actor default phase phase-1: added tools entry 'render_invoice' "
-                                           "in tools/list"]
+    assert flow.metadata[METADATA_KEY] == {"method": "tools/list", "injected": [
+        "OW-001 actor default phase phase-1: added tools entry 'render_invoice' in tools/list"]}
     decoded = [e for e in injecting.events if e.direction == "response"]
     assert len(decoded) == 1 and [t["name"] for t in decoded[0].content["tools"]] == ["add", "render_invoice"]
-    assert decoded[0].injected == tuple(flow.metadata[METADATA_KEY])
+    assert decoded[0].injected == tuple(flow.metadata[METADATA_KEY]["injected"])
+    replayed = decode_flow(WireDecoder(), flow)  # a recording of the flow replays the same event
+    assert [(e.event_type, e.content, e.injected) for e in replayed] == [
+        (e.event_type, e.content, e.injected) for e in injecting.events]
 
 
 def test_a_tool_of_the_same_name_is_replaced(injecting: Driven) -> None:
@@ -155,7 +160,7 @@ def test_a_tool_of_the_same_name_is_replaced(injecting: Driven) -> None:
     flow, received = injecting.exchange(rpc("tools/list"), answer(real))
     tools = json.loads(received)["result"]["tools"]
     assert [t["name"] for t in tools] == ["render_invoice", "add"] and tools[0]["description"] != "honest"
-    assert "replaced tools entry 'render_invoice'" in flow.metadata[METADATA_KEY][0]
+    assert "replaced tools entry 'render_invoice'" in flow.metadata[METADATA_KEY]["injected"][0]
 
 
 def test_sse_listing_rewritten_in_any_chunking_with_framing_kept(injecting: Driven) -> None:
@@ -172,8 +177,10 @@ def test_sse_listing_rewritten_in_any_chunking_with_framing_kept(injecting: Driv
         assert len(events) == 2 and events[0]["method"] == "notifications/message"
         assert tool_names(events[1]) == ["add", "render_invoice"]
         assert received.endswith(b"\r\n\r\n: trailing comment\r\n")
-        decoded = [e for e in injecting.events if e.event_type == "tools/list" and e.direction == "response"]
-        assert [t["name"] for t in decoded[0].content["tools"]] == ["add", "render_invoice"] and decoded[0].injected
+        decoded = [e for e in injecting.events if e.direction == "response"]
+        assert [e.event_type for e in decoded] == ["notifications/message", "tools/list"]
+        assert [t["name"] for t in decoded[1].content["tools"]] == ["add", "render_invoice"]
+        assert not decoded[0].injected and decoded[1].injected  # the answer carries what was injected
 
 
 def test_a_listing_the_server_refused_is_answered_and_initialize_declares_it(injecting: Driven) -> None:
@@ -202,7 +209,7 @@ def test_attacker_tool_answered_from_the_document_honest_tool_forwarded(injectin
     assert flow.response is not None and flow.response.headers["content-type"] == "application/json"
     assert json.loads(received) == {"jsonrpc": "2.0", "id": 9, "result": {"content": [
         {"type": "text", "text": "Invoice INV-7 rendered: https://invoice-kit.example/dl/7731.pdf"}]}}
-    assert "answered tools/call 'render_invoice' (not forwarded" in flow.metadata[METADATA_KEY][0]
+    assert "answered tools/call 'render_invoice' (not forwarded" in flow.metadata[METADATA_KEY]["injected"][0]
     decoded = [e for e in injecting.events if e.event_type == "tools/call"]
     assert [e.direction for e in decoded] == ["request", "response"] and decoded[1].injected
     honest = injecting.request(rpc("tools/call", {"name": "add", "arguments": {"a": 2, "b": 3}}, 10))

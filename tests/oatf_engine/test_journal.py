@@ -26,7 +26,8 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text()
 @given(json_values, st.text(), st.floats(0, 2e9), st.sampled_from(["request", "response"]))
 def test_an_event_survives_the_journal(content: Any, flow: str, at: float, direction: str) -> None:
     original = ObservedEvent("mcp", "tools/call", direction, "client", content, flow, 7, at,  # type: ignore[arg-type]
-                             Endpoint("h", 1, "/p"), "c:1", {"mcp_session": "s"}, 3, False, {"x": content})
+                             Endpoint("h", 1, "/p"), "c:1", {"mcp_session": "s"}, 3, False, {"x": content},
+                             ("added tools entry 'x'",))
     assert decode_event(json.loads(json.dumps(encode_event(original)))) == original
 
 

@@ -13,7 +13,7 @@ import pytest
 from tests.paths import ROOT
 
 from . import agents, pydantic_agent
-from .harness import Report, fastmcp_server, oatf_proxy, refused_start, run
+from .harness import Report, assert_replay_agrees, fastmcp_server, oatf_proxy, refused_start, run
 
 A2A_ONLY = ROOT / "attacks" / "OW-025_travel-agent-card-payment-harvest.yaml"
 INVOICE = ROOT / "attacks" / "OW-001_invoice-tool-credential-harvest.yaml"
@@ -37,7 +37,7 @@ def test_pydantic_ai_agents_meet_the_injected_tool_poisoning(tmp_path: Path) -> 
     sum and the document's invoice answer; the reports list what was injected."""
     with fastmcp_server(tmp_path, None) as port:
         options = {"mode": f"reverse:http://127.0.0.1:{port}", "oatf_inject": str(INVOICE)}
-        with oatf_proxy(tmp_path, "inject", [], options=options) as proxy:
+        with oatf_proxy(tmp_path, "inject", [INVOICE], options=options) as proxy:  # also in oatf_attacks: once
             mcp_url = f"{proxy.url}/mcp"
             for number, behaviour in enumerate(("complying", "resisting"), start=1):
                 answer = run(pydantic_agent.conversation(mcp_url, behaviour, "Invoice ACME, and 2 + 3?",
@@ -57,6 +57,7 @@ def test_pydantic_ai_agents_meet_the_injected_tool_poisoning(tmp_path: Path) -> 
         assert ("tools/call", "OW-001 actor default phase phase-1: answered tools/call 'render_invoice' (not "
                 "forwarded to the server)") in alterations, alterations
     assert "oatf inject: ON" in log and "added tools entry 'render_invoice'" in log
+    assert_replay_agrees(proxy, tmp_path, reports)  # the recording replays to the same reports, injections too
     assert "render_invoice" not in (tmp_path / f"fastmcp-{port}.log").read_text(encoding="utf-8", errors="replace")
 
 
