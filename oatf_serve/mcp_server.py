@@ -182,15 +182,8 @@ class ActorServer(Server[Any, Any]):
         """Run the `on_enter` actions of the phases entered, and announce changed listings."""
         for phase in entered:
             player.narrate(phase, self.say)
-            sent: set[str] = set()
-            for key, value in phase.actions:
-                if key == "send" and isinstance(value, Mapping) and isinstance(value.get("method"), str):
-                    await self._send(session, value["method"], value.get("params"))
-                    sent.add(value["method"])
-            if before is not None:
-                for method in mcp_state.changed_listings(before, player.state()):
-                    if method not in sent:
-                        await self._send(session, method, None)
+            for method, params in mcp_state.entry_messages(phase.actions, before, player.state()):
+                await self._send(session, method, params)
             before = player.state()
 
     async def _send(self, session: ServerSession, method: str, params: Any) -> None:

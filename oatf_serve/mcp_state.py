@@ -12,7 +12,7 @@ pass-through; the OATF extensions (`responses`, a resource's `content`) are remo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import oatf
@@ -34,6 +34,8 @@ LIST_CHANGED = {"tools": "notifications/tools/list_changed", "resources": "notif
                 "resource_templates": "notifications/resources/list_changed",
                 "prompts": "notifications/prompts/list_changed"}
 """The notification that announces a change of each listing (MCP 2025-11-25)."""
+ANSWERED = {"tools/call": ("tools", "name"), "prompts/get": ("prompts", "name"), "resources/read": ("resources", "uri")}
+"""The requests answered from one entry of a listing: the listing and the field naming the entry."""
 _EXTENSIONS = frozenset({"responses", "content"})
 
 RESOURCE_NOT_FOUND = -32002
@@ -122,6 +124,26 @@ def elicitation(state: Any, params: Mapping[str, Any], render: Render) -> dict[s
     request = dict(render(chosen))
     request.setdefault("mode", "form")
     return request
+
+
+def defines(state: Any, method: str, params: Mapping[str, Any]) -> bool:
+    """Whether the state itself answers `tools/call`, `prompts/get` or `resources/read` with `params` (a tool
+    or prompt of that name, a resource of that URI)."""
+    key, field = ANSWERED[method]
+    return any(entry.get(field) == params.get(field) for entry in entries(state, key))
+
+
+def entry_messages(actions: Sequence[tuple[str, Any]], before: Any, after: Any) -> list[tuple[str, Any]]:
+    """The JSON-RPC messages (method, params) entering a phase sends (§7.1.6): its `send` actions in document
+    order, then `notifications/*/list_changed` for each listing that differs between the states `before` and
+    `after` (None: unknown) when no action sent it already, so that clients which cache listings see a rug
+    pull."""
+    messages = [(value["method"], value.get("params")) for key, value in actions
+                if key == "send" and isinstance(value, Mapping) and isinstance(value.get("method"), str)]
+    if before is not None:
+        sent = {method for method, _ in messages}
+        messages += [(method, None) for method in changed_listings(before, after) if method not in sent]
+    return messages
 
 
 def changed_listings(before: Any, after: Any) -> list[str]:

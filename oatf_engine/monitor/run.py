@@ -34,6 +34,8 @@ from .options import MonitorOptions
 from .plan import Selection
 
 MAX_CITED_FLOWS = 50
+MAX_INJECTIONS = 100
+"""Exchanges the proxy's inject mode altered that a report lists, at most."""
 
 
 @dataclass
@@ -52,6 +54,8 @@ class AttackRun:
     messages: int = 0
     cited_flows: list[str] = field(default_factory=list)
     phase_changes: list[PhaseChange] = field(default_factory=list)
+    injections: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Flow id → what the proxy's inject mode altered in it (`ObservedEvent.injected`), first seen first."""
     grace_period: float = field(init=False)
     """Seconds: `attack.grace_period`, else the monitor's default."""
     scheduled: float = float("inf")
@@ -119,6 +123,9 @@ class AttackRun:
         if event.timestamp > self.last_event_at:
             self.last_event_at = event.timestamp
         self.messages += 1
+        if event.injected and (event.flow_id in self.injections or len(self.injections) < MAX_INJECTIONS):
+            self.injections[event.flow_id] = {"flow": event.flow_id, "event": event.event_type,
+                                              "injected": list(event.injected)}
         if self._undelivered:
             self._look_for_payload(event, actors, text or MessageText(event.content))
         changes: list[PhaseChange] = []
@@ -276,7 +283,9 @@ class AttackRun:
                 for t in self.indicators if t.found is not None]
 
     def execution_summary(self, status: str, now: float) -> dict[str, Any]:
-        """What happened in the run; every time ISO 8601 (UTC, milliseconds) on the event clock."""
+        """What happened in the run; every time ISO 8601 (UTC, milliseconds) on the event clock. `injections`
+        (only when the proxy's inject mode altered the run's traffic): each altered flow and what was injected."""
+        injections = {"injections": list(self.injections.values())} if self.injections else {}
         return {
             "status": status,
             "session": self.session,
@@ -296,4 +305,5 @@ class AttackRun:
             "phase_changes": [{"actor": c.actor, "from": c.from_phase, "to": c.to_phase, "reason": c.reason,
                                "flow": c.flow_id, "at": oatf.timestamp_at(c.timestamp)}
                               for c in self.phase_changes[:100]],
+            **injections,
         }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from pathlib import Path
@@ -506,3 +507,18 @@ def test_a_closed_session_leaves_a_run_whose_actors_are_terminal_to_its_grace_pe
     [report] = concluded(monitor.tick(15.0))
     summary = report["execution_summary"]
     assert (summary["status"], summary["ended_at"]) == ("completed", oatf.timestamp_at(10.0))
+
+
+def test_injections_are_listed_in_the_report_only_when_there_are_some() -> None:
+    """An event inject mode altered (`ObservedEvent.injected`) puts its flow and lines in the run's report,
+    once per flow; a run without one has no `injections` key (reports of plain traffic are unchanged)."""
+    monitor = Monitor([attack(POISONED_TOOL)], MonitorOptions(grace_period=1))
+    listing = dataclasses.replace(event("tools/list", {"tools": []}, 1.0, direction="response", sender="server",
+                                        flow="f-list"), injected=("added tools entry 'add' in tools/list",))
+    outputs = [output for observed in (listing, listing, event("tools/list", {}, 1.0, direction="response",
+                                                                sender="server", session="plain"))
+               for output in monitor.observe(observed)]
+    reports = {r["execution_summary"]["session"]: r for r in concluded([*outputs, *monitor.tick(10.0)])}
+    assert reports["mcp_session:s1"]["execution_summary"]["injections"] == [
+        {"flow": "f-list", "event": "tools/list", "injected": ["added tools entry 'add' in tools/list"]}]
+    assert "injections" not in reports["mcp_session:plain"]["execution_summary"]
