@@ -319,7 +319,7 @@ class OatfAddon:
         """With `-w`, while events of `flow` are still being evaluated: an awaitable that ends once they are
         (and their marks are set), or after `oatf_save_wait` seconds (see the module docstring); else None."""
         wait = self.save_wait
-        if not ctx.options.save_stream_file or wait <= 0 or self.loop is None:
+        if wait <= 0 or self.loop is None or not ctx.options.save_stream_file:
             return None
         with self.flight_lock:
             if not self.unevaluated[flow.id]:
