@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 import weakref
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -84,6 +84,8 @@ class OatfAddon:
         self.concluded: deque[Reported] = deque(maxlen=MAX_SUMMARY_ROWS)
         """The latest concluded runs, for the summary table (all of their reports are on disk, unless
         `unwritten`); appended by the receiver thread, read through `concluded_reports` only."""
+        self.outcomes: Counter[str] = Counter()
+        """Outcome → runs concluded in the proxy's life, all of them (the summary's last line counts these)."""
         self.unwritten = 0
         """Reports the monitor process could not write: their runs stay in the journal, which shutdown keeps."""
         self.concluded_lock = threading.Lock()
@@ -228,9 +230,9 @@ class OatfAddon:
         if ctx.options.oatf_trace_dir and self.traces.sessions:
             paths = write_traces(self.traces.traces(), ctx.options.oatf_trace_dir)
             log.info("oatf: %d Attest trace(s) in %s", len(paths), ctx.options.oatf_trace_dir)
-        concluded = self.concluded_reports()
+        concluded, outcomes = self.concluded_reports()
         if concluded:
-            log.info("oatf verdicts:\n%s", summary_table(r.summary for r in concluded))
+            log.info("oatf verdicts:\n%s", summary_table((r.summary for r in concluded), outcomes))
             if self.report_dir is not None:
                 log.info("oatf reports in %s", self.report_dir.resolve())
 
@@ -397,6 +399,7 @@ class OatfAddon:
         be written (its run stays in the journal; each kind of failure is logged once)."""
         with self.concluded_lock:
             self.concluded.append(output)
+            self.outcomes[output.summary.outcome] += 1
         if output.path is None:
             self.unwritten += 1
             if self.once.first("report", (output.error or "").partition(":")[0]):
@@ -415,10 +418,11 @@ class OatfAddon:
             if self.once.first("journal", type(exc).__name__):
                 log.error("oatf: journal write failed (each kind of failure is logged once): %s", describe(exc))
 
-    def concluded_reports(self) -> list[Reported]:
-        """A snapshot of the latest concluded runs (the receiver thread appends meanwhile)."""
+    def concluded_reports(self) -> tuple[list[Reported], Counter[str]]:
+        """A snapshot of the latest concluded runs and of the outcomes of all (the receiver thread appends
+        meanwhile)."""
         with self.concluded_lock:
-            return list(self.concluded)
+            return list(self.concluded), Counter(self.outcomes)
 
     def _mark(self, output: IndicatorMatched) -> None:
         flow = self.flows.get(output.flow_id)
@@ -509,8 +513,8 @@ class OatfAddon:
     @command.command("oatf.verdicts")
     def verdicts(self) -> str:
         """The verdicts of the runs concluded so far."""
-        concluded = self.concluded_reports()
-        return summary_table(r.summary for r in concluded) if concluded else "no run has concluded yet"
+        concluded, outcomes = self.concluded_reports()
+        return summary_table((r.summary for r in concluded), outcomes) if concluded else "no run has concluded yet"
 
 
 def _update_hook(flow: http.HTTPFlow) -> Any:

@@ -103,7 +103,7 @@ def test_the_addon_replaces_a_stalled_monitor_and_evaluation_goes_on(tmp_path: P
         addon._enqueue(call(KEY, time.time(), session="after"))
         assert wait_until(lambda: addon.waiting() == 0)
         addon.done()
-    [after] = [r for r in addon.concluded_reports() if r.summary.session == "mcp_session:after"]
+    [after] = [r for r in addon.concluded_reports()[0] if r.summary.session == "mcp_session:after"]
     assert after.summary.outcome == "exploited" and after.path is not None
 
 
@@ -118,7 +118,7 @@ def test_done_and_verdicts_read_a_snapshot_of_the_concluded_runs(tmp_path: Path,
     they read a snapshot (a deque iterated while it grows raises `deque mutated during iteration`)."""
     addon = OatfAddon()
 
-    def table(reports: Any) -> str:
+    def table(reports: Any, counts: Any) -> str:
         rows = 0
         for _ in reports:
             rows += 1
@@ -131,4 +131,5 @@ def test_done_and_verdicts_read_a_snapshot_of_the_concluded_runs(tmp_path: Path,
         addon._handle([concluded("s0")])
         assert addon.verdicts() == "1 row(s)"
         addon.done()
-    assert len(addon.concluded_reports()) == 4  # s0, one appended by verdicts, two by done
+    rows, outcomes = addon.concluded_reports()
+    assert len(rows) == 4 and outcomes == {"exploited": 4}  # s0, one appended by verdicts, two by done
