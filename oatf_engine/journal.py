@@ -21,9 +21,10 @@ Files, in `<report dir>/journal/`: segments `NNNNNNNN.jsonl` (one JSON object pe
 itself). Each report is put in place atomically at once (temporary file + rename), and appended to
 `verdicts.jsonl`; the reports written meanwhile are made durable together — one `syncfs` of the report
 directory's filesystem (Linux), else each file, `verdicts.jsonl`, then the directory fsynced — at most every
-`addon.monitor_process.COMMIT_SECONDS` (0.2 s) and before the monitor answers `shutdown`. Only then does the proxy learn of those runs and journal their `concluded` markers: a
-marker never precedes a durable report. A crash between the two leaves a written report without a marker;
-recovery recognises it by its file (`oatf_engine.recovery`), so no run is reported twice and none is lost.
+`addon.monitor_process.COMMIT_SECONDS` (0.2 s) and before the monitor answers `shutdown`. Only then does the
+proxy learn of those runs and journal their `concluded` markers: a marker never precedes a durable report. A
+crash between the two leaves a written report without a marker; recovery recognises it by its file
+(`oatf_engine.recovery`), so no run is reported twice and none is lost.
 """
 
 from __future__ import annotations
