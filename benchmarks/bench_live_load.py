@@ -5,10 +5,13 @@ a known number of them exploited; every run reported exactly once, none evicted,
     .venv/bin/python benchmarks/bench_live_load.py --minutes 20 [--in-flight 100] [--interval 60]   # soak
 
 The OW-001 invoice server (`tests/e2e/addon/peers.py --mcp-invoice`, the official `mcp` server) behind
-`mitmdump -s addon/oatf_addon.py` with the whole library and the addon's defaults (grace period 10 s,
-`oatf_max_runs`; `--set` adds options); `--in-flight` agents at once (`tests/e2e/addon/load.py`), each running
-sessions one after another — `--sessions` in all, or for `--minutes` — every `--exploit-every`th one
-complying with the poisoned tool description (OW-001 exploited), the others resisting. When the traffic
+`mitmdump -s addon/oatf_addon.py` with the whole library and the addon's defaults (`oatf_max_runs` included;
+`--set` changes one) but the grace period (`--grace`); `--in-flight` agents at once (`tests/e2e/addon/load.py`),
+each running sessions one after another — `--sessions` in all, or for `--minutes` — every `--exploit-every`th
+one complying with the poisoned tool description (OW-001 exploited), the others resisting. An agent thinks
+`--pause` seconds before its tool call; the grace period must exceed that plus the proxy's latency at that
+load, else a run rightly concludes in mid-session (quiet for a grace period) and the session gets two runs
+(the default 10 s grace period would on two shared cores: 1,000 agents keep the proxy at its capacity). When the traffic
 ends, mitmdump gets SIGINT at once: the runs still in their grace period, and any backlog, are concluded then.
 
 Printed: the traffic (sessions, exploit sessions, failed sessions and requests sent again), every
@@ -117,8 +120,9 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=3000, help="sessions in all (unless --minutes)")
     parser.add_argument("--minutes", type=float, help="soak: run sessions for this long instead")
     parser.add_argument("--exploit-every", type=int, default=5)
-    parser.add_argument("--pause", type=float, nargs=2, default=(0.5, 3.0), metavar=("MIN", "MAX"),
+    parser.add_argument("--pause", type=float, nargs=2, default=(20.0, 40.0), metavar=("MIN", "MAX"),
                         help="seconds an agent thinks before its tool call")
+    parser.add_argument("--grace", default="60s", help="oatf_grace_period: above the longest pause and latency")
     parser.add_argument("--interval", type=float, default=10.0, help="seconds between samples")
     parser.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE", help="an addon option")
     args = parser.parse_args()
@@ -126,14 +130,15 @@ def main() -> None:
     options = dict(item.split("=", 1) for item in args.set)
     with tempfile.TemporaryDirectory(dir=ROOT) as tmp, \
             peer_process(HERE / "peers.py", ("mcp_invoice",), Path(tmp) / "peers.log") as server, \
-            oatf_proxy(Path(tmp), "load", [ATTACKS], grace=options.pop("oatf_grace_period", "10s"), record=False,
+            oatf_proxy(Path(tmp), "load", [ATTACKS], grace=args.grace, record=False,
                        options=options) as proxy:
         url = server.url("mcp_invoice", "/mcp")
         loaded = proxy.wait_for_log(lambda text: "attack(s) loaded" in text)
         print(f"{args.in_flight} agents at once, "
               + (f"for {args.minutes:g} min" if args.minutes else f"{args.sessions:,} sessions")
               + f", one in {args.exploit_every} exploited; {loaded.count('not loaded')} document(s) not loaded; "
-              f"options {options or 'defaults'}", flush=True)
+              f"grace {args.grace}, pause {args.pause[0]:g}-{args.pause[1]:g} s; other options {options or 'defaults'}",
+              flush=True)
         started = time.monotonic()
         with Sampler(proxy, args.interval, started) as sampler:
             traffic = asyncio.run(agents(
