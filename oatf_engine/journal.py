@@ -19,11 +19,12 @@ Files, in `<report dir>/journal/`: segments `NNNNNNNN.jsonl` (one JSON object pe
 
 **Reports' fsync policy** (`oatf_engine.reports.ReportWriter`, used by the monitor process, which writes the reports
 itself). Each report is put in place atomically at once (temporary file + rename), and appended to
-`verdicts.jsonl`; the reports written meanwhile are made durable together — each file, `verdicts.jsonl`, then
-the directory fsynced — at most every `addon.monitor_process.COMMIT_SECONDS` (0.2 s) and before the monitor
-answers `shutdown`. Only then does the proxy learn of those runs and journal their `concluded` markers: a
-marker never precedes a durable report. A crash between the two leaves a written report without a marker;
-recovery recognises it by its file (`oatf_engine.recovery`), so no run is reported twice and none is lost.
+`verdicts.jsonl`; the reports written meanwhile are made durable together — one `syncfs` of the report
+directory's filesystem (Linux), else each file, `verdicts.jsonl`, then the directory fsynced — at most every
+`addon.monitor_process.COMMIT_SECONDS` (0.2 s) and before the monitor answers `shutdown`. Only then does the
+proxy learn of those runs and journal their `concluded` markers: a marker never precedes a durable report. A
+crash between the two leaves a written report without a marker; recovery recognises it by its file
+(`oatf_engine.recovery`), so no run is reported twice and none is lost.
 """
 
 from __future__ import annotations
@@ -85,6 +86,8 @@ class Journal:
         self._size = 0
         self._synced = time.monotonic()
         self._lock = threading.Lock()
+        self._held: set[Path] = set()
+        """Segments handed to a recovery (`cut`): the bound does not delete them before `drop`."""
 
     def events(self, events: Sequence[ObservedEvent]) -> None:
         self._write({"events": [encode_event(e) for e in events]})
@@ -115,7 +118,7 @@ class Journal:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         self._handle = os.fdopen(fd, "a", encoding="utf-8")
         self._size = 0
-        for old in segments(self.path)[:-MAX_SEGMENTS]:
+        for old in [segment for segment in segments(self.path) if segment not in self._held][:-MAX_SEGMENTS]:
             old.unlink(missing_ok=True)
 
     def close(self) -> None:
@@ -124,6 +127,23 @@ class Journal:
             os.fsync(self._handle.fileno())
             self._handle.close()
             self._handle = None
+
+    def cut(self) -> list[Path]:
+        """Every segment written so far, for a recovery to read while the journal goes on: the segment being
+        written is closed (the next record starts a new one), and these are held — kept whatever the bound —
+        until `drop`."""
+        with self._lock:
+            self.close()
+            held = segments(self.path)
+            self._held.update(held)
+            return held
+
+    def drop(self, held: list[Path]) -> None:
+        """Segments whose runs a recovery reported (`cut`): no longer needed."""
+        with self._lock:
+            for segment in held:
+                segment.unlink(missing_ok=True)
+                self._held.discard(segment)
 
     def clear(self) -> None:
         """Every run was reported: the journal is no longer needed."""
@@ -147,9 +167,10 @@ def clear(path: Path) -> None:
         segment.unlink(missing_ok=True)
 
 
-def records(path: Path) -> Iterator[dict[str, Any]]:
-    """Every record of the journal at `path`, oldest first; a torn or damaged line is skipped."""
-    for segment in segments(path):
+def records(path: Path, only: list[Path] | None = None) -> Iterator[dict[str, Any]]:
+    """Every record of the journal at `path` (of its segments among `only`, when given), oldest first; a torn
+    or damaged line is skipped."""
+    for segment in segments(path) if only is None else sorted(only):
         with open(segment, encoding="utf-8", errors="replace") as handle:
             for line in handle:
                 try:

@@ -169,6 +169,10 @@ class OatfProxy:
         """Run a mitmproxy command inside the proxy (see `command_script.py`); its result as text."""
         return self._control("/", {"cmd": command})
 
+    def backlog(self) -> int:
+        """Events the addon observed and has not evaluated yet (`OatfAddon.waiting`)."""
+        return int(self._control("/backlog"))
+
     def marked(self) -> dict[str, dict[str, str]]:
         """{flow id: {marked, comment}} of the flows an addon updated (the OATF addon marks matches)."""
         return json.loads(self._control("/marked"))
