@@ -104,7 +104,7 @@ def test_resisted_and_not_delivered_are_never_merged() -> None:
 
 def test_the_summary_line_counts_every_run_when_the_table_shows_the_latest() -> None:
     """The addon keeps the latest 1,000 rows for its table, and the count of every outcome for the last line."""
-    lines = summary_table([report("exploited")], {"exploited": 2, "resisted": 3000}).splitlines()
+    lines = summary_table([report("exploited")], counts={"exploited": 2, "resisted": 3000}).splitlines()
     assert lines[-2:] == ["(the latest 1 of 3,002 runs)", "3002 run(s): 2 exploited, 0 partial, 3000 resisted, "
                           "0 inconclusive, 0 not delivered, 0 error"]
 
