@@ -59,10 +59,36 @@ def encode_event(event: ObservedEvent) -> list[Any]:
 _ENDPOINT = next(f for f in dataclasses.fields(ObservedEvent) if f.name == "endpoint")
 
 
-def decode_event(fields: list[Any]) -> ObservedEvent:
+_CHOICES: dict[str, tuple[str, ...]] = {"protocol": ("mcp", "a2a", "ag_ui"), "direction": ("request", "response"),
+                                        "sender": ("client", "server")}
+_TEXT = ("event_type", "flow_id", "client")
+
+
+def decode_event(fields: Any) -> ObservedEvent:
+    """An event from `encode_event`'s JSON; ValueError when it is not one (a damaged journal record, or a frame
+    from a socket: every field is checked, so the monitor never sees a value of the wrong kind)."""
+    if not isinstance(fields, list):
+        raise ValueError("an event is a JSON list of its fields")
     values = dict(zip((f.name for f in dataclasses.fields(ObservedEvent)), fields, strict=True))
-    values["endpoint"] = Endpoint(*values["endpoint"])
+    endpoint, keys, jsonrpc_id = values["endpoint"], values["session_keys"], values["jsonrpc_id"]
+    if not (isinstance(endpoint, list) and len(endpoint) == 3 and isinstance(endpoint[0], str)
+            and _is_int(endpoint[1]) and isinstance(endpoint[2], str)):
+        raise ValueError("an event's endpoint is [host, port, path]")
+    if not (isinstance(keys, dict) and all(isinstance(v, str) for v in keys.values())):
+        raise ValueError("an event's session keys are strings")
+    if any(values[name] not in choices for name, choices in _CHOICES.items()) \
+            or not all(isinstance(values[name], str) for name in _TEXT) or not _is_int(values["seq"]) \
+            or not isinstance(values["timestamp"], (int, float)) or isinstance(values["timestamp"], bool) \
+            or not (jsonrpc_id is None or isinstance(jsonrpc_id, str) or _is_int(jsonrpc_id)) \
+            or not isinstance(values["is_error"], bool):
+        raise ValueError("an event field has the wrong type")
+    values["endpoint"] = Endpoint(*endpoint)
+    values["timestamp"] = float(values["timestamp"])
     return ObservedEvent(**values)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 class Journal:

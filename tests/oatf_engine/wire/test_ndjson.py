@@ -55,6 +55,22 @@ def test_events_follow_the_http_model() -> None:
     assert diagnostics == []
 
 
+def test_each_exchange_of_a_stream_is_a_flow_of_its_own() -> None:
+    """A stdio session is one long stream; the episode rules place each exchange by when it began, so each
+    request and its answer share a flow, and no other exchange shares it."""
+    stdio, _ = session()
+    first = feed(stdio, "client", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    note = feed(stdio, "client", {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    second = feed(stdio, "client", {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "a"}})
+    sampling = feed(stdio, "server", {"jsonrpc": "2.0", "id": 1, "method": "sampling/createMessage", "params": {}})
+    answers = feed(stdio, "server", {"jsonrpc": "2.0", "id": 2, "result": {}}, {"jsonrpc": "2.0", "id": 1, "result": {}})
+    sampled = feed(stdio, "client", {"jsonrpc": "2.0", "id": 1, "result": {}})
+    flows = [e.flow_id for e in (*first, *note, *second, *sampling)]
+    assert len(set(flows)) == 4 and all(f.startswith(SESSION + "#") for f in flows)
+    assert [e.flow_id for e in answers] == [second[0].flow_id, first[0].flow_id]
+    assert sampled[0].flow_id == sampling[0].flow_id
+
+
 def test_a_response_is_correlated_once() -> None:
     stdio, diagnostics = session()
     feed(stdio, "client", {"jsonrpc": "2.0", "id": 7, "method": "tools/list"})
