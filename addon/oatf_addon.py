@@ -37,8 +37,7 @@ from addon.views import MAX_MATCHES, METADATA_KEY, ContentViews
 from oatf_engine.attest_traces import TraceCollector, write_traces
 from oatf_engine.engine_config import SETTINGS, engine_config
 from oatf_engine.events import ObservedEvent
-from oatf_engine.journal import JOURNAL_DIR, Journal
-from oatf_engine.journal import clear as clear_journal
+from oatf_engine.journal import Journal
 from oatf_engine.monitor import (
     IndicatorMatched,
     Library,
@@ -47,8 +46,8 @@ from oatf_engine.monitor import (
     PhaseChanged,
     load_library,
 )
-from oatf_engine.recovery import pending_journal, recover
-from oatf_engine.reports import Reported, ReportWriter, summary_table
+from oatf_engine.recovery import conclude_pending, pending_journal
+from oatf_engine.reports import Reported, summary_table
 from oatf_engine.semantic import load_semantic_evaluator
 from oatf_engine.text import Once, describe, printable
 
@@ -164,15 +163,10 @@ class OatfAddon:
         directory = ctx.options.oatf_report_dir
         try:
             if pending_journal(directory):
-                reports = recover(directory, list(self.library.attacks), self.options,
-                                  load_semantic_evaluator(self.semantic_spec))
-                writer = ReportWriter(directory)
-                for report in reports:
-                    writer.write(report)
-                writer.commit()
+                reports = conclude_pending(directory, list(self.library.attacks), self.options,
+                                           load_semantic_evaluator(self.semantic_spec))
                 log.warning("oatf: %d run(s) left open by a proxy that did not stop cleanly were concluded from "
                             "its journal (status `recovered`) into %s", len(reports), directory)
-                clear_journal(Path(directory) / JOURNAL_DIR)
             with self.lock:
                 if self.journal is not None:
                     self.journal.close()

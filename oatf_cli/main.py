@@ -10,6 +10,7 @@
 - `oatf export-trace --flows FILE… --out DIR`: each recorded agent session as an Attest v1 trace.
 - `oatf tap [--attacks PATH…] [--report-dir DIR] [--record FILE] -- COMMAND…`: run an MCP stdio server,
   relaying and evaluating its traffic (`oatf_cli.tap`); exits as the server did.
+- `oatf monitor [--listen PATH] [--attacks PATH…]`: one judge for several taps (`oatf_cli.judge`).
 - `oatf serve DOC… [--host H] [--port N] [--report-dir DIR]`: play the documents' attackers against an agent
   and judge what was served (`oatf_serve`).
 """
@@ -266,11 +267,9 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
 def cmd_recover(args: argparse.Namespace) -> int:
     """Conclude and report the runs a proxy that did not stop cleanly left open in its report directory."""
     from oatf_engine.engine_config import engine_config
-    from oatf_engine.journal import JOURNAL_DIR
-    from oatf_engine.journal import clear as clear_journal
     from oatf_engine.monitor import load_library
-    from oatf_engine.recovery import pending_journal, recover
-    from oatf_engine.reports import ReportWriter, exit_status, summary_table
+    from oatf_engine.recovery import conclude_pending, pending_journal
+    from oatf_engine.reports import exit_status, summary_table
     from oatf_engine.semantic import load_semantic_evaluator
 
     if not pending_journal(args.report_dir):
@@ -288,12 +287,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
     if library.problems:
         print("oatf recover: the journal is kept; fix the documents and run again", file=sys.stderr)
         return EXIT_UNREADABLE
-    reports = recover(args.report_dir, list(library.attacks), config.monitor, semantic)
-    writer = ReportWriter(args.report_dir)
-    for report in reports:
-        writer.write(report)
-    writer.commit()
-    clear_journal(Path(args.report_dir) / JOURNAL_DIR)
+    reports = conclude_pending(args.report_dir, list(library.attacks), config.monitor, semantic)
     print(summary_table(reports) if reports else "every run had been reported: nothing left open")
     print(f"{len(reports)} run(s) recovered into {args.report_dir}", file=sys.stderr)
     return exit_status(reports)
@@ -310,8 +304,25 @@ def cmd_tap(args: argparse.Namespace) -> int:
         print(f"oatf tap: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
     attack_paths = [p for arg in args.attacks or [] for p in arg.split(",") if p]
-    options = TapOptions(args.command, attack_paths, args.report_dir, config, args.record, args.verbose)
+    options = TapOptions(args.command, attack_paths, args.report_dir, config, args.record, args.verbose,
+                         args.agent, args.monitor)
     return exit_like(run_tap(options))
+
+
+def cmd_monitor(args: argparse.Namespace) -> int:
+    """The shared monitor that `oatf tap --monitor PATH` feeds (`oatf_cli.judge.serve_monitor`)."""
+    from oatf_cli.judge import serve_monitor
+    from oatf_engine.engine_config import engine_config
+    from oatf_engine.feed import SOCKET_NAME
+
+    try:
+        config = engine_config({s.name: getattr(args, s.name) for s in SETTINGS})
+    except ValueError as exc:
+        print(f"oatf monitor: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    attack_paths = [p for arg in args.attacks or [] for p in arg.split(",") if p]
+    listen = args.listen or str(Path(args.report_dir) / SOCKET_NAME)
+    return serve_monitor(listen, attack_paths, args.report_dir, config, args.verbose)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -402,9 +413,25 @@ def build_parser() -> argparse.ArgumentParser:
     add_settings(tap)
     tap.add_argument("--record", metavar="FILE",
                      help="write the observed messages here as NDJSON (replayable by oatf evaluate --flows)")
+    tap.add_argument("--agent", default="127.0.0.1", metavar="NAME",
+                     help="the agent the server serves, whose other traffic its exchanges join in episodes: a name "
+                          "of oatf_agents, or a host (default: the local host, 127.0.0.1)")
+    tap.add_argument("--monitor", metavar="PATH",
+                     help="send the events to the shared monitor listening at PATH (the proxy's oatf_listen, or "
+                          "oatf monitor --listen) instead of judging alone; judges alone when it cannot")
     tap.add_argument("-v", "--verbose", action="store_true", help="diagnostics and reports written, on stderr")
     tap.add_argument("command", nargs="+", metavar="COMMAND", help="the server's command line, after --")
     tap.set_defaults(func=cmd_tap)
+    monitor = sub.add_parser("monitor", help="one judge for several taps (oatf tap --monitor PATH): judge the "
+                             "events they send to a Unix socket, until SIGINT/SIGTERM")
+    monitor.add_argument("--listen", metavar="PATH", help="the socket (default: monitor.sock in --report-dir)")
+    monitor.add_argument("--attacks", action="append", metavar="PATH",
+                         help="OATF documents: files or directories (repeatable, or comma-separated)")
+    monitor.add_argument("--report-dir", default="oatf-reports",
+                         help="directory for reports and verdicts.jsonl (default: oatf-reports)")
+    add_settings(monitor)
+    monitor.add_argument("-v", "--verbose", action="store_true", help="connections and reports written, on stderr")
+    monitor.set_defaults(func=cmd_monitor)
     serve = sub.add_parser("serve", help="play the documents' attackers (mcp_server actors) against an agent and "
                            "judge what was served; one port per document; stop with Ctrl-C")
     serve.add_argument("documents", nargs="+", metavar="DOC", help="attack documents: files or directories")

@@ -42,6 +42,8 @@ from oatf_engine.events import ObservedEvent
 from oatf_engine.journal import decode_event, encode_event
 
 FEED_VERSION = 1
+SOCKET_NAME = "monitor.sock"
+"""The socket's name in a report directory when the monitor is told to listen without a path."""
 MAX_FRAME = 256 << 20
 """A frame's largest body: an events frame holds one decoded message's events at least (a body of up to
 `oatf_wire_max_body`, JSON-escaped, in content and envelope)."""

@@ -8,7 +8,8 @@ A run counts as reported when the journal holds its `concluded` marker, or when 
 `report_dir` (the monitor process writes a report before the proxy journals its marker: a crash in between
 leaves the file without the marker). Its file name is the same in replay — attack, session and end time —
 whatever status the run then concludes with.
-Used by the addon at start-up (a journal left in its report directory) and by `oatf recover DIR`.
+`conclude_pending` also writes their reports and clears the journal: used by the addon and by `oatf tap` at
+start-up (a journal left in their report directory) and by `oatf recover DIR`.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import oatf
-from oatf_engine.journal import JOURNAL_DIR, decode_event, records, run_key
+from oatf_engine.journal import JOURNAL_DIR, clear, decode_event, records, run_key
 from oatf_engine.monitor import LoadedAttack, Monitor, MonitorOptions, Output, RunConcluded
-from oatf_engine.reports import report_filename
+from oatf_engine.reports import ReportWriter, report_filename
 
 
 def pending_journal(report_dir: str | Path) -> bool:
@@ -50,3 +51,15 @@ def recover(report_dir: str | Path, attacks: list[LoadedAttack], options: Monito
     outputs.extend(monitor.shutdown("recovered"))
     return [o.report for o in outputs if isinstance(o, RunConcluded) and run_key(o.report) not in reported
             and not (Path(report_dir) / report_filename(o.report)).exists()]
+
+
+def conclude_pending(report_dir: str | Path, attacks: list[LoadedAttack], options: MonitorOptions,
+                     semantic: oatf.SemanticEvaluator | None = None) -> list[dict[str, Any]]:
+    """`recover`, then write those reports (durably) and clear the journal; the reports."""
+    reports = recover(report_dir, attacks, options, semantic)
+    writer = ReportWriter(report_dir)
+    for report in reports:
+        writer.write(report)
+    writer.commit()
+    clear(Path(report_dir) / JOURNAL_DIR)
+    return reports
