@@ -9,6 +9,8 @@ that do one thing, commands for users):
   stay off the proxy's event loop and out of its interpreter lock), and ticks its clock; a receiver thread
   handles what the monitor answers: logs, the summary table, the journal's markers of reported runs;
 - flows that matched an indicator are marked and commented (on the event loop);
+- `oatf_listen`: the events of `oatf tap --monitor PATH` (stdio servers, `oatf_engine.feed`) join the same queue,
+  so one monitor judges an agent's stdio and HTTP traffic in one episode;
 - on shutdown every open run is concluded and reported: nothing observed is lost.
 """
 
@@ -37,6 +39,7 @@ from addon.views import MAX_MATCHES, METADATA_KEY, ContentViews
 from oatf_engine.attest_traces import TraceCollector, write_traces
 from oatf_engine.engine_config import SETTINGS, engine_config
 from oatf_engine.events import ObservedEvent
+from oatf_engine.feed import SOCKET_NAME, FeedServer
 from oatf_engine.journal import Journal
 from oatf_engine.monitor import (
     IndicatorMatched,
@@ -106,6 +109,8 @@ class OatfAddon:
         self.monitor_lost = False
         """A monitor process died or stalled: its runs are only in the journal, which shutdown then keeps."""
         self.once = Once()
+        self.feed: FeedServer | None = None
+        """The socket `oatf tap --monitor` feeds (`oatf_listen`), when listening."""
         self.addons = [ContentViews()]
         """Sub-addons: the MCP, A2A and AG-UI content views (`addon.views`)."""
 
@@ -118,6 +123,8 @@ class OatfAddon:
             if not setting.name.startswith("wire_"):  # those are the tap's (`MitmTap.load`)
                 loader.add_option(setting.option, setting.kind, setting.default, setting.help, setting.choices)
         loader.add_option("oatf_watch", bool, True, "Reload attack documents when they change on disk.")
+        loader.add_option("oatf_listen", str, "", "Unix socket where `oatf tap --monitor PATH` sends its stdio "
+                          "servers' events, judged with the proxy's traffic (`auto`: monitor.sock in oatf_report_dir).")
         loader.add_option("oatf_trace_dir", str, "", "Write each observed agent session as an Attest v1 trace "
                           "into this directory when the proxy stops.")
         self.tap.load(loader)
@@ -128,6 +135,8 @@ class OatfAddon:
         except Exception as exc:  # the tap's option errors: reported without a traceback (see below)
             log.error("oatf: invalid option: %s", exc)
             return
+        if updated & {"oatf_listen", "oatf_report_dir"}:
+            self._listen()
         if not updated & {"oatf_attacks", "oatf_report_dir", *(s.option for s in SETTINGS)}:
             return
         try:
@@ -156,6 +165,28 @@ class OatfAddon:
         self.reload()
         if self.journal is None or "oatf_report_dir" in updated:
             self._open_journal()
+
+    def _listen(self) -> None:
+        """Serve the feed at `oatf_listen` (stopping the previous one)."""
+        if self.feed is not None:
+            self.feed.close()
+            self.feed = None
+        path = ctx.options.oatf_listen
+        if path == "auto":
+            path = str(Path(ctx.options.oatf_report_dir) / SOCKET_NAME)
+        if not path:
+            return
+        try:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            self.feed = FeedServer(path, self._enqueue_all, lambda message: log.info("oatf %s", printable(message)))
+        except OSError as exc:
+            log.error("oatf: invalid option: oatf_listen: %s", describe(exc))
+            return
+        log.info("oatf: listening for `oatf tap --monitor %s`", path)
+
+    def _enqueue_all(self, events: list[ObservedEvent]) -> None:
+        for event in events:
+            self._enqueue(event)
 
     def _open_journal(self) -> None:
         """Journal the monitor's inputs in the report directory (`oatf_engine.journal`); first conclude and report
@@ -205,6 +236,8 @@ class OatfAddon:
 
     def done(self) -> None:
         """Shutdown (SIGINT/SIGTERM or end of a replay): conclude and report every open run."""
+        if self.feed is not None:
+            self.feed.close()  # what the taps already sent is queued first; the rest they judge themselves
         self.stopping.set()
         self.events.put_nowait(None)
         if self.worker is not None:
@@ -496,7 +529,8 @@ class OatfAddon:
         """What was not inspected or not evaluated as sent, if anything: the decoder's diagnostics by code (an
         `oversize_batch` drops batch members), events the monitor could not be sent, trace sessions evicted."""
         counts = {**self.tap.diagnostics, "unsent_events": self.monitor.unsent if self.monitor is not None else 0,
-                  "evicted_trace_sessions": self.traces.evicted}
+                  "evicted_trace_sessions": self.traces.evicted,
+                  "rejected_feeds": self.feed.rejected if self.feed is not None else 0}
         shown = ", ".join(f"{code} {count}" for code, count in sorted(counts.items()) if count)
         return [f"diagnostics: {shown}"] if shown else []
 
