@@ -275,9 +275,9 @@ class FeedClient:
         FrameError when the connection failed."""
         if not events:
             return
-        self._sock.sendall(encode_frame({"events": [encode_event(e) for e in events]}))
-        self.unacked.extend(events)
+        self.unacked.extend(events)  # first: whatever fails next, they are the caller's to judge
         self._sent += len(events)
+        self._sock.sendall(encode_frame({"events": [encode_event(e) for e in events]}))
         self._take_acks(self._sent - MAX_UNACKED if len(self.unacked) > MAX_UNACKED else None)
 
     def close(self) -> list[ObservedEvent]:
