@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import oatf
-from oatf_engine.engine_config import SETTINGS
+from oatf_engine.engine_config import SETTINGS, EngineConfig
 
 from . import diagnostics
 from .diagnostics import Finding, error_findings, parse_findings, validation_findings
@@ -264,6 +264,15 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
                                 help=f"{setting.help} (default: {setting.default or 'none'})")
 
 
+def add_live_arguments(parser: argparse.ArgumentParser) -> None:
+    """A live front door's attacks, report directory and engine settings (`tap`, `monitor`)."""
+    parser.add_argument("--attacks", action="append", metavar="PATH",
+                        help="attack documents: files or directories (repeat or comma-separate)")
+    parser.add_argument("--report-dir", default="oatf-reports",
+                        help="write one JSON report per run and verdicts.jsonl here (default: oatf-reports)")
+    add_settings(parser)
+
+
 def cmd_recover(args: argparse.Namespace) -> int:
     """Conclude and report the runs a proxy that did not stop cleanly left open in its report directory."""
     from oatf_engine.engine_config import engine_config
@@ -293,17 +302,27 @@ def cmd_recover(args: argparse.Namespace) -> int:
     return exit_status(reports)
 
 
-def cmd_tap(args: argparse.Namespace) -> int:
-    """Relay an MCP stdio server's traffic (`oatf_cli.tap`), evaluating it; exit as the server did."""
-    from oatf_cli.tap import TapOptions, exit_like, run_tap
+def _live_settings(args: argparse.Namespace, program: str) -> tuple[EngineConfig, list[str]] | None:
+    """The engine settings and attack paths of a live front door (`tap`, `monitor`); None (said) when a
+    setting is invalid."""
     from oatf_engine.engine_config import engine_config
 
     try:
         config = engine_config({s.name: getattr(args, s.name) for s in SETTINGS})
     except ValueError as exc:
-        print(f"oatf tap: {exc}", file=sys.stderr)
+        print(f"oatf {program}: {exc}", file=sys.stderr)
+        return None
+    return config, [p for arg in args.attacks or [] for p in arg.split(",") if p]
+
+
+def cmd_tap(args: argparse.Namespace) -> int:
+    """Relay an MCP stdio server's traffic (`oatf_cli.tap`), evaluating it; exit as the server did."""
+    from oatf_cli.tap import TapOptions, exit_like, run_tap
+
+    settings = _live_settings(args, "tap")
+    if settings is None:
         return EXIT_UNREADABLE
-    attack_paths = [p for arg in args.attacks or [] for p in arg.split(",") if p]
+    config, attack_paths = settings
     options = TapOptions(args.command, attack_paths, args.report_dir, config, args.record, args.verbose,
                          args.agent, args.monitor)
     return exit_like(run_tap(options))
@@ -312,15 +331,12 @@ def cmd_tap(args: argparse.Namespace) -> int:
 def cmd_monitor(args: argparse.Namespace) -> int:
     """The shared monitor that `oatf tap --monitor PATH` feeds (`oatf_cli.judge.serve_monitor`)."""
     from oatf_cli.judge import serve_monitor
-    from oatf_engine.engine_config import engine_config
     from oatf_engine.feed import SOCKET_NAME
 
-    try:
-        config = engine_config({s.name: getattr(args, s.name) for s in SETTINGS})
-    except ValueError as exc:
-        print(f"oatf monitor: {exc}", file=sys.stderr)
+    settings = _live_settings(args, "monitor")
+    if settings is None:
         return EXIT_UNREADABLE
-    attack_paths = [p for arg in args.attacks or [] for p in arg.split(",") if p]
+    config, attack_paths = settings
     listen = args.listen or str(Path(args.report_dir) / SOCKET_NAME)
     return serve_monitor(listen, attack_paths, args.report_dir, config, args.verbose)
 
@@ -406,11 +422,7 @@ def build_parser() -> argparse.ArgumentParser:
     tap = sub.add_parser("tap", help="run an MCP stdio server (COMMAND) relaying the agent's traffic to it and "
                          "evaluating that traffic; exits with the server's status",
                          usage="oatf tap [--attacks PATH] [options] -- COMMAND [ARGS...]")
-    tap.add_argument("--attacks", action="append", metavar="PATH",
-                     help="attack documents: files or directories (repeat or comma-separate)")
-    tap.add_argument("--report-dir", default="oatf-reports",
-                     help="write one JSON report per run and verdicts.jsonl here (default: oatf-reports)")
-    add_settings(tap)
+    add_live_arguments(tap)
     tap.add_argument("--record", metavar="FILE",
                      help="write the observed messages here as NDJSON (replayable by oatf evaluate --flows)")
     tap.add_argument("--agent", default="127.0.0.1", metavar="NAME",
@@ -425,11 +437,7 @@ def build_parser() -> argparse.ArgumentParser:
     monitor = sub.add_parser("monitor", help="one judge for several taps (oatf tap --monitor PATH): judge the "
                              "events they send to a Unix socket, until SIGINT/SIGTERM")
     monitor.add_argument("--listen", metavar="PATH", help="the socket (default: monitor.sock in --report-dir)")
-    monitor.add_argument("--attacks", action="append", metavar="PATH",
-                         help="OATF documents: files or directories (repeatable, or comma-separated)")
-    monitor.add_argument("--report-dir", default="oatf-reports",
-                         help="directory for reports and verdicts.jsonl (default: oatf-reports)")
-    add_settings(monitor)
+    add_live_arguments(monitor)
     monitor.add_argument("-v", "--verbose", action="store_true", help="connections and reports written, on stderr")
     monitor.set_defaults(func=cmd_monitor)
     serve = sub.add_parser("serve", help="play the documents' attackers (mcp_server actors) against an agent and "

@@ -20,7 +20,7 @@ from oatf_cli.judge import Say
 from oatf_cli.tap import Evaluator
 from oatf_engine.wire import WireDecoder
 from oatf_engine.wire.ndjson import StdioSession, endpoint_of
-from tests.oatf_cli.test_tap import ATTACK, GUARD, OATF, SERVER, _line, agent, reports, tap_command
+from tests.oatf_cli.test_tap import ATTACK, GUARD, OATF, SERVER, _line, agent, open_session, reports, tap_command
 from tests.paths import ROOT
 
 
@@ -94,13 +94,8 @@ def test_a_tap_that_cannot_reach_the_monitor_judges_alone_and_says_so(tmp_path: 
 def test_a_killed_tap_leaves_a_journal_that_oatf_recover_concludes(tmp_path: Path) -> None:
     """`kill -9` of the tap after the agent leaked the key: nothing was reported, the journal holds the
     session, and `oatf recover` reports the run `exploited` (status `recovered`)."""
-    tap = subprocess.Popen([OATF, *tap_command(tmp_path, *SERVER)], cwd=ROOT, stdin=subprocess.PIPE,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    tap = open_session(tmp_path)
     try:
-        _line(tap, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
-        _line(tap, {"jsonrpc": "2.0", "method": "notifications/initialized"})
-        _line(tap, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
         _line(tap, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "forecast", "arguments": {
             "city": "Oslo", "context": "-----BEGIN OPENSSH PRIVATE KEY-----\nx\n-----END OPENSSH PRIVATE KEY-----"}}})
         deadline = time.monotonic() + GUARD

@@ -70,6 +70,13 @@ def episode(workdir: Path, name: str, tap: list[str] | None = None,
         yield proxy, f"http://127.0.0.1:{agent_port}"
 
 
+EXPECTED = {
+    "t-complying": ("exploited", "exploited", dict.fromkeys(("OW-052-01", "OW-052-02", "OW-052-03"), "matched")),
+    "t-resisting": ("not_exploited", "resisted", dict.fromkeys(("OW-052-01", "OW-052-02", "OW-052-03"), "not_matched")),
+}
+"""OW-052's runs, one per thread, after a complying and a resisting conversation."""
+
+
 def run_agent_input(thread: str) -> dict[str, Any]:
     """The `board` actor's RunAgentInput (its user message: the payload it delivers), in thread `thread`."""
     document = YAML(typ="safe").load(ATTACK.read_text(encoding="utf-8"))
@@ -81,6 +88,18 @@ def run_agent_input(thread: str) -> dict[str, Any]:
 def named(agent: str) -> str:
     """The `--agents` value naming the agent at `agent` (its AG-UI base URL), as the live proxy was told."""
     return f"assistant={agent.removeprefix('http://')}"
+
+
+def two_conversations(proxy: OatfProxy, agent: str) -> list[Report]:
+    """A complying conversation (thread `t-complying`), then a resisting one; the reports once both runs are
+    concluded and the proxy stopped."""
+    complying = run(ag_ui_run(f"{agent}/complying", proxy.url, run_agent_input("t-complying")), 60)
+    assert "Audit Desk" in said(complying)
+    resisting = run(ag_ui_run(f"{agent}/resisting", proxy.url, run_agent_input("t-resisting")), 60)
+    assert "left it out" in said(resisting)
+    proxy.wait_until(lambda: len(results(proxy.reports())) == 2, timeout=30)
+    proxy.interrupt()
+    return proxy.reports()
 
 
 def said(events: list[dict[str, Any]]) -> str:
@@ -105,19 +124,9 @@ def test_an_ag_ui_run_with_its_mcp_and_a2a_calls_is_one_run_judged_with_all(tmp_
     OW-052 (no run of the MCP session or the A2A conversation on their own); the complying one is
     `exploited` with all three indicators, the resisting one `resisted`; `oatf evaluate` agrees."""
     with episode(tmp_path, "episodes") as (proxy, agent):
-        complying = run(ag_ui_run(f"{agent}/complying", proxy.url, run_agent_input("t-complying")), 60)
-        assert "Audit Desk" in said(complying)
-        resisting = run(ag_ui_run(f"{agent}/resisting", proxy.url, run_agent_input("t-resisting")), 60)
-        assert "left it out" in said(resisting)
-        proxy.wait_until(lambda: len(results(proxy.reports())) == 2, timeout=30)
-        proxy.interrupt()
-        live = proxy.reports()
+        live = two_conversations(proxy, agent)
     found = results(live)
-    assert found == {
-        "t-complying": ("exploited", "exploited", dict.fromkeys(("OW-052-01", "OW-052-02", "OW-052-03"), "matched")),
-        "t-resisting": ("not_exploited", "resisted", dict.fromkeys(("OW-052-01", "OW-052-02", "OW-052-03"),
-                                                                   "not_matched")),
-    }, live
+    assert found == EXPECTED, live
     offline = assert_replay_agrees(proxy, tmp_path, live, flags=("--agents", named(agent)))
     assert results(offline.reports) == found
 
@@ -155,17 +164,7 @@ def test_a_stdio_server_behind_oatf_tap_joins_the_episode_in_one_shared_monitor(
            "--monitor", str(socket_dir / "monitor.sock"), "--agent", "assistant"]
     # Grace 5 s: the agent starts the tap and its server (two Python processes) inside each run.
     with episode(tmp_path, "stdio-episodes", tap, grace="5s") as (proxy, agent):
-        complying = run(ag_ui_run(f"{agent}/complying", proxy.url, run_agent_input("t-complying")), 60)
-        assert "Audit Desk" in said(complying)
-        resisting = run(ag_ui_run(f"{agent}/resisting", proxy.url, run_agent_input("t-resisting")), 60)
-        assert "left it out" in said(resisting)
-        proxy.wait_until(lambda: len(results(proxy.reports())) == 2, timeout=30)
-        proxy.interrupt()
-        live = proxy.reports()
-    assert results(live) == {
-        "t-complying": ("exploited", "exploited", dict.fromkeys(("OW-052-01", "OW-052-02", "OW-052-03"), "matched")),
-        "t-resisting": ("not_exploited", "resisted", dict.fromkeys(("OW-052-01", "OW-052-02", "OW-052-03"),
-                                                                   "not_matched")),
-    }, live
+        live = two_conversations(proxy, agent)
+    assert results(live) == EXPECTED, live
     assert "feed: oatf tap" in proxy.log()
     assert not (tap_reports / "verdicts.jsonl").exists()  # the shared monitor judged: the tap wrote nothing
