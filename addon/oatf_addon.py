@@ -23,6 +23,8 @@ that do one thing, commands for users):
   the flow in the UIs, not in the file;
 - an MCP session the agent closed (a `DELETE` with its `Mcp-Session-Id`, accepted by the server) concludes
   its runs a grace period later (`Monitor.close_session`) rather than at the end of their lifetime;
+- `oatf_listen`: the events of `oatf tap --monitor PATH` (stdio servers, `oatf_engine.feed`) join the same queue,
+  so one monitor judges an agent's stdio and HTTP traffic in one episode;
 - on shutdown every open run is concluded and reported: nothing observed is lost; the summary table is logged,
   and printed to the terminal once the `mitmproxy` console has given it back (the console shows no log
   after it exits).
@@ -57,6 +59,7 @@ from addon.views import MAX_MATCHES, METADATA_KEY, ContentViews
 from oatf_engine.attest_traces import TraceCollector, write_traces
 from oatf_engine.engine_config import SETTINGS, engine_config
 from oatf_engine.events import ObservedEvent
+from oatf_engine.feed import SOCKET_NAME, FeedServer
 from oatf_engine.journal import Journal
 from oatf_engine.monitor import (
     IndicatorMatched,
@@ -142,6 +145,8 @@ class OatfAddon:
         self.unrecovered: set[str] = set()
         """Journal segments whose runs a recovery has not reported yet (`_recover`): shutdown keeps the journal."""
         self.once = Once()
+        self.feed: FeedServer | None = None
+        """The socket `oatf tap --monitor` feeds (`oatf_listen`), when listening."""
         self.addons = [ContentViews()]
         """Sub-addons: the MCP, A2A and AG-UI content views (`addon.views`)."""
 
@@ -154,6 +159,8 @@ class OatfAddon:
             if not setting.name.startswith("wire_"):  # those are the tap's (`MitmTap.load`)
                 loader.add_option(setting.option, setting.kind, setting.default, setting.help, setting.choices)
         loader.add_option("oatf_watch", bool, True, "Reload attack documents when they change on disk.")
+        loader.add_option("oatf_listen", str, "", "Unix socket where `oatf tap --monitor PATH` sends its stdio "
+                          "servers' events, judged with the proxy's traffic (`auto`: monitor.sock in oatf_report_dir).")
         loader.add_option("oatf_trace_dir", str, "", "Write each observed agent session as an Attest v1 trace "
                           "into this directory when the proxy stops.")
         loader.add_option("oatf_save_wait", str, "0s", "With -w (save_stream_file): how long a flow's response "
@@ -175,6 +182,8 @@ class OatfAddon:
         except Exception as exc:  # the tap's option errors: reported without a traceback (see below)
             log.error("oatf: invalid option: %s", exc)
             return
+        if updated & {"oatf_listen", "oatf_report_dir"}:
+            self._listen()
         if not updated & {"oatf_attacks", "oatf_inject", "oatf_report_dir", *(s.option for s in SETTINGS)}:
             return
         try:
@@ -203,6 +212,28 @@ class OatfAddon:
         self.reload()
         if self.journal is None or "oatf_report_dir" in updated:
             self._open_journal()
+
+    def _listen(self) -> None:
+        """Serve the feed at `oatf_listen` (stopping the previous one)."""
+        if self.feed is not None:
+            self.feed.close()
+            self.feed = None
+        path = ctx.options.oatf_listen
+        if path == "auto":
+            path = str(Path(ctx.options.oatf_report_dir) / SOCKET_NAME)
+        if not path:
+            return
+        try:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            self.feed = FeedServer(path, self._enqueue_all, lambda message: log.info("oatf %s", printable(message)))
+        except OSError as exc:
+            log.error("oatf: invalid option: oatf_listen: %s", describe(exc))
+            return
+        log.info("oatf: listening for `oatf tap --monitor %s`", path)
+
+    def _enqueue_all(self, events: list[ObservedEvent]) -> None:
+        for event in events:
+            self._enqueue(event)
 
     def _open_journal(self) -> None:
         """Journal the monitor's inputs in the report directory (`oatf_engine.journal`); first have the monitor
@@ -259,6 +290,8 @@ class OatfAddon:
 
     def done(self) -> None:
         """Shutdown (SIGINT/SIGTERM or end of a replay): conclude and report every open run."""
+        if self.feed is not None:
+            self.feed.close()  # what the taps already sent is queued first; the rest they judge themselves
         self.stopping.set()
         self.events.put_nowait(None)
         if self.worker is not None:
@@ -653,7 +686,8 @@ class OatfAddon:
         """What was not inspected or not evaluated as sent, if anything: the decoder's diagnostics by code (an
         `oversize_batch` drops batch members), events the monitor could not be sent, trace sessions evicted."""
         counts = {**self.tap.diagnostics, "unsent_events": self.monitor.unsent if self.monitor is not None else 0,
-                  "evicted_trace_sessions": self.traces.evicted}
+                  "evicted_trace_sessions": self.traces.evicted,
+                  "rejected_feeds": self.feed.rejected if self.feed is not None else 0}
         shown = ", ".join(f"{code} {count}" for code, count in sorted(counts.items()) if count)
         return [f"diagnostics: {shown}"] if shown else []
 

@@ -60,17 +60,42 @@ def encode_event(event: ObservedEvent) -> list[Any]:
 _ENDPOINT = next(f for f in dataclasses.fields(ObservedEvent) if f.name == "endpoint")
 
 
-def decode_event(fields: list[Any]) -> ObservedEvent:
-    """An event `encode_event` wrote. A journal written before a trailing field with a default was added (e.g.
-    `injected`) lacks it: the default applies. More fields than the event has is an error (TypeError)."""
-    names = [f.name for f in dataclasses.fields(ObservedEvent)]
-    if len(fields) > len(names):
-        raise TypeError(f"a journaled event has {len(fields)} fields, an event {len(names)}")
-    values = dict(zip(names, fields, strict=False))
-    values["endpoint"] = Endpoint(*values["endpoint"])
-    if "injected" in values:
-        values["injected"] = tuple(values["injected"])  # a JSON list
+_CHOICES: dict[str, tuple[str, ...]] = {"protocol": ("mcp", "a2a", "ag_ui"), "direction": ("request", "response"),
+                                        "sender": ("client", "server")}
+_TEXT = ("event_type", "flow_id", "client")
+_FIELDS = tuple(f.name for f in dataclasses.fields(ObservedEvent))
+
+
+def decode_event(fields: Any) -> ObservedEvent:
+    """An event from `encode_event`'s JSON; ValueError when it is not one (a damaged journal record, or a frame
+    from a socket: every field is checked, so the monitor never sees a value of the wrong kind). A journal
+    written before events carried `injected` (their last field) lacks it: the default applies."""
+    if not isinstance(fields, list) or not len(_FIELDS) - 1 <= len(fields) <= len(_FIELDS):
+        raise ValueError(f"an event is a JSON list of its {len(_FIELDS)} fields")
+    values = dict(zip(_FIELDS, fields, strict=False))
+    endpoint, keys, jsonrpc_id = values["endpoint"], values["session_keys"], values["jsonrpc_id"]
+    injected = values.get("injected", [])
+    if not (isinstance(endpoint, list) and len(endpoint) == 3 and isinstance(endpoint[0], str)
+            and _is_int(endpoint[1]) and isinstance(endpoint[2], str)):
+        raise ValueError("an event's endpoint is [host, port, path]")
+    if not (isinstance(keys, dict) and all(isinstance(v, str) for v in keys.values())):
+        raise ValueError("an event's session keys are strings")
+    if not (isinstance(injected, list) and all(isinstance(line, str) for line in injected)):
+        raise ValueError("an event's injections are strings")
+    if any(values[name] not in choices for name, choices in _CHOICES.items()) \
+            or not all(isinstance(values[name], str) for name in _TEXT) or not _is_int(values["seq"]) \
+            or not isinstance(values["timestamp"], (int, float)) or isinstance(values["timestamp"], bool) \
+            or not (jsonrpc_id is None or isinstance(jsonrpc_id, str) or _is_int(jsonrpc_id)) \
+            or not isinstance(values["is_error"], bool):
+        raise ValueError("an event field has the wrong type")
+    values["endpoint"] = Endpoint(*endpoint)
+    values["timestamp"] = float(values["timestamp"])
+    values["injected"] = tuple(injected)
     return ObservedEvent(**values)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 class Journal:

@@ -10,7 +10,8 @@ leaves the file without the marker). Its file name is the same in replay — att
 whatever status the run then concludes with.
 Used by the addon's monitor process — at start-up, for a journal left in its report directory, and when the
 addon replaces a monitor process that died or stalled, for the segments it journaled until then
-(`oatf_engine.journal.Journal.cut`) — and by `oatf recover DIR`.
+(`oatf_engine.journal.Journal.cut`) — and, through `conclude_pending` (which also writes their reports and
+clears the journal), by `oatf tap` at start-up and by `oatf recover DIR`.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import oatf
-from oatf_engine.journal import JOURNAL_DIR, decode_event, records, run_key
+from oatf_engine.journal import JOURNAL_DIR, clear, decode_event, records, run_key
 from oatf_engine.monitor import LoadedAttack, Monitor, MonitorOptions, Output, RunConcluded
-from oatf_engine.reports import report_filename
+from oatf_engine.reports import ReportWriter, report_filename
 
 
 def pending_journal(report_dir: str | Path) -> bool:
@@ -72,3 +73,15 @@ def recover_runs(report_dir: str | Path, attacks: list[LoadedAttack], options: M
     outputs.extend(monitor.shutdown("recovered"))
     return [o for o in outputs if isinstance(o, RunConcluded) and run_key(o.report) not in reported
             and not (Path(report_dir) / report_filename(o.report)).exists()]
+
+
+def conclude_pending(report_dir: str | Path, attacks: list[LoadedAttack], options: MonitorOptions,
+                     semantic: oatf.SemanticEvaluator | None = None) -> list[dict[str, Any]]:
+    """`recover`, then write those reports (durably) and clear the journal; the reports."""
+    reports = recover(report_dir, attacks, options, semantic)
+    writer = ReportWriter(report_dir)
+    for report in reports:
+        writer.write(report)
+    writer.commit()
+    clear(Path(report_dir) / JOURNAL_DIR)
+    return reports
