@@ -60,7 +60,10 @@ def test_every_session_of_a_loaded_proxy_is_reported_exactly_once(invoice_server
     assert counted.duplicated == counted.missing == counted.unknown == 0, counted.lines()
     [runs] = counted.runs_per_session  # every session followed by the same attacks
     assert runs > 20 and counted.reports == runs * 2 * AGENTS, counted.lines()
-    assert counted.evicted == 0 and set(counted.statuses) == {"completed", "interrupted"}, counted.lines()
+    # Runs of attacks still waiting for traffic conclude a grace period after the agent's DELETE (session_closed)
+    # when that passed before the shutdown; the rest completed or were interrupted, never evicted.
+    assert counted.evicted == 0 and {"completed", "interrupted"} <= set(counted.statuses) \
+        <= {"completed", "interrupted", "session_closed"}, counted.lines()
     statuses = {session: summary["status"] for session, summary in own_runs(proxy).items()}
     assert {statuses[s.key] for s in first} == {"completed"}
     assert {statuses[s.key] for s in second} == {"interrupted"}
