@@ -98,6 +98,9 @@ class OatfAddon:
     """The `oatf_*` options, hooks and `oatf.*` commands."""
 
     def __init__(self) -> None:
+        # Inject mode and the tap are called by this addon's hooks, in that order, rather than registered as
+        # sub-addons: mitmproxy runs a parent's hook before its sub-addons', and the tap must decode what inject
+        # mode rewrote (what the agent received). The content views have no such order: a sub-addon (`addons`).
         self.inject = Inject()
         self.tap = MitmTap(on_event=lambda event: self._enqueue(self.inject.tag(event)))
         self.events: queue.Queue[ObservedEvent | None] = queue.Queue()
