@@ -6,7 +6,7 @@ a known number of them exploited; every run reported exactly once, none evicted,
 
 The OW-001 invoice server (`tests/e2e/addon/peers.py --mcp-invoice`, the official `mcp` server) behind
 `mitmdump -s addon/oatf_addon.py` with the whole library and the addon's defaults (`oatf_max_runs` included;
-`--set` changes one) but the grace period (`--grace`); `--in-flight` agents at once (`tests/e2e/addon/load.py`),
+`--set` changes one) but the grace period (`--grace`); `--in-flight` agents at once (`testing/load.py`),
 each running sessions one after another — `--sessions` in all, or for `--minutes` — every `--exploit-every`th
 one complying with the poisoned tool description (OW-001 exploited), the others resisting. An agent thinks
 `--pause` seconds before its tool call; the grace period must exceed that plus the proxy's latency at that
@@ -39,9 +39,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.e2e.addon.harness import HERE, OatfProxy, oatf_proxy  # noqa: E402
-from tests.e2e.addon.load import agents, count  # noqa: E402
-from tests.e2e.wire.harness import peer_process  # noqa: E402
+from testing.load import agents, count  # noqa: E402
+from testing.oatf_proxy import ADDON_PEERS, OatfProxy, oatf_proxy  # noqa: E402
+from testing.processes import peer_process  # noqa: E402
 
 ATTACKS = ROOT / "attacks"
 
@@ -129,7 +129,7 @@ def main() -> None:
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
     options = dict(item.split("=", 1) for item in args.set)
     with tempfile.TemporaryDirectory(dir=ROOT) as tmp, \
-            peer_process(HERE / "peers.py", ("mcp_invoice",), Path(tmp) / "peers.log") as server, \
+            peer_process(ADDON_PEERS / "peers.py", ("mcp_invoice",), Path(tmp) / "peers.log") as server, \
             oatf_proxy(Path(tmp), "load", [ATTACKS], grace=args.grace, record=False,
                        options=options) as proxy:
         url = server.url("mcp_invoice", "/mcp")

@@ -18,7 +18,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from addon.recordings import replay
-from tests.paths import ROOT
+from testing.paths import ROOT
 
 OATF = str(Path(sys.executable).parent / "oatf")
 ATTACK = str(Path(__file__).with_name("ssh_key_exfiltration.yaml"))

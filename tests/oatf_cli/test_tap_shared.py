@@ -20,8 +20,8 @@ from oatf_cli.judge import Say
 from oatf_cli.tap import Evaluator
 from oatf_engine.wire import WireDecoder
 from oatf_engine.wire.ndjson import StdioSession, endpoint_of
+from testing.paths import ROOT
 from tests.oatf_cli.test_tap import ATTACK, GUARD, OATF, SERVER, _line, agent, open_session, reports, tap_command
-from tests.paths import ROOT
 
 
 def socket_path() -> str:

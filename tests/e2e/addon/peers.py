@@ -35,7 +35,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from demo.server import build_server as poisoned_mcp_server
-from tests.paths import ROOT
+from testing.paths import ROOT
 
 INVOICE_ATTACK = ROOT / "attacks" / "OW-001_invoice-tool-credential-harvest.yaml"
 

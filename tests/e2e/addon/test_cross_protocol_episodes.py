@@ -19,11 +19,10 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from tests.e2e.wire.clients import ag_ui_run
-from tests.e2e.wire.harness import PYTHON, _start, free_port, stop, wait_for_port
-from tests.paths import ROOT
-
-from .harness import HERE, OATF, OatfProxy, Report, assert_replay_agrees, oatf_proxy, run
+from testing.clients import ag_ui_run
+from testing.oatf_proxy import ADDON_PEERS, OATF, OatfProxy, Report, assert_replay_agrees, oatf_proxy, run
+from testing.paths import ROOT
+from testing.processes import PYTHON, _start, free_port, stop, wait_for_port
 
 pytestmark = pytest.mark.e2e
 
@@ -35,7 +34,7 @@ ATTACK_ID = "OW-052"
 def peer(workdir: Path, kind: str, *args: str) -> Iterator[int]:
     """One `episode_peers.py` process on a free loopback port; yields the port."""
     port = free_port()
-    process = _start([str(PYTHON), str(HERE / "episode_peers.py"), kind, str(port), *args],
+    process = _start([str(PYTHON), str(ADDON_PEERS / "episode_peers.py"), kind, str(port), *args],
                      workdir / f"{kind}-{port}.log")
     try:
         wait_for_port(port, process)
@@ -54,7 +53,7 @@ def episode(workdir: Path, name: str, tap: list[str] | None = None,
         if tap is None:
             mcp = ["--mcp", f"http://127.0.0.1:{stack.enter_context(peer(workdir, 'mcp', str(ATTACK)))}/mcp"]
         else:
-            server = [str(PYTHON), str(HERE / "episode_peers.py"), "mcp-stdio", "0", str(ATTACK)]
+            server = [str(PYTHON), str(ADDON_PEERS / "episode_peers.py"), "mcp-stdio", "0", str(ATTACK)]
             mcp = ["--mcp-command", json.dumps([*tap, "--", *server])]
         a2a = stack.enter_context(peer(workdir, "a2a", str(ATTACK)))
         agent_port = free_port()
@@ -62,7 +61,7 @@ def episode(workdir: Path, name: str, tap: list[str] | None = None,
         if tap is not None:
             options["oatf_listen"] = tap[tap.index("--monitor") + 1]
         proxy = stack.enter_context(oatf_proxy(workdir, name, [ATTACK], grace=grace, options=options))
-        process = _start([str(PYTHON), str(HERE / "episode_peers.py"), "agent", str(agent_port), *mcp,
+        process = _start([str(PYTHON), str(ADDON_PEERS / "episode_peers.py"), "agent", str(agent_port), *mcp,
                           "--a2a", f"http://127.0.0.1:{a2a}/", "--proxy", proxy.url],
                          workdir / f"agent-{agent_port}.log")
         stack.callback(stop, process)

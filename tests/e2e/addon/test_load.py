@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.wire.harness import Peers, peer_process
-from tests.paths import ROOT
-
-from .harness import HERE, OatfProxy, oatf_proxy
-from .load import EXPLOITED_ATTACK, Session, agents, count
+from testing.load import EXPLOITED_ATTACK, Session, agents, count
+from testing.oatf_proxy import ADDON_PEERS, OatfProxy, oatf_proxy
+from testing.paths import ROOT
+from testing.processes import Peers, peer_process
 
 LIBRARY = ROOT / "attacks"
 AGENTS = 100
@@ -29,7 +28,7 @@ shared cores): a run goes quiet for a grace period only once its session is over
 
 @pytest.fixture(scope="module")
 def invoice_server(addon_workdir: Path) -> Iterator[Peers]:
-    with peer_process(HERE / "peers.py", ("mcp_invoice",), addon_workdir / "invoice-peer.log") as running:
+    with peer_process(ADDON_PEERS / "peers.py", ("mcp_invoice",), addon_workdir / "invoice-peer.log") as running:
         yield running
 
 

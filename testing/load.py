@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from tests.e2e.wire.clients import http_client
+from testing.clients import http_client
 
 EXPLOITED_ATTACK = "OW-001"
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
