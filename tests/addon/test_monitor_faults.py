@@ -76,8 +76,12 @@ def test_a_stopped_child_is_stalled_and_shutdown_does_not_wait_for_it(tmp_path: 
     assert not monitor.stalled
     os.kill(monitor._process.pid, signal.SIGSTOP)
     monitor.observe([call(KEY, 0.0)])
-    monitor.ping()
-    assert wait_until(lambda: monitor.stalled)
+
+    def pinged_and_stalled() -> bool:
+        monitor.ping()  # a no-op while one is awaited; again if the child answered before the signal stopped it
+        return monitor.stalled
+
+    assert wait_until(pinged_and_stalled)
     stopping = threading.Thread(target=monitor.shutdown, args=(120.0,))
     stopping.start()
     stopping.join(timeout=30)  # bounded: a stalled child is not waited for (the shutdown allows it 120 s)
