@@ -129,11 +129,27 @@ def _positive(text: str) -> int:
     return value
 
 
+def _engine_config(args: argparse.Namespace, program: str) -> EngineConfig | None:
+    """The engine settings of `args` (every `SETTINGS` flag, as the addon's `oatf_*` options); None, said on
+    stderr as `oatf PROGRAM: …`, when one is invalid."""
+    from oatf_engine.engine_config import engine_config
+
+    try:
+        return engine_config({s.name: getattr(args, s.name) for s in SETTINGS})
+    except ValueError as exc:
+        print(f"oatf {program}: {exc}", file=sys.stderr)
+        return None
+
+
+def _paths(values: list[str] | None) -> list[str]:
+    """Paths given as repeated arguments, each possibly a comma-separated list."""
+    return [p for arg in values or [] for p in arg.split(",") if p]
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """Replay recordings through the decoders and monitor; print the verdict table (or another format); write
     reports and CI files; exit as `EVALUATE_EXIT_STATUSES` says."""
     from addon.recordings import ReplayError, replay
-    from oatf_engine.engine_config import engine_config
     from oatf_engine.replay import available_cpus
     from oatf_engine.reports import (
         DEFAULT_FAIL_ON,
@@ -145,12 +161,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         undelivered_attacks,
     )
 
-    try:
-        config = engine_config({s.name: getattr(args, s.name) for s in SETTINGS})
-    except ValueError as exc:
-        print(f"oatf evaluate: {exc}", file=sys.stderr)
+    config = _engine_config(args, "evaluate")
+    if config is None:
         return EXIT_UNREADABLE
-    attack_paths = [p for arg in args.attacks for p in arg.split(",") if p]
+    attack_paths = _paths(args.attacks)
     show_progress = args.progress if args.progress is not None else sys.stderr.isatty()
     try:
         result = replay(attack_paths, args.flows, config, args.jobs or available_cpus(),
@@ -275,7 +289,6 @@ def add_live_arguments(parser: argparse.ArgumentParser) -> None:
 
 def cmd_recover(args: argparse.Namespace) -> int:
     """Conclude and report the runs a proxy that did not stop cleanly left open in its report directory."""
-    from oatf_engine.engine_config import engine_config
     from oatf_engine.monitor import load_library
     from oatf_engine.recovery import conclude_pending, pending_journal
     from oatf_engine.reports import exit_status, summary_table
@@ -284,13 +297,15 @@ def cmd_recover(args: argparse.Namespace) -> int:
     if not pending_journal(args.report_dir):
         print(f"oatf recover: no journal in {args.report_dir}: nothing to recover", file=sys.stderr)
         return EXIT_OK
+    config = _engine_config(args, "recover")
+    if config is None:
+        return EXIT_UNREADABLE
     try:
-        config = engine_config({s.name: getattr(args, s.name) for s in SETTINGS})
         semantic = load_semantic_evaluator(config.semantic_evaluator)
-    except (ValueError, ImportError, AttributeError) as exc:
+    except (ImportError, AttributeError) as exc:
         print(f"oatf recover: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
-    library = load_library([p for arg in args.attacks for p in arg.split(",") if p], config.lenient)
+    library = load_library(_paths(args.attacks), config.lenient)
     for problem in library.problems:
         print(f"not loaded: {problem}", file=sys.stderr)
     if library.problems:
@@ -302,27 +317,14 @@ def cmd_recover(args: argparse.Namespace) -> int:
     return exit_status(reports)
 
 
-def _live_settings(args: argparse.Namespace, program: str) -> tuple[EngineConfig, list[str]] | None:
-    """The engine settings and attack paths of a live front door (`tap`, `monitor`); None (said) when a
-    setting is invalid."""
-    from oatf_engine.engine_config import engine_config
-
-    try:
-        config = engine_config({s.name: getattr(args, s.name) for s in SETTINGS})
-    except ValueError as exc:
-        print(f"oatf {program}: {exc}", file=sys.stderr)
-        return None
-    return config, [p for arg in args.attacks or [] for p in arg.split(",") if p]
-
-
 def cmd_tap(args: argparse.Namespace) -> int:
     """Relay an MCP stdio server's traffic (`oatf_cli.tap`), evaluating it; exit as the server did."""
     from oatf_cli.tap import TapOptions, exit_like, run_tap
 
-    settings = _live_settings(args, "tap")
-    if settings is None:
+    config = _engine_config(args, "tap")
+    if config is None:
         return EXIT_UNREADABLE
-    config, attack_paths = settings
+    attack_paths = _paths(args.attacks)
     options = TapOptions(args.command, attack_paths, args.report_dir, config, args.record, args.verbose,
                          args.agent, args.monitor)
     return exit_like(run_tap(options))
@@ -333,25 +335,22 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     from oatf_cli.judge import serve_monitor
     from oatf_engine.feed import SOCKET_NAME
 
-    settings = _live_settings(args, "monitor")
-    if settings is None:
+    config = _engine_config(args, "monitor")
+    if config is None:
         return EXIT_UNREADABLE
-    config, attack_paths = settings
+    attack_paths = _paths(args.attacks)
     listen = args.listen or str(Path(args.report_dir) / SOCKET_NAME)
     return serve_monitor(listen, attack_paths, args.report_dir, config, args.verbose)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Play the documents' attackers and judge what was served (`oatf_serve.serve`)."""
-    from oatf_engine.engine_config import engine_config
     from oatf_serve.serve import ServeOptions, run_serve
 
-    try:
-        config = engine_config({s.name: getattr(args, s.name) for s in SETTINGS})
-    except ValueError as exc:
-        print(f"oatf serve: {exc}", file=sys.stderr)
+    config = _engine_config(args, "serve")
+    if config is None:
         return EXIT_UNREADABLE
-    documents = [p for arg in args.documents for p in arg.split(",") if p]
+    documents = _paths(args.documents)
     return run_serve(ServeOptions(documents, config, args.host, args.port, args.report_dir, args.verbose, args.agent,
                                   args.stdio))
 
