@@ -135,7 +135,7 @@ def test_the_runs_of_a_killed_monitor_are_concluded_from_the_journal_at_once_and
         [before] = reports(tmp_path)
         assert (before["execution_summary"]["status"], before["outcome"]) == ("recovered", "exploited")
         assert "PRIVATE KEY" in str(before["verdict"]["indicator_verdicts"])
-        assert not addon.unrecovered
+        assert wait_until(lambda: not addon.unrecovered)  # the recovery answers once its reports are durable
         addon._enqueue(call("nothing here", time.time(), session="after"))
         assert wait_until(lambda: addon.waiting() == 0)
         addon.done()
