@@ -11,7 +11,9 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import os
 import re
+import urllib.parse
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -88,10 +90,37 @@ def to_text(reports: Sequence[Report], quiet: bool = False, verbose: bool = Fals
 
 
 def artifact_uri(path: str) -> str:
-    """A file (a capture, a document) as a SARIF artifact URI: relative paths as they are (POSIX form),
-    absolute ones `file:`."""
+    """A file (a capture, a document) as a SARIF artifact URI (SARIF §3.4.3: an RFC 3986 URI reference):
+    absolute paths `file:`, relative ones a relative reference (POSIX form); either percent-encoded (spaces,
+    `#`, `%`, `:` and non-ASCII bytes), so that a path is never read as a scheme, a fragment or an escape."""
     candidate = Path(path)
-    return candidate.as_uri() if candidate.is_absolute() else candidate.as_posix()
+    if candidate.is_absolute():
+        return candidate.as_uri()
+    return urllib.parse.quote_from_bytes(os.fsencode(candidate.as_posix()))
+
+
+def _help_uri(url: str) -> str | None:
+    """A reference's URL as a rule's `helpUri` (SARIF §3.49.12: an absolute URI), each part percent-encoded
+    where RFC 3986 does not allow a character there; None unless it is an `http`/`https` URL with a host (a
+    document's `references[].url` is free text to OATF)."""
+    try:
+        parts = urllib.parse.urlsplit(url.strip())
+        parts.port  # noqa: B018 (raises ValueError for a port that is not a number)
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        return None
+    netloc, path, query, fragment = (
+        _LONE_PERCENT.sub("%25", urllib.parse.quote(part, safe=safe, errors="surrogatepass"))
+        for part, safe in ((parts.netloc, _SUB_DELIMS + ":@[]"), (parts.path, _SUB_DELIMS + ":@/"),
+                           (parts.query, _SUB_DELIMS + ":@/?"), (parts.fragment, _SUB_DELIMS + ":@/?")))
+    return urllib.parse.urlunsplit((parts.scheme, netloc, path, query, fragment))
+
+
+_SUB_DELIMS = "%!$&'()*+,;=~"
+"""RFC 3986's sub-delims, with `%` (an escape already there) and `~`: kept as they are in every part of a URL."""
+_LONE_PERCENT = re.compile("%(?![0-9A-Fa-f]{2})")
+"""A `%` that does not begin an escape (encoded as `%25`)."""
 
 
 def _rule(key: str, attack: oatf.Attack) -> dict[str, Any]:
@@ -113,7 +142,7 @@ def _rule(key: str, attack: oatf.Attack) -> dict[str, Any]:
     if level in SECURITY_SEVERITY:
         rule["properties"]["security-severity"] = SECURITY_SEVERITY[level]
         rule["properties"]["severity"] = level
-    urls = [r.url for r in attack.references or () if r.url]
+    urls = [uri for r in attack.references or () if r.url and (uri := _help_uri(r.url))]
     if urls:
         rule["helpUri"] = urls[0]
     return rule

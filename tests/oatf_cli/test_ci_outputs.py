@@ -7,18 +7,22 @@ from __future__ import annotations
 import json
 import os
 import stat
+import urllib.parse
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from rfc3986_validator import validate_rfc3986
 
 import oatf
 from oatf_cli import outputs
 from oatf_engine.monitor.delivery import outcome
 from oatf_engine.reports import ReportWriter, exit_status, redact, redact_evidence, redact_report
 from testing.paths import WIRE_FIXTURES
+from tests.oatf_cli.sarif_schema import assert_valid_sarif, sarif_errors
 from tests.oatf_cli.test_cli import ROOT, run
 
 AWS_KEY = "AKIAQ7EXAMPLE4HJ2RTX"
@@ -49,13 +53,13 @@ def report(result: str = "exploited", *, delivered: bool = True, attack_id: str 
     }
 
 
-def attack(attack_id: str = "ACME-001", level: str = "high") -> oatf.Attack:
+def attack(attack_id: str = "ACME-001", level: str = "high", url: str = "https://example.com/ref") -> oatf.Attack:
     return oatf.Attack.from_dict({
         "id": attack_id, "name": f"{attack_id} name", "description": "What the attack does.",
         "severity": {"level": level, "confidence": 80},
         "classification": {"category": "capability_poisoning", "tags": ["injection"],
                            "mappings": [{"framework": "cwe", "id": "CWE-200"}]},
-        "references": [{"url": "https://example.com/ref"}],
+        "references": [{"url": url}],
     })
 
 
@@ -123,41 +127,20 @@ def test_exit_status_thresholds() -> None:
 
 # --- SARIF -------------------------------------------------------------------------------------------------------
 
-SARIF_REQUIRED = {
-    "$defs": {
-        "message": {"type": "object", "anyOf": [{"required": ["text"]}, {"required": ["id"]}],
-                    "properties": {"text": {"type": "string"}}},
-        "rule": {"type": "object", "required": ["id"], "properties": {
-            "id": {"type": "string"}, "shortDescription": {"$ref": "#/$defs/message"},
-            "fullDescription": {"$ref": "#/$defs/message"},
-            "defaultConfiguration": {"properties": {"level": {"enum": ["none", "note", "warning", "error"]}}}}},
-        "location": {"type": "object", "properties": {
-            "physicalLocation": {"type": "object", "anyOf": [{"required": ["artifactLocation"]}],
-                                 "properties": {"artifactLocation": {"type": "object", "required": ["uri"],
-                                                                     "properties": {"uri": {"type": "string"}}}}},
-            "logicalLocations": {"type": "array", "items": {"type": "object", "properties": {
-                "name": {"type": "string"}, "fullyQualifiedName": {"type": "string"}, "kind": {"type": "string"}}}}}},
-        "result": {"type": "object", "required": ["message"], "properties": {
-            "message": {"$ref": "#/$defs/message"}, "ruleId": {"type": "string"},
-            "ruleIndex": {"type": "integer", "minimum": -1},
-            "level": {"enum": ["none", "note", "warning", "error"]},
-            "kind": {"enum": ["notApplicable", "pass", "fail", "review", "open", "informational"]},
-            "locations": {"type": "array", "items": {"$ref": "#/$defs/location"}}}},
-    },
-    "type": "object",
-    "required": ["version", "runs"],
-    "properties": {
-        "version": {"const": "2.1.0"},
-        "runs": {"type": "array", "items": {"type": "object", "required": ["tool"], "properties": {
-            "tool": {"type": "object", "required": ["driver"], "properties": {"driver": {
-                "type": "object", "required": ["name"],
-                "properties": {"name": {"type": "string"},
-                               "rules": {"type": "array", "items": {"$ref": "#/$defs/rule"}}}}}},
-            "results": {"type": "array", "items": {"$ref": "#/$defs/result"}}}}},
-    },
-}
-"""The properties SARIF 2.1.0 requires (sarifLog version and runs, run tool, tool driver, driver name, result
-message, message text or id, reportingDescriptor id) and the enums of what we write."""
+def test_the_official_schema_accepts_a_minimal_log_and_rejects_what_sarif_forbids() -> None:
+    """The schema the SARIF tests validate against is OASIS's, and it is not vacuous."""
+    minimal = {"version": "2.1.0", "runs": [{"tool": {"driver": {"name": "x"}}, "results": [
+        {"message": {"text": "m"}, "level": "error",
+         "locations": [{"physicalLocation": {"artifactLocation": {"uri": "a%20b.mitm"}}}]}]}]}
+    assert_valid_sarif(minimal)
+    result = minimal["runs"][0]["results"][0]
+    for bad, error in [({"level": "fatal"}, "'fatal' is not one of"), ({"message": {}}, "is not valid under any"),
+                       ({"locations": [{"physicalLocation": {"artifactLocation": {"uri": "a b.mitm"}}}]},
+                        "is not a 'uri-reference'"),
+                       ({"extra": 1}, "Additional properties are not allowed")]:
+        log = json.loads(json.dumps(minimal))
+        log["runs"][0]["results"][0] = {**result, **bad}
+        assert any(error in e for e in sarif_errors(log)), (bad, sarif_errors(log))
 
 
 def test_sarif_has_the_required_structure_rules_and_one_result_per_exploited_or_partial_run() -> None:
@@ -166,7 +149,7 @@ def test_sarif_has_the_required_structure_rules_and_one_result_per_exploited_or_
                report("not_exploited", session="s3"), report("not_exploited", delivered=False, session="s4")]
     log = json.loads(outputs.to_sarif(reports, {"ACME-001": attack(), "ACME-002": attack("ACME-002", "medium")},
                                       {"f-1": "captures/run.mitm"}, ["captures/run.mitm"], "1.2.3"))
-    jsonschema.validate(log, SARIF_REQUIRED)
+    assert_valid_sarif(log)
     driver = log["runs"][0]["tool"]["driver"]
     assert driver["version"] == "1.2.3"
     rule = driver["rules"][0]
@@ -181,6 +164,34 @@ def test_sarif_has_the_required_structure_rules_and_one_result_per_exploited_or_
     assert location["logicalLocations"][0]["fullyQualifiedName"] == "s1/f-1"
     assert "exploited" in results[0]["message"]["text"] and 'matched "short"' in results[0]["message"]["text"]
     assert results[0]["partialFingerprints"] != results[1]["partialFingerprints"]
+
+
+def test_sarif_uris_are_encoded_and_free_text_references_left_out() -> None:
+    """A capture path with a space and `#`, and reference URLs that are not URIs as written: the log still
+    validates (GitHub code scanning rejects unparsable URIs); a text that is no http(s) URL is no helpUri."""
+    documented = attack(url="https://example.com/a b?q=1 2#x#y")
+    free_text = attack("ACME-002", url="see the vendor's advisory")
+    log = json.loads(outputs.to_sarif(
+        [report(), report(attack_id="ACME-002")], {"ACME-001": documented, "ACME-002": free_text},
+        {"f-1": "my captures/run #1.mitm"}, ["my captures/run #1.mitm", "/tmp/a b/c.mitm"], "0"))
+    assert_valid_sarif(log)
+    rules = log["runs"][0]["tool"]["driver"]["rules"]
+    assert rules[0]["helpUri"] == "https://example.com/a%20b?q=1%202#x%23y" and "helpUri" not in rules[1]
+    assert [a["location"]["uri"] for a in log["runs"][0]["artifacts"]] == [
+        "my%20captures/run%20%231.mitm", "file:///tmp/a%20b/c.mitm"]
+
+
+@given(st.text())
+def test_help_uri_is_an_absolute_uri_or_nothing(url: str) -> None:
+    uri = outputs._help_uri(url)
+    assert uri is None or validate_rfc3986(uri, rule="URI"), uri
+
+
+@given(st.text(st.characters(exclude_characters="\x00"), min_size=1).filter(lambda p: not p.startswith("/")))
+def test_a_relative_artifact_uri_is_a_uri_reference_naming_the_file(path: str) -> None:
+    uri = outputs.artifact_uri(path)
+    assert validate_rfc3986(uri, rule="URI_reference") and ":" not in uri and "#" not in uri, uri
+    assert urllib.parse.unquote_to_bytes(uri) == os.fsencode(Path(path).as_posix())
 
 
 @pytest.mark.parametrize(("level", "sarif", "score"), [("critical", "error", "9.5"), ("low", "note", "3.0"),
@@ -266,7 +277,7 @@ def test_every_output_at_once_and_no_whole_secret_anywhere(captures: Path, tmp_p
     assert [name for name, text in texts.items() if AWS_KEY in text] == []
     assert "AKIA" in texts["--format json"] and "(114 chars)" in texts["--format json"]
     log = json.loads(texts["sarif"])
-    jsonschema.validate(log, SARIF_REQUIRED)
+    assert_valid_sarif(log)
     assert {r["ruleId"] for r in log["runs"][0]["results"]} == {"OW-001"}
     assert {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in log["runs"][0]["results"]} \
         == {Path(flows).as_uri()}, "the capture the cited flow came from (not the first one given)"

@@ -8,7 +8,6 @@ import re
 import tempfile
 from pathlib import Path
 
-import jsonschema
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -18,7 +17,7 @@ from oatf.regex import regex_syntax_error
 from oatf_cli.diagnostics import Finding, to_github
 from oatf_cli.main import main
 from testing.paths import ROOT
-from tests.oatf_cli.test_ci_outputs import SARIF_REQUIRED
+from tests.oatf_cli.sarif_schema import assert_valid_sarif
 
 GOOD = (ROOT / "attacks" / "OW-001_invoice-tool-credential-harvest.yaml").read_text(encoding="utf-8")
 
@@ -234,13 +233,13 @@ def test_sarif_has_one_result_per_finding_located_at_its_line(library: tuple[Pat
     good = library[0]
     status, out, _ = validate(capsys, "--format", "sarif", str(good))
     log = json.loads(out)
-    jsonschema.validate(log, SARIF_REQUIRED)
+    assert_valid_sarif(log)
     assert status == 0 and log["runs"][0]["results"] == []
     assert [a["location"]["uri"] for a in log["runs"][0]["artifacts"]] == [good.as_uri()]
 
     status, out, _ = validate(capsys, "--format", "sarif", *map(str, library))
     log = json.loads(out)
-    jsonschema.validate(log, SARIF_REQUIRED)
+    assert_valid_sarif(log)
     _, listed, _ = validate(capsys, "--format", "json", *map(str, library))
     expected = [d for record in json.loads(listed) for d in record["diagnostics"]]
     run = log["runs"][0]
@@ -259,6 +258,20 @@ def test_sarif_has_one_result_per_finding_located_at_its_line(library: tuple[Pat
     assert results[0]["locations"][0]["physicalLocation"]["region"]["snippet"]["text"] == "  indicatrs:"
     assert next(r for r in rules if r["id"] == "V-005")["properties"]["spec_ref"] == "§11.1.5"
     assert len({r["id"] for r in rules}) == len(rules)
+
+
+def test_sarif_locates_a_relative_path_with_spaces_as_a_uri_reference(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str],
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "my docs").mkdir()
+    write(tmp_path / "my docs", "typo #1.yaml", GOOD.replace("\n  indicators:\n", "\n  indicatrs:\n"))
+    monkeypatch.chdir(tmp_path)
+    status, out, _ = validate(capsys, "--format", "sarif", "my docs/typo #1.yaml")
+    log = json.loads(out)
+    assert_valid_sarif(log)
+    [result] = log["runs"][0]["results"]
+    assert status == 1 and result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == (
+        "my%20docs/typo%20%231.yaml")
 
 
 # --- never a traceback ------------------------------------------------------------------------------------------
@@ -301,5 +314,7 @@ def test_validate_never_raises_on_arbitrary_or_mutated_yaml(capsys: pytest.Captu
     assert status in (0, 1)
     if fmt in ("json", "sarif"):
         json.loads(out)
+    if fmt == "sarif":
+        assert_valid_sarif(json.loads(out))
     if fmt == "text" and status == 1:
         assert re.match(r".+:(\d+:\d+:)? ", out)
