@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import oatf
 from oatf_engine.engine_config import SETTINGS, EngineConfig
+from oatf_engine.progress import UPDATE_EVERY, Progress
 
 from . import diagnostics
 from .diagnostics import Finding, error_findings, parse_findings, validation_findings
@@ -150,13 +151,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     """Replay recordings through the decoders and monitor; print the verdict table (or another format); write
     reports and CI files; exit as `EVALUATE_EXIT_STATUSES` says."""
     from addon.recordings import ReplayError, replay
+    from oatf_cli.progress import shown as progress_shown
     from oatf_engine.replay import available_cpus
     from oatf_engine.reports import (
         DEFAULT_FAIL_ON,
-        ReportWriter,
         exit_status,
         outcome_summary,
-        redact_report,
         severity_at_least,
         undelivered_attacks,
     )
@@ -165,27 +165,20 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if config is None:
         return EXIT_UNREADABLE
     attack_paths = _paths(args.attacks)
-    show_progress = args.progress if args.progress is not None else sys.stderr.isatty()
-    try:
-        result = replay(attack_paths, args.flows, config, args.jobs or available_cpus(),
-                        progress=(lambda line: print(f"oatf evaluate: {line}", file=sys.stderr, flush=True))
-                        if show_progress else None)
-    except (ImportError, AttributeError) as exc:
-        print(f"oatf evaluate: --semantic-evaluator: {exc}", file=sys.stderr)
-        return EXIT_UNREADABLE
-    except ReplayError as exc:
-        print(f"oatf evaluate: {exc}", file=sys.stderr)
-        return EXIT_UNREADABLE
+    with progress_shown("oatf evaluate", args.progress, sys.stderr) as progress:
+        try:
+            result = replay(attack_paths, args.flows, config, args.jobs or available_cpus(), progress)
+        except (ImportError, AttributeError) as exc:
+            print(f"oatf evaluate: --semantic-evaluator: {exc}", file=sys.stderr)
+            return EXIT_UNREADABLE
+        except ReplayError as exc:
+            print(f"oatf evaluate: {exc}", file=sys.stderr)
+            return EXIT_UNREADABLE
+        reports = _kept_reports(result.reports, args.report_dir, args.show_secrets, progress)
     for waived in result.waived:
         print(f"warning: loaded anyway (--lenient): {waived}", file=sys.stderr)
     for problem in result.problems:
         print(f"not loaded: {problem}", file=sys.stderr)
-    reports = result.reports if args.show_secrets else [redact_report(r) for r in result.reports]
-    if args.report_dir:
-        writer = ReportWriter(args.report_dir, show_secrets=True)  # already redacted unless --show-secrets
-        for report in reports:
-            writer.write(report)
-        writer.commit()
     outputs = _evaluate_outputs(args, reports, result)
     sys.stdout.write(outputs[args.format])
     for fmt in FILE_FORMATS:
@@ -214,6 +207,33 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if not reports:
         return EXIT_UNREADABLE  # a CI gate must not pass on nothing: no loaded attack saw any traffic
     return exit_status(reports, undelivered, fail_on, args.severity_threshold, args.min_tier)
+
+
+def _kept_reports(reports: list[dict], report_dir: str | None, show_secrets: bool,
+                  progress: Progress | None) -> list[dict]:
+    """`reports` redacted (`redact_report`) unless `show_secrets`, and written to `report_dir` when given;
+    `progress`: the stage `writing reports` (or `redacting evidence`), in reports."""
+    from oatf_engine.reports import ReportWriter, redact_report
+
+    if show_secrets and not report_dir:
+        return reports
+    writer = ReportWriter(report_dir, show_secrets=True) if report_dir else None  # redacted here, unless asked
+    if progress is not None:
+        progress.start("writing reports" if writer else "redacting evidence", len(reports), "reports")
+    kept = []
+    for count, report in enumerate(reports):
+        if progress is not None and count % UPDATE_EVERY == 0:
+            progress.update(count)
+        kept.append(report if show_secrets else redact_report(report))
+        if writer is not None:
+            writer.write(kept[-1])
+    if writer is not None:
+        writer.commit()
+    if progress is not None:
+        progress.update(len(kept))
+        progress.finish(f"wrote {len(kept):,} report(s) to {report_dir}" if writer else
+                        f"redacted {len(kept):,} report(s)")
+    return kept
 
 
 FILE_FORMATS = ("json", "sarif", "junit", "html")
@@ -250,11 +270,13 @@ def package_version() -> str:
 def cmd_export_trace(args: argparse.Namespace) -> int:
     """Write each agent session of the recordings as an Attest v1 trace."""
     from addon.recordings import ReplayError, decode_recordings
+    from oatf_cli.progress import shown as progress_shown
     from oatf_engine.attest_traces import TraceCollector, write_traces
     from oatf_engine.monitor import SessionKey
 
     try:
-        events, flows = decode_recordings(args.flows)
+        with progress_shown("oatf export-trace", args.progress, sys.stderr) as progress:
+            events, flows = decode_recordings(args.flows, progress=progress)
     except ReplayError as exc:
         print(f"oatf export-trace: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
@@ -276,6 +298,14 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
         else:
             parser.add_argument(setting.flag, type=setting.kind, default=setting.default, choices=setting.choices,
                                 help=f"{setting.help} (default: {setting.default or 'none'})")
+
+
+def add_progress_argument(parser: argparse.ArgumentParser, stages: str) -> None:
+    """`--progress`/`--no-progress` (`oatf_cli.progress.shown`), its help naming the command's `stages`."""
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction,
+                        help=f"progress on stderr, stage by stage ({stages}: done of total, rate, time left) "
+                        "and the time each took: a bar on a terminal (the default there; --no-progress: none), "
+                        "occasional lines elsewhere (only with --progress)")
 
 
 def add_live_arguments(parser: argparse.ArgumentParser) -> None:
@@ -404,9 +434,7 @@ def build_parser() -> argparse.ArgumentParser:
     verbosity.add_argument("-q", "--quiet", action="store_true",
                            help="text: no table, only the summary line; no statistics on stderr")
     verbosity.add_argument("-v", "--verbose", action="store_true", help="text: each run's evidence under the table")
-    evaluate.add_argument("--progress", action=argparse.BooleanOptionalAction,
-                          help="progress lines on stderr (flows read, events decoded, runs concluded); "
-                          "default: when stderr is a terminal")
+    add_progress_argument(evaluate, "attacks loaded, bytes read, flows decoded, events evaluated, reports written")
     evaluate.add_argument("--jobs", type=_positive, metavar="N",
                           help="processes that evaluate sessions in parallel (default: the CPUs available; "
                           "small recordings use one)")
@@ -462,6 +490,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--out", required=True, metavar="DIR", help="one <trace_id>.json per session")
     export.add_argument("--session-key", default="auto",
                         choices=("auto", "mcp_session", "a2a_context", "ag_ui_thread", "connection", "global"))
+    add_progress_argument(export, "bytes read, flows decoded")
     export.set_defaults(func=cmd_export_trace)
     return parser
 

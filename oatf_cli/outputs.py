@@ -94,9 +94,12 @@ def artifact_uri(path: str) -> str:
     absolute paths `file:`, relative ones a relative reference (POSIX form); either percent-encoded (spaces,
     `#`, `%`, `:` and non-ASCII bytes), so that a path is never read as a scheme, a fragment or an escape."""
     candidate = Path(path)
-    if candidate.is_absolute():
-        return candidate.as_uri()
-    return urllib.parse.quote_from_bytes(os.fsencode(candidate.as_posix()))
+    posix = candidate.as_posix()
+    try:
+        raw = os.fsencode(posix)  # the name's bytes on disk (undecodable bytes came in as surrogate escapes)
+    except UnicodeEncodeError:  # a lone surrogate no file name decodes to
+        raw = posix.encode("utf-8", "surrogatepass")
+    return ("file://" if candidate.is_absolute() else "") + urllib.parse.quote_from_bytes(raw)
 
 
 def _help_uri(url: str) -> str | None:
