@@ -29,7 +29,7 @@ from oatf_engine.engine_config import SETTINGS, EngineConfig
 from oatf_engine.progress import UPDATE_EVERY, Progress
 
 from . import diagnostics
-from .diagnostics import Finding, error_findings, parse_findings, validation_findings
+from .diagnostics import CheckedFile, Finding, error_findings, parse_findings, validation_findings
 
 if TYPE_CHECKING:
     from oatf_engine.replay import ReplayResult
@@ -46,6 +46,10 @@ EVALUATE_EXIT_STATUSES = """exit status:
   3  --require-delivered or --fail-on not-delivered: some attack (at or above --severity-threshold) never
      reached the agent (no run of it was delivered)
 Matched values are redacted in every output (AKIA…XY (20 chars)) unless --show-secrets."""
+VALIDATE_EXIT_STATUSES = """exit status:
+  0  every document valid (warnings allowed)
+  1  some document invalid (with --strict: or with a strict-check error)
+  2  some file could not be read, or no document (.yaml, .yml) was found"""
 DOCUMENT_SUFFIXES = (".yaml", ".yml")
 
 
@@ -86,28 +90,25 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if not files:
         print("oatf validate: no OATF documents (.yaml, .yml) found", file=sys.stderr)
         return EXIT_UNREADABLE
-    checked: list[tuple[str, bool, list[Finding]]] = []
-    invalid = 0
+    checked: list[CheckedFile] = []
     for path in files:
         findings, readable, _ = check_file(path, args.strict)
-        failed = any(f.severity == "error" for f in findings)
+        checked.append(CheckedFile(str(path), readable, findings))
         if not readable:
             status = EXIT_UNREADABLE
-        elif failed:
-            invalid += 1
+        elif not checked[-1].valid:
             status = max(status, EXIT_INVALID)
-        checked.append((str(path), readable and not failed, findings))
-    every = [finding for _, _, findings in checked for finding in findings]
+    every = [finding for file in checked for finding in file.findings]
     if args.format == "json":
         sys.stdout.write(diagnostics.to_json(checked))
     elif args.format == "github":
         sys.stdout.write(diagnostics.to_github(every))
     elif args.format == "sarif":
-        sys.stdout.write(diagnostics.to_sarif(every, [file for file, _, _ in checked], package_version()))
+        sys.stdout.write(diagnostics.to_sarif(every, [file.file for file in checked], package_version()))
     else:
         sys.stdout.write(diagnostics.to_text(every))
     if not args.quiet and args.format in ("text", "github"):
-        print(f"{len(files)} document(s) checked, {invalid} invalid", file=sys.stderr)
+        print(diagnostics.summary_line(checked), file=sys.stderr)
     return status
 
 
@@ -391,11 +392,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="oatf", description="Open Agent Threat Format tools")
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
-    validate = sub.add_parser("validate", help="check documents against every OATF rule (V-001…V-049, W-001…)")
+    validate = sub.add_parser("validate", help="check documents against every OATF rule (V-001…V-049, W-001…)",
+                              epilog=VALIDATE_EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter)
     validate.add_argument("paths", nargs="+", metavar="FILE|DIR")
     validate.add_argument("--format", choices=VALIDATE_FORMATS, default="text",
                           help="text: file:line:col: RULE path: message and the source line with a caret; json: "
-                          "one record per file with its findings; github: GitHub Actions annotations "
+                          "one document: a summary (counts) and each file with its diagnostics (file, line, "
+                          "column, severity, rule, path, message); github: GitHub Actions annotations "
                           "(::error file=…,line=…,col=…,title=RULE::…); sarif: SARIF 2.1.0 for code scanning")
     validate.add_argument("-q", "--quiet", action="store_true", help="no summary line")
     validate.add_argument("--strict", action="store_true",

@@ -89,7 +89,7 @@ def test_parse_error_is_reported_not_raised(docs: Path) -> None:
 
 def test_json_format(docs: Path) -> None:
     result = run("validate", "--format", "json", str(docs))
-    records = json.loads(result.stdout)
+    records = json.loads(result.stdout)["files"]
     assert [r["valid"] for r in records] == [True, False]
     bad = records[1]["diagnostics"]
     assert {"file", "severity", "rule", "path", "line", "column", "message"} <= set(bad[0])

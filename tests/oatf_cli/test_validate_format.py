@@ -47,7 +47,7 @@ def test_an_unknown_field_is_reported_as_such_with_the_closest_name(tmp_path: Pa
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     status, out, _ = validate(capsys, "--format", "json", str(misspelled(tmp_path)))
     assert status == 1
-    [finding] = json.loads(out)[0]["diagnostics"]
+    [finding] = json.loads(out)["files"][0]["diagnostics"]
     assert (finding["rule"], finding["path"], finding["line"], finding["column"]) == (
         "parse/unknown_field", "attack.indicatrs", 67, 3)
     assert finding["message"] == "unknown field 'indicatrs' in attack; did you mean 'indicators'?"
@@ -83,14 +83,14 @@ def test_misspelled_names_and_enum_values_get_a_suggestion(tmp_path: Path, capsy
                                                            old: str, new: str, rule: str, suggestion: str) -> None:
     assert old in GOOD
     _, out, _ = validate(capsys, "--format", "json", str(write(tmp_path, "typo.yaml", GOOD.replace(old, new, 1))))
-    messages = [d["message"] for d in json.loads(out)[0]["diagnostics"] if d["rule"] == rule]
+    messages = [d["message"] for d in json.loads(out)["files"][0]["diagnostics"] if d["rule"] == rule]
     assert messages and messages[0].endswith(suggestion), messages
 
 
 def test_a_regex_error_does_not_repeat_the_pattern(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     document = write(tmp_path, "regex.yaml", GOOD.replace('regex: "(aws_secret', 'regex: "((aws_secret'))
     _, out, _ = validate(capsys, "--format", "json", str(document))
-    [finding] = json.loads(out)[0]["diagnostics"]
+    [finding] = json.loads(out)["files"][0]["diagnostics"]
     assert finding["rule"] == "V-013"
     assert finding["message"].endswith("': missing )") and finding["message"].count("aws_secret") == 1
     assert regex_syntax_error("a(?=b)c") == "invalid perl operator at '(?='"  # a part: quoted once
@@ -187,16 +187,42 @@ def library(tmp_path: Path) -> tuple[Path, Path, Path]:
     return good, bad, invalid
 
 
-def test_json_lists_every_file_with_its_findings(library: tuple[Path, Path, Path],
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    status, out, _ = validate(capsys, "--format", "json", *map(str, library))
-    assert status == 1
-    records = json.loads(out)
-    assert [(r["file"], r["valid"]) for r in records] == [(str(library[0]), True), (str(library[1]), False),
-                                                          (str(library[2]), False)]
-    assert records[0]["diagnostics"] == []
-    assert {(d["rule"], d["severity"]) for d in records[2]["diagnostics"]} >= {
+def test_json_is_one_document_with_a_summary_and_every_file(library: tuple[Path, Path, Path], tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "missing.yaml"
+    status, out, _ = validate(capsys, "--format", "json", *map(str, library), str(missing))
+    assert status == 2, "a file that cannot be read"
+    document = json.loads(out)
+    assert list(document) == ["summary", "files"]
+    files = document["files"]
+    assert [(f["file"], f["valid"], f["readable"]) for f in files] == [
+        (str(library[0]), True, True), (str(library[1]), False, True), (str(library[2]), False, True),
+        (str(missing), False, False)]
+    assert files[0]["diagnostics"] == [] and (files[0]["errors"], files[0]["warnings"]) == (0, 0)
+    assert {(d["rule"], d["severity"]) for d in files[2]["diagnostics"]} >= {
         ("V-005", "error"), ("V-013", "error"), ("W-003", "warning")}
+    assert [d["rule"] for d in files[3]["diagnostics"]] == ["unreadable"]
+    for record in files:
+        assert record["errors"] == sum(d["severity"] == "error" for d in record["diagnostics"])
+        assert record["warnings"] == sum(d["severity"] == "warning" for d in record["diagnostics"])
+        for diagnostic in record["diagnostics"]:
+            assert list(diagnostic) == ["file", "line", "column", "severity", "rule", "path", "message"]
+            assert diagnostic["file"] == record["file"]
+    assert document["summary"] == {
+        "documents": 4, "valid": 1, "invalid": 2, "unreadable": 1,
+        "errors": sum(f["errors"] for f in files), "warnings": sum(f["warnings"] for f in files)}
+    assert document["summary"]["warnings"] >= 1 and document["summary"]["errors"] >= 4
+    _, _, err = validate(capsys, *map(str, library), str(missing))
+    assert "4 document(s) checked, 2 invalid, 1 unreadable" in err, "the text summary gives the same counts"
+
+
+def test_help_lists_the_formats_and_exit_statuses(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["validate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "{text,json,github,sarif}" in text
+    for status in ("0 every document valid", "1 some document invalid", "2 some file could not be read"):
+        assert status in text
 
 
 GITHUB_COMMAND = re.compile(r"^::(error|warning) file=([^,:]+),line=(\d+),col=(\d+),title=([^,:]+)::(.+)$")
@@ -208,7 +234,7 @@ def test_github_annotations(library: tuple[Path, Path, Path], capsys: pytest.Cap
     assert (status, out) == (0, "")
     _, out, _ = validate(capsys, "--format", "github", str(bad), str(invalid))
     _, listed, _ = validate(capsys, "--format", "json", str(bad), str(invalid))
-    expected = [d for record in json.loads(listed) for d in record["diagnostics"]]
+    expected = [d for record in json.loads(listed)["files"] for d in record["diagnostics"]]
     commands = [GITHUB_COMMAND.match(line) for line in out.splitlines()]
     assert all(commands) and len(commands) == len(expected), out
     for command, finding in zip(commands, expected, strict=True):
@@ -241,7 +267,7 @@ def test_sarif_has_one_result_per_finding_located_at_its_line(library: tuple[Pat
     log = json.loads(out)
     assert_valid_sarif(log)
     _, listed, _ = validate(capsys, "--format", "json", *map(str, library))
-    expected = [d for record in json.loads(listed) for d in record["diagnostics"]]
+    expected = [d for record in json.loads(listed)["files"] for d in record["diagnostics"]]
     run = log["runs"][0]
     rules = run["tool"]["driver"]["rules"]
     results = run["results"]
@@ -316,5 +342,7 @@ def test_validate_never_raises_on_arbitrary_or_mutated_yaml(capsys: pytest.Captu
         json.loads(out)
     if fmt == "sarif":
         assert_valid_sarif(json.loads(out))
+    if fmt == "json":
+        assert json.loads(out)["summary"]["invalid"] == status, "the summary agrees with the exit status"
     if fmt == "text" and status == 1:
         assert re.match(r".+:(\d+:\d+:)? ", out)
