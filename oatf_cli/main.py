@@ -50,6 +50,30 @@ VALIDATE_EXIT_STATUSES = """exit status:
   0  every document valid (warnings allowed)
   1  some document invalid (with --strict: or with a strict-check error)
   2  some file could not be read, or no document (.yaml, .yml) was found"""
+NORMALIZE_EXIT_STATUSES = """exit status:
+  0  the canonical form printed
+  1  the document is invalid (its findings on stderr)
+  2  the file could not be read"""
+RECOVER_EXIT_STATUSES = """exit status:
+  0  nothing to recover, or no recovered run exploited
+  1  some recovered run exploited or partial
+  2  errors: a document not loaded (the journal is kept), the semantic evaluator not loaded, or some verdict
+     is `error`"""
+EXPORT_EXIT_STATUSES = """exit status:
+  0  the traces written (their paths on stdout)
+  2  a recording could not be read"""
+TAP_EXIT_STATUSES = """exit status:
+  the server's: its exit status, or the signal that ended it (the tap ends by the same signal)
+  2    the tap could not start (the semantic evaluator, the record file or the report directory)
+  126  COMMAND is not executable
+  127  COMMAND was not found"""
+MONITOR_EXIT_STATUSES = """exit status:
+  0  stopped by SIGINT or SIGTERM, every open run concluded and reported
+  2  could not start (the semantic evaluator, the report directory, or the socket)"""
+SERVE_EXIT_STATUSES = """exit status (once stopped, as oatf recover's):
+  0  no run exploited
+  1  some run exploited or partial
+  2  could not start (a document or option unusable, a port taken), or some verdict is `error`"""
 DOCUMENT_SUFFIXES = (".yaml", ".yml")
 
 
@@ -389,7 +413,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from oatf_engine.reports import FAIL_ON, SEVERITY_LEVELS
 
-    parser = argparse.ArgumentParser(prog="oatf", description="Open Agent Threat Format tools")
+    parser = argparse.ArgumentParser(prog="oatf", description="Open Agent Threat Format tools",
+                                     epilog="Each command's --help lists its exit statuses.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     validate = sub.add_parser("validate", help="check documents against every OATF rule (V-001…V-049, W-001…)",
@@ -405,7 +430,8 @@ def build_parser() -> argparse.ArgumentParser:
                           help="also report, as errors, what can never fire in its binding (S-001…S-004: unknown "
                           "surface, event, mode or protocol, target in the JSON-RPC envelope)")
     validate.set_defaults(func=cmd_validate)
-    normalize = sub.add_parser("normalize", help="print a valid document's canonical YAML form")
+    normalize = sub.add_parser("normalize", help="print a valid document's canonical YAML form",
+                               epilog=NORMALIZE_EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter)
     normalize.add_argument("file")
     normalize.set_defaults(func=cmd_normalize)
     evaluate = sub.add_parser("evaluate", help="replay recorded traffic (.mitm flows or HAR) against attacks",
@@ -444,7 +470,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.set_defaults(func=cmd_evaluate)
     recover_ = sub.add_parser("recover", help="conclude the runs a proxy that did not stop cleanly (kill -9, a "
                               "crash) left open, from the journal in its report directory",
-                              epilog=EVALUATE_EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter)
+                              epilog=RECOVER_EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter)
     recover_.add_argument("report_dir", metavar="DIR", help="the proxy's oatf_report_dir")
     recover_.add_argument("--attacks", action="append", required=True, metavar="PATH",
                           help="the attack documents the proxy evaluated (repeat or comma-separate)")
@@ -452,7 +478,8 @@ def build_parser() -> argparse.ArgumentParser:
     recover_.set_defaults(func=cmd_recover)
     tap = sub.add_parser("tap", help="run an MCP stdio server (COMMAND) relaying the agent's traffic to it and "
                          "evaluating that traffic; exits with the server's status",
-                         usage="oatf tap [--attacks PATH] [options] -- COMMAND [ARGS...]")
+                         usage="oatf tap [--attacks PATH] [options] -- COMMAND [ARGS...]",
+                         epilog=TAP_EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_live_arguments(tap)
     tap.add_argument("--record", metavar="FILE",
                      help="write the observed messages here as NDJSON (replayable by oatf evaluate --flows)")
@@ -466,14 +493,16 @@ def build_parser() -> argparse.ArgumentParser:
     tap.add_argument("command", nargs="+", metavar="COMMAND", help="the server's command line, after --")
     tap.set_defaults(func=cmd_tap)
     monitor = sub.add_parser("monitor", help="one judge for several taps (oatf tap --monitor PATH): judge the "
-                             "events they send to a Unix socket, until SIGINT/SIGTERM")
+                             "events they send to a Unix socket, until SIGINT/SIGTERM",
+                             epilog=MONITOR_EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter)
     monitor.add_argument("--listen", metavar="PATH", help="the socket (default: monitor.sock in --report-dir)")
     add_live_arguments(monitor)
     monitor.add_argument("-v", "--verbose", action="store_true", help="connections and reports written, on stderr")
     monitor.set_defaults(func=cmd_monitor)
     serve = sub.add_parser("serve", help="play the documents' attackers (mcp_server and a2a_server actors, and "
                            "ag_ui_client actors with --agent) against an agent and judge what was served; one port "
-                           "per document; stop with Ctrl-C (or, when every document drives the agent, when done)")
+                           "per document; stop with Ctrl-C (or, when every document drives the agent, when done)",
+                           epilog=SERVE_EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter)
     serve.add_argument("documents", nargs="+", metavar="DOC", help="attack documents: files or directories")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     serve.add_argument("--port", type=int, default=0,
@@ -488,7 +517,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "a desktop agent starts a local server; notes go to stderr")
     serve.add_argument("-v", "--verbose", action="store_true", help="phase changes, diagnostics and reports written")
     serve.set_defaults(func=cmd_serve)
-    export = sub.add_parser("export-trace", help="write recorded agent sessions as Attest v1 traces")
+    export = sub.add_parser("export-trace", help="write recorded agent sessions as Attest v1 traces",
+                            epilog=EXPORT_EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter)
     export.add_argument("--flows", nargs="+", required=True, metavar="FILE", help="mitmproxy flow files or HAR")
     export.add_argument("--out", required=True, metavar="DIR", help="one <trace_id>.json per session")
     export.add_argument("--session-key", default="auto",
