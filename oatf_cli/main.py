@@ -271,14 +271,14 @@ def _severity_level(attack: oatf.Attack | None) -> str | None:
 
 def _evaluate_outputs(args: argparse.Namespace, reports: list[dict], result: ReplayResult) -> dict[str, str]:
     """Each output format `args` asks for (stdout's and the files'), by format name, rendered lazily."""
-    from . import outputs
+    from . import html_report, outputs
 
     renderers = {
         "text": lambda: outputs.to_text(reports, args.quiet, args.verbose),
         "json": lambda: outputs.to_json(reports),
         "sarif": lambda: outputs.to_sarif(reports, result.attacks, result.flow_files, args.flows, package_version()),
         "junit": lambda: outputs.to_junit(reports),
-        "html": lambda: outputs.to_html(reports),
+        "html": lambda: html_report.to_html(reports, result.attacks),
     }
     wanted = {args.format, *(fmt for fmt in FILE_FORMATS if getattr(args, fmt))}
     return {fmt: renderers[fmt]() for fmt in wanted}

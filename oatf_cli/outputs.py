@@ -1,6 +1,6 @@
 """`oatf evaluate`'s output formats for CI, one function per format, each returning the document as text:
-`to_json`, `to_text` (the console table), `to_sarif` (SARIF 2.1.0, for code scanning), `to_junit` (JUnit XML,
-for test reports) and `to_html` (one self-contained page). Files only; no mitmproxy.
+`to_json`, `to_text` (the console table), `to_sarif` (SARIF 2.1.0, for code scanning) and `to_junit` (JUnit XML,
+for test reports); `oatf_cli.html_report` writes the HTML page. Files only; no mitmproxy.
 
 Every format shows the reports it is given as they are: redaction (`oatf_engine.reports.redact_report`) happens
 before, once, for all of them.
@@ -9,7 +9,6 @@ before, once, for all of them.
 from __future__ import annotations
 
 import hashlib
-import html
 import json
 import os
 import re
@@ -255,40 +254,3 @@ def to_junit(reports: Sequence[Report]) -> str:
         root.set(name, str(value))
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
-
-
-# --- HTML -------------------------------------------------------------------------------------------------------
-
-_STYLE = """body{font-family:system-ui,sans-serif;margin:2em;color:#222}
-table{border-collapse:collapse;width:100%}th,td{border:1px solid #ccc;padding:.3em .5em;text-align:left;
-vertical-align:top}th{background:#f3f3f3}td.evidence{font-family:monospace;white-space:pre-wrap;
-word-break:break-all}.exploited{background:#fbe3e3}.partial{background:#fdf0dc}.resisted{background:#e5f5e5}
-.error{background:#f0e0f5}.summary{font-size:1.2em}"""
-
-
-def to_html(reports: Sequence[Report], title: str = "oatf evaluate report") -> str:
-    """One static, self-contained page (inline style, no script): the count of each outcome and a table of
-    the runs with their evidence. Every value from the traffic or the documents is HTML-escaped."""
-    e = html.escape
-    rows = []
-    for report in reports:
-        execution = report["execution_summary"]
-        evidence = "\n".join(_evidence(report, ("matched", "error"))) or "-"
-        rows.append(
-            f'<tr class="{e(report["outcome"])}"><td>{e(_attack_key(report))}</td>'
-            f"<td>{e(str(report['attack'].get('name') or ''))}</td><td>{e(str(_severity(report) or '-'))}</td>"
-            f"<td>{e(str(execution['session']))}</td><td>{e(report['outcome'].replace('_', ' '))}</td>"
-            f"<td>{e(str(report['verdict'].get('max_tier') or '-'))}</td><td>{e(str(execution['status']))}</td>"
-            f'<td class="evidence">{e(evidence)}</td></tr>')
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
-<title>{e(title)}</title><style>{_STYLE}</style></head>
-<body><h1>{e(title)}</h1>
-<p class="summary">{e(outcome_summary(reports))}</p>
-<table><thead><tr><th>Attack</th><th>Name</th><th>Severity</th><th>Session</th><th>Outcome</th><th>Max tier</th>
-<th>Status</th><th>Evidence</th></tr></thead>
-<tbody>
-{chr(10).join(rows)}
-</tbody></table></body></html>
-"""
