@@ -38,9 +38,9 @@ EXIT_OK, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
 EVALUATE_EXIT_STATUSES = """exit status:
   0  no attack exploited (every run resisted or was not delivered), or none that --fail-on,
      --severity-threshold and --min-tier count
-  1  some run exploited or partial (with --fail-on: of the outcomes named; with --severity-threshold: of an
-     attack at or above that severity, or without one; with --min-tier: whose verdict's max tier reaches it,
-     or whose matched indicators declare no tier)
+  1  some run exploited or partial (with --fail-on: of the outcomes named, inconclusive included when named;
+     with --severity-threshold: of an attack at or above that severity, or without one; with --min-tier:
+     whose verdict's max tier reaches it, or whose matched indicators declare no tier)
   2  errors: any document not loaded (invalid, unreadable, or refused by strict loading), unreadable
      flows, no run produced, or some verdict is `error` (whatever the thresholds)
   3  --require-delivered or --fail-on not-delivered: some attack (at or above --severity-threshold) never
@@ -448,8 +448,9 @@ def build_parser() -> argparse.ArgumentParser:
                       ("html", "one self-contained HTML page"), ("json", "the reports as a JSON array")):
         evaluate.add_argument(f"--{fmt}", metavar="FILE", help=f"also write {what} to FILE")
     evaluate.add_argument("--fail-on", action="append", choices=FAIL_ON, metavar="OUTCOME",
-                          help="what fails the run (repeatable): exploited, partial (exit 1), not-delivered "
-                          "(exit 3; as --require-delivered); default: exploited and partial")
+                          help="what fails the run (repeatable): exploited, partial, inconclusive (delivered but cut "
+                          "short: nothing shows the agent resisted) (exit 1), not-delivered (exit 3; as "
+                          "--require-delivered); default: exploited and partial")
     evaluate.add_argument("--severity-threshold", choices=SEVERITY_LEVELS[1:],
                           help="only attacks of this severity or above fail the run")
     evaluate.add_argument("--min-tier", choices=[t.value for t in oatf.Tier],

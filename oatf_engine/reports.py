@@ -321,9 +321,10 @@ def undelivered_attacks(reports: Iterable[dict[str, Any]], attack_ids: Iterable[
 
 SEVERITY_LEVELS = ("informational", "low", "medium", "high", "critical")
 """OATF severity levels, lowest first (`--severity-threshold`)."""
-FAIL_ON = ("exploited", "partial", "not-delivered")
-"""What `--fail-on` may name: run outcomes `exploited` and `partial` (exit 1), and `not-delivered`, an attack no
-run of which was delivered (exit 3, as `--require-delivered`)."""
+FAIL_ON = ("exploited", "partial", "inconclusive", "not-delivered")
+"""What `--fail-on` may name: run outcomes `exploited`, `partial` and `inconclusive` (delivered, but cut short:
+nothing shows the agent resisted; exit 1), and `not-delivered`, an attack no run of which was delivered (exit 3,
+as `--require-delivered`)."""
 DEFAULT_FAIL_ON = frozenset({"exploited", "partial"})
 
 
@@ -346,13 +347,15 @@ def tier_at_least(tier: str | None, minimum: str | None) -> bool:
 def exit_status(reports: Iterable[dict[str, Any]], undelivered: Iterable[str] = (),
                 fail_on: Iterable[str] = DEFAULT_FAIL_ON, severity_threshold: str | None = None,
                 min_tier: str | None = None) -> int:
-    """CI semantics: 1 some run counted is exploited or partial (`fail_on`: which of the two fail; a run counts
-    when its attack's severity reaches `severity_threshold` and its verdict's tier `min_tier`); else 2 some
-    verdict is an error; else 3 when `undelivered` (attacks never delivered that the caller asks to fail on:
-    `--require-delivered`, `--fail-on not-delivered`) is not empty; else 0."""
+    """CI semantics: 1 some run counted is exploited or partial (`fail_on`: which of the two fail, and whether an
+    `inconclusive` run does; a run counts when its attack's severity reaches `severity_threshold` and its
+    verdict's tier `min_tier`); else 2 some verdict is an error; else 3 when `undelivered` (attacks never
+    delivered that the caller asks to fail on: `--require-delivered`, `--fail-on not-delivered`) is not empty;
+    else 0."""
     reports = list(reports)
     failing = set(fail_on) & {"exploited", "partial"}
-    if any(r["verdict"]["result"] in failing
+    cut_short = "inconclusive" in set(fail_on)
+    if any((r["verdict"]["result"] in failing or (cut_short and r.get("outcome") == "inconclusive"))
            and severity_at_least((r["attack"].get("severity") or {}).get("level"), severity_threshold)
            and tier_at_least(r["verdict"].get("max_tier"), min_tier) for r in reports):
         return EXIT_EXPLOITED

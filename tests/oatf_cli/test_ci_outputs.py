@@ -23,6 +23,7 @@ from oatf_cli import html_report, outputs
 from oatf_engine.monitor.delivery import outcome
 from oatf_engine.reports import ReportWriter, exit_status, redact, redact_evidence, redact_report
 from testing.paths import WIRE_FIXTURES
+from tests.oatf_cli.junit_schema import assert_valid_junit, junit_errors
 from tests.oatf_cli.sarif_schema import assert_valid_sarif, sarif_errors
 from tests.oatf_cli.test_cli import ROOT, run
 
@@ -124,6 +125,12 @@ def test_exit_status_thresholds() -> None:
     assert exit_status([report("partial", severity=None, tier=None)], severity_threshold="critical",
                        min_tier="boundary_breach") == 1, "unranked severity and tier count"
     assert exit_status([*reports, report("error")], severity_threshold="critical") == 2, "errors always count"
+    cut_short = [report("not_exploited", status="interrupted"), report("not_exploited", session="s2")]
+    assert cut_short[0]["outcome"] == "inconclusive"
+    assert exit_status(cut_short) == 0, "by default an inconclusive run does not fail"
+    assert exit_status(cut_short, fail_on={"inconclusive"}) == 1
+    assert exit_status(cut_short, fail_on={"inconclusive"}, severity_threshold="critical") == 0
+    assert exit_status(cut_short[1:], fail_on={"inconclusive", "exploited"}) == 0, "resisted passes"
 
 
 # --- SARIF -------------------------------------------------------------------------------------------------------
@@ -218,7 +225,9 @@ def test_junit_suites_cases_and_verdicts_parse_back() -> None:
                report("not_exploited", delivered=False, session="s3"), report("error", session="s4\x1b[31m"),
                report("not_exploited", session="s5", status="evicted"),
                report("exploited", attack_id="ACME-002", evidence='x: contains "<" matched "<script>&"')]
-    root = ET.fromstring(outputs.to_junit(reports))
+    document = outputs.to_junit(reports)
+    assert_valid_junit(document)
+    root = ET.fromstring(document)
     assert root.tag == "testsuites" and root.get("tests") == "6" and root.get("failures") == "2"
     suites = {s.get("name"): s for s in root}
     assert set(suites) == {"ACME-001", "ACME-002"}
@@ -227,10 +236,19 @@ def test_junit_suites_cases_and_verdicts_parse_back() -> None:
     cases = {c.get("name"): c for c in first}
     assert cases["s1"].find("failure").get("message").startswith("exploited: ACME-001-01: tools/call")
     assert list(cases["s2"]) == [], "resisted: passes"
-    assert "not delivered" in cases["s3"].find("skipped").get("message")
+    assert "not delivered" in cases["s3"].find("skipped").text
     assert cases["s4\\x1b[31m"].find("error") is not None, "control characters escaped, the XML stays well-formed"
-    assert "inconclusive" in cases["s5"].find("skipped").get("message")
+    assert "inconclusive" in cases["s5"].find("skipped").text
     assert suites["ACME-002"][0].find("failure").text == 'ACME-002-01: x: contains "<" matched "<script>&"'
+
+
+def test_the_junit_schema_is_jenkins_and_not_vacuous() -> None:
+    valid = '<testsuites><testsuite name="a" tests="1"><testcase name="c"><skipped>why</skipped></testcase>' \
+        "</testsuite></testsuites>"
+    assert_valid_junit(valid)
+    assert junit_errors(valid.replace("<skipped>", '<skipped message="why">')), "no attribute on skipped"
+    assert junit_errors(valid.replace('<testcase name="c">', "<testcase>")), "a testcase has a name"
+    assert junit_errors(valid.replace("<testsuites>", '<testsuites skipped="1">')), "testsuites counts no skips"
 
 
 # --- HTML and text -----------------------------------------------------------------------------------------------
@@ -369,6 +387,8 @@ def test_every_output_at_once_and_no_whole_secret_anywhere(captures: Path, tmp_p
     assert {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in log["runs"][0]["results"]} \
         == {Path(flows).as_uri()}, "the capture the cited flow came from (not the first one given)"
     assert ET.fromstring(texts["junit"]).get("failures") == "2"
+    assert_valid_junit(texts["junit"])
+    assert_valid_junit(texts["--format junit"])
     assert texts["html"].startswith("<!DOCTYPE html>") and json.loads(texts["json"])[0]["attack"]["id"] == "OW-001"
     card = Page(texts["html"]).cards["attack-OW-001"]
     cited = {f for r in log["runs"][0]["results"] for f in [r["locations"][0]["logicalLocations"][0]["name"]]}
