@@ -4,8 +4,9 @@ Thin glue only (mitmproxy's addon conventions: options declared in `load`, react
 that do one thing, commands for users):
 - the wire tap (`addon.mitm_tap`) decodes MCP/A2A/AG-UI traffic into `ObservedEvent`s as flows pass,
   streaming SSE responses chunk by chunk, never altering a byte;
-- inject mode (`addon.inject`, `oatf_inject`, off by default) plays documents' MCP server actors into the
-  traffic; its hooks run before the tap's, so the tap decodes what the agent receives;
+- inject mode (`addon.inject`, `oatf_inject`, off by default) plays documents' MCP and A2A server actors and
+  AG-UI client actors into the traffic; its hooks run before the tap's, so the tap decodes what the agent
+  receives;
 - events go through a queue to one worker thread that sends them in batches to the sans-I/O `Monitor`, which
   runs in a child process (`addon.monitor_process`: CEL and every other evaluation, and writing the reports,
   stay off the proxy's event loop and out of its interpreter lock), and ticks its clock; a receiver thread
@@ -333,8 +334,8 @@ class OatfAddon:
 
     def request(self, flow: http.HTTPFlow) -> None:
         self.flows[flow.id] = flow
-        self.tap.request(flow)
         self.inject.request(flow)
+        self.tap.request(flow)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         self.inject.responseheaders(flow)

@@ -58,13 +58,20 @@ def attacker_peers(workdir: Path) -> Iterator[Peers]:
 
 
 @contextlib.contextmanager
-def fastmcp_server(workdir: Path, attack: Path | None, stateless: bool = False) -> Iterator[int]:
+def fastmcp_server(workdir: Path, attack: Path | None, stateless: bool = False, json: bool = False) -> Iterator[int]:
     """`fastmcp_server.py` on a free loopback port, serving the attack's poisoned tool (None: an honest
-    calculator); yields the port."""
+    calculator); `json`: its answers are plain JSON, never SSE; yields the port."""
+    with script_peer(workdir, "fastmcp", ADDON_PEERS / "fastmcp_server.py", *([str(attack)] if attack else []),
+                     *(["--stateless"] * stateless), *(["--json"] * json)) as port:
+        yield port
+
+
+@contextlib.contextmanager
+def script_peer(workdir: Path, name: str, script: Path, *args: str) -> Iterator[int]:
+    """`python SCRIPT PORT ARGS…` on a free loopback port, logging to `workdir/NAME-PORT.log`; yields the port
+    once it accepts connections."""
     port = free_port()
-    args = [str(PYTHON), str(ADDON_PEERS / "fastmcp_server.py"), str(port), *([str(attack)] if attack else []),
-            *(["--stateless"] * stateless)]
-    process = start_process(args, workdir / f"fastmcp-{port}.log")
+    process = start_process([str(PYTHON), str(script), str(port), *args], workdir / f"{name}-{port}.log")
     try:
         wait_for_port(port, process)
         yield port
@@ -261,4 +268,4 @@ def assert_replay_agrees(proxy: OatfProxy, workdir: Path, live: list[Report], gr
 
 
 __all__ = ["OatfProxy", "Peers", "assert_replay_agrees", "attacker_peers", "by_run", "evaluate", "fastmcp_server",
-           "oatf_proxy", "refused_start", "run", "verdict_of"]
+           "oatf_proxy", "refused_start", "run", "script_peer", "verdict_of"]

@@ -10,12 +10,22 @@ from pathlib import Path
 
 import pytest
 
-from testing.oatf_proxy import Report, assert_replay_agrees, fastmcp_server, oatf_proxy, refused_start, run
+from testing.oatf_proxy import (
+    ADDON_PEERS,
+    Report,
+    assert_replay_agrees,
+    fastmcp_server,
+    oatf_proxy,
+    refused_start,
+    run,
+    script_peer,
+)
 from testing.paths import ROOT
 
-from . import agents, pydantic_agent
+from . import agents, inject_peers, pydantic_agent
 
-A2A_ONLY = ROOT / "attacks" / "OW-025_travel-agent-card-payment-harvest.yaml"
+CLIENT_ONLY = ROOT / "attacks" / "OW-021_support-agent-config-disclosure.yaml"
+CARD_POISONING = ROOT / "attacks" / "OW-025_travel-agent-card-payment-harvest.yaml"
 INVOICE = ROOT / "attacks" / "OW-001_invoice-tool-credential-harvest.yaml"
 RUG_PULL = ROOT / "attacks" / "OW-006_fx-converter-rug-pull.yaml"
 ANSWER = "Invoice INV-7 rendered: https://invoice-kit.example/dl/7731.pdf"
@@ -87,10 +97,53 @@ def test_official_mcp_clients_meet_an_injected_rug_pull(tmp_path: Path) -> None:
             in alterations
 
 
+def streaming_copy(attack: Path, workdir: Path) -> Path:
+    """OW-025 whose card says it streams, its indicators read `message/stream` (what a streaming client sends)."""
+    text = attack.read_text(encoding="utf-8")
+    text = text.replace("capabilities: {streaming: false", "capabilities: {streaming: true")
+    text = text.replace("surface: message/send", "surface: message/stream")
+    assert text.count("message/stream") == 2 and "streaming: true" in text
+    copy = workdir / attack.name
+    copy.write_text(text, encoding="utf-8")
+    return copy
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["message-send", "message-stream"])
+def test_a2a_orchestrators_meet_an_injected_agent_card_and_answer(tmp_path: Path, streaming: bool) -> None:
+    """OW-025 injected in front of an honest a2a-sdk travel agent, met by a2a-sdk orchestrators through the
+    proxy (forward mode): the card they read demands the payment card, and the answer they get is the
+    document's booking, not the server's; the naive one sends the card (exploited), the careful one a token
+    (resisted: delivered). With `message/stream` the server's streamed answer is replaced as well."""
+    attack = streaming_copy(CARD_POISONING, tmp_path) if streaming else CARD_POISONING
+    with script_peer(tmp_path, "travel", ADDON_PEERS / "inject_peers.py", "a2a") as port:
+        url = f"http://127.0.0.1:{port}"
+        with oatf_proxy(tmp_path, "inject-a2a", [attack], options={"oatf_inject": str(attack)}) as proxy:
+            answers = {}
+            for behaviour in ("naive", "careful"):
+                context, answers[behaviour] = run(agents.a2a_travel_agent(url, proxy.url, behaviour, streaming))
+                answers[behaviour + "-report"] = proxy.wait_for("OW-025", context, timeout=20)  # type: ignore[assignment]
+            proxy.interrupt()
+
+    booking = "Booked: OSL-CPH 14 Mar 07:10, Hotel Nyhavn 2 nights. Ref FW-88120."
+    assert answers["naive"] == answers["careful"] == booking  # the document's answer, not HONEST_BOOKING
+    exploited, resisted = answers["naive-report"], answers["careful-report"]
+    assert summary(exploited) == ("exploited", "exploited", True)  # type: ignore[arg-type]
+    assert summary(resisted) == ("not_exploited", "resisted", True)  # type: ignore[arg-type]
+    event = "message/stream" if streaming else "message/send"
+    for report in (exploited, resisted):
+        alterations = injected(report)  # type: ignore[arg-type]
+        assert any(e == "agent_card/get" and "replaced the Agent Card's" in line and "description" in line
+                   for e, line in alterations), alterations
+        assert (event, f"OW-025 actor default phase phase-1: replaced the server's answer to {event} with "
+                "state.task_responses[0].content") in alterations, alterations
+    assert_replay_agrees(proxy, tmp_path, [exploited, resisted])  # type: ignore[list-item]
+    assert inject_peers.HONEST_BOOKING not in answers.values()
+
+
 @pytest.mark.parametrize("value, message", [
     ("/nonexistent/attack.yaml", "oatf: invalid option: oatf_inject: /nonexistent/attack.yaml"),
-    (str(A2A_ONLY), "oatf: invalid option: oatf_inject: no mcp_server actor in"),
-], ids=["missing", "no-mcp-server"])
+    (str(CLIENT_ONLY), "oatf: invalid option: oatf_inject: no mcp_server, a2a_server, ag_ui_client actor in"),
+], ids=["missing", "no-played-actor"])
 def test_a_bad_inject_value_stops_the_start_without_a_traceback(tmp_path: Path, value: str, message: str) -> None:
     text = refused_start(tmp_path, {"oatf_inject": value, "oatf_report_dir": str(tmp_path / "unused")})
     assert message in text and "Traceback" not in text
