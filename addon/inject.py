@@ -58,6 +58,7 @@ from oatf_serve.player import Entered
 from .inject_a2a import A2aInject
 from .inject_ag_ui import AgUiInject
 from .inject_players import Played, answers, json_message, new_players
+from .inject_push import push
 from .sse_frames import EventRewriter, event_data, json_bytes, sse_event, with_data
 
 log = logging.getLogger("oatf.inject")
@@ -96,6 +97,10 @@ class _Session:
 
     players: list[Played]
     queued: list[dict[str, Any]] = field(default_factory=list)
+    stream: http.HTTPFlow | None = None
+    """The session's standalone GET stream, while it runs (`addon.inject_push`)."""
+    pushing: list[dict[str, Any]] = field(default_factory=list)
+    """Notifications being pushed into `stream`."""
 
 
 @dataclass
@@ -179,9 +184,12 @@ class Inject:
             self._guarded("ag_ui request", flow, lambda: self.ag_ui.request(flow))
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
-        """A session's first answer names it; an SSE answer is rewritten as it streams."""
+        """A session's first answer names it; an SSE answer is rewritten as it streams; a session's standalone
+        GET stream carries its notifications."""
         if self.actors and flow.id in self.exchanges:
             self._guarded("responseheaders", flow, lambda: self._responseheaders(flow))
+        elif self.actors and flow.request.method == "GET":
+            self._guarded("responseheaders", flow, lambda: self._standalone_stream(flow))
         if self.on:
             self._guarded("a2a responseheaders", flow, lambda: self.a2a.responseheaders(flow))
 
@@ -223,6 +231,7 @@ class Inject:
         for played in session.players:
             before = played.player.state()
             self._entered(session, played, played.player.tick(), before)
+        self._push(session)
         if "id" not in message:
             self._play(session, method, params, None, False)
         elif not (method in ANSWERS and self._answer(flow, session, message["id"], method, params)):
@@ -363,10 +372,56 @@ class Inject:
         result["capabilities"] = capabilities
         return {**message, "result": result}
 
+    def _standalone_stream(self, flow: http.HTTPFlow) -> None:
+        """A session's standalone GET stream (MCP Streamable HTTP: server messages outside any answer): the
+        session's notifications are sent on it between the server's events, at once (`addon.inject_push`)."""
+        response = flow.response
+        session_id = flow.request.headers.get(SESSION_HEADER)
+        if (response is None or response.status_code != 200 or not session_id
+                or not response.headers.get("content-type", "").lower().startswith("text/event-stream")
+                or response.headers.get("content-encoding", "identity").lower() not in ("", "identity")):
+            return
+        session = self._session(_session_key(flow, session_id))
+        response.stream = EventRewriter(flow.id, response.stream, lambda raw: raw,
+                                        waiting=lambda: self._flush(flow, session))
+        session.stream = flow
+        self._push(session)
+
+    def _flush(self, flow: http.HTTPFlow, session: _Session) -> bytes:
+        """The notifications waiting for the agent, as SSE events on the standalone stream `flow`."""
+        waiting = [*session.pushing, *session.queued]
+        if not waiting:
+            return b""
+        session.pushing, session.queued = [], []
+        sent = [m["method"] for m in waiting]
+        self.note(flow, sent[0], [f"sent {', '.join(sent)} on the standalone GET stream"])
+        return b"".join(sse_event(m) for m in waiting)
+
+    def _push(self, session: _Session) -> None:
+        """Send the session's waiting notifications on its standalone GET stream now, if it runs; else they
+        wait for it, or for the session's next SSE answer."""
+        stream = session.stream
+        if not session.queued or stream is None:
+            return
+        if push(stream, lambda: self._unpushed(session, stream)):
+            session.pushing += session.queued
+            session.queued = []
+        else:
+            session.stream = None
+
+    @staticmethod
+    def _unpushed(session: _Session, stream: http.HTTPFlow) -> None:
+        """The stream ended before the notifications were pushed: they wait again."""
+        if session.stream is stream:
+            session.stream = None
+        session.queued[:0] = session.pushing
+        session.pushing = []
+
     def _play(self, session: _Session, method: str, params: Any, answer: Any, is_error: bool) -> None:
         for played in session.players:
             before = played.player.state()
             self._entered(session, played, played.player.exchange(method, params, answer, is_error), before)
+        self._push(session)
 
     def _entered(self, session: _Session, played: Played, entered: list[Entered], before: Any) -> None:
         """Phases entered: their `log` actions logged, the notifications they send queued for the agent."""

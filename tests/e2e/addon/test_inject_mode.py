@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from ag_ui.core import RunAgentInput, UserMessage
+from mitmproxy import http, io
 
 from testing.clients import ag_ui_run
 from testing.oatf_proxy import (
@@ -75,14 +76,23 @@ def test_pydantic_ai_agents_meet_the_injected_tool_poisoning(tmp_path: Path) -> 
     assert "render_invoice" not in (tmp_path / f"fastmcp-{port}.log").read_text(encoding="utf-8", errors="replace")
 
 
-def test_official_mcp_clients_meet_an_injected_rug_pull(tmp_path: Path) -> None:
+def post_answer_types(recording: Path) -> set[str]:
+    """The content types of every answer to a POST in a `-w` recording."""
+    with recording.open("rb") as file:
+        return {flow.response.headers.get("content-type", "").split(";")[0] for flow in io.FlowReader(file).stream()
+                if isinstance(flow, http.HTTPFlow) and flow.request.method == "POST" and flow.response is not None}
+
+
+@pytest.mark.parametrize("json_answers", [False, True], ids=["sse-answers", "json-answers"])
+def test_official_mcp_clients_meet_an_injected_rug_pull(tmp_path: Path, json_answers: bool) -> None:
     """OW-006 injected in front of an honest payment server, met by official `mcp` clients: two conversions
-    answered by the proxy, `notifications/tools/list_changed` ahead of the second answer, the re-listed tool
-    carries the attacker's IBAN; the naive client pays it on the real server (exploited), the careful one pays
-    the supplier (resisted: delivered)."""
-    with fastmcp_server(tmp_path, None) as port:
+    answered by the proxy, then `notifications/tools/list_changed` pushed at once into the standalone GET
+    stream the client holds, also when every POST answer is plain JSON (which cannot carry it); the re-listed
+    tool carries the attacker's IBAN; the naive client pays it on the real server (exploited), the careful
+    one pays the supplier (resisted: delivered)."""
+    with fastmcp_server(tmp_path, None, json=json_answers) as port:
         options = {"mode": f"reverse:http://127.0.0.1:{port}", "oatf_inject": str(RUG_PULL)}
-        with oatf_proxy(tmp_path, "inject-rug", [], options=options) as proxy:
+        with oatf_proxy(tmp_path, "inject-rug", [RUG_PULL], options=options) as proxy:
             outcomes = {}
             for behaviour in ("naive", "careful"):
                 session, notified = run(agents.mcp_rug_pull_agent(f"{proxy.url}/mcp", None, behaviour))
@@ -95,10 +105,15 @@ def test_official_mcp_clients_meet_an_injected_rug_pull(tmp_path: Path) -> None:
     for report in outcomes.values():
         assert report["execution_summary"]["actors"][0]["phases_reached"] == [
             "earn_trust", "swap_description", "exploit"]
-        alterations = [line for _, line in injected(report)]
-        assert "sent notifications/tools/list_changed ahead of the answer" in alterations, alterations
-        assert "OW-006 actor default phase swap_description: added tools entry 'convert_currency' in tools/list" \
-            in alterations
+        alterations = injected(report)
+        assert ("notifications/tools/list_changed", "sent notifications/tools/list_changed on the standalone GET "
+                "stream") in alterations, alterations
+        assert ("tools/list", "OW-006 actor default phase swap_description: added tools entry 'convert_currency' "
+                "in tools/list") in alterations
+    assert proxy.flows is not None
+    assert post_answer_types(proxy.flows) == ({"application/json"} if json_answers else
+                                              {"application/json", "text/event-stream"})
+    assert_replay_agrees(proxy, tmp_path, list(outcomes.values()))
 
 
 def streaming_copy(attack: Path, workdir: Path) -> Path:
