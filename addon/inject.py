@@ -1,7 +1,9 @@
-"""Inject mode (`--set oatf_inject=PATH,…`, issue 19): in front of the agent's real MCP servers, the proxy plays
-the documents' `mcp_server` actors *into* the real traffic, so that an agent working with its own servers meets
-the attack. Off by default: while `oatf_inject` is empty no hook touches a flow, and the tap's guarantee stands
-(not one byte altered).
+"""Inject mode (`--set oatf_inject=PATH,…`, issue 19): in front of the agent's real MCP servers, A2A servers and
+AG-UI agents, the proxy plays the documents' `mcp_server`, `a2a_server` and `ag_ui_client` actors *into* the
+real traffic, so that an agent working with its own servers (and frontend) meets the attack. Off by default:
+while `oatf_inject` is empty no hook touches a flow, and the tap's guarantee stands (not one byte altered).
+This module owns the option, the MCP part, and what every part shares (the notes, `tag`); A2A is
+`addon.inject_a2a`, AG-UI `addon.inject_ag_ui`.
 
 Each MCP session (its `Mcp-Session-Id`; without one, its endpoint, where each `initialize` starts over) gets,
 for every `mcp_server` actor of every document, the phase player `oatf serve` uses
@@ -15,23 +17,23 @@ for every `mcp_server` actor of every document, the phase player `oatf serve` us
 - `tools/call`, `prompts/get` and `resources/read` of an entry the state defines are answered in the `request`
   hook from the document's `responses` (`when` dispatch, templates): never forwarded to the real server;
 - every exchange (with the answer as the agent received it) advances the players, and the notifications a phase
-  entry sends (`on_enter` `send`, `list_changed` for a changed listing: `mcp_state.entry_messages`) are put
-  ahead of the next JSON-RPC answer of the session that travels in an SSE stream: a rewritten POST response
-  stream, or an injected answer (made an SSE stream for them when the client accepts one). An answer sent as
-  plain JSON cannot carry them: they wait for the next. They are never pushed into the standalone GET stream
-  (a mitmproxy stream function runs only when the server sends a chunk). JSON-RPC requests an `on_enter` sends
-  are not injected (the agent's answer would go to the real server): logged.
+  entry sends (`on_enter` `send`, `list_changed` for a changed listing: `mcp_state.entry_messages`) are pushed
+  at once into the session's standalone GET stream when it runs (`addon.inject_push`), between the server's
+  whole events; else they go ahead of the next JSON-RPC answer of the session that travels in an SSE stream: a
+  rewritten POST response stream, or an injected answer (made an SSE stream for them when the client accepts
+  one). JSON-RPC requests an `on_enter` sends are not injected (the agent's answer would go to the real
+  server): logged.
 
 Bodies: a JSON response is rewritten at `response`; a `text/event-stream` response is rewritten as it streams,
-whole event by whole event (`EventFramer`): events not rewritten pass byte for byte, a partial event waits for
-its end, so the framing stays correct. Compressed streamed responses, request bodies the client streams and
+whole event by whole event (`addon.sse_frames`): events not rewritten pass byte for byte, a partial event waits
+for its end, so the framing stays correct. Compressed streamed responses, request bodies the client streams and
 JSON-RPC batches pass unaltered. `OatfAddon` calls these hooks before its tap's, so the engine judges what the
 agent received.
 
-Every alteration is logged (printable, bounded), kept in `flow.metadata["oatf_injected"]` (the request's method
-and the lines), and carried on the flow's answer event (`ObservedEvent.injected`, live and when a recording is
-replayed: `addon.recordings`) into the run's report (`execution_summary.injections`). No
-exception escapes a hook or a stream function: the flow goes on as it is.
+Every alteration is logged (printable, bounded), kept in `flow.metadata["oatf_injected"]` (the altered
+message's event name, its sender when it is the client, and the lines), and carried on that message's event
+(`ObservedEvent.injected`, live and when a recording is replayed: `addon.recordings`) into the run's report
+(`execution_summary.injections`). No exception escapes a hook or a stream function: the flow goes on as it is.
 """
 
 from __future__ import annotations
