@@ -91,7 +91,7 @@ class A2aInject:
     # --- hooks (`Inject` calls them when its actors include `a2a_server` ones) ------------------------------
 
     def request(self, flow: http.HTTPFlow) -> None:
-        exchange = _exchange(flow.request)
+        exchange = _exchange(flow.request) if self.actors else None
         if exchange is None:
             return
         for played in self._players(f"{flow.request.host}:{flow.request.port}"):
@@ -147,7 +147,7 @@ class A2aInject:
 
     def observe(self, event: ObservedEvent) -> None:
         """An A2A event the tap decoded: the players of its server observe it (they advance on it)."""
-        if event.protocol != "a2a":
+        if event.protocol != "a2a" or not self.actors:
             return
         for played in self._players(f"{event.endpoint.host}:{event.endpoint.port}"):
             for phase in played.player.observe(event):
