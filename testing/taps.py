@@ -20,6 +20,11 @@ from pathlib import Path
 
 from testing.oatf_proxy import OATF, Evaluation, Report, assert_reports_agree, evaluate
 
+GRACE = "60s"
+"""The taps' grace period here (and their captures' replay's): longer than any pause a loaded machine makes in
+a scripted session (a server's start), since a run whose request waits for its answer still goes quiet (the
+slow answers of issue 12). A session's end does not wait for it: the tap concludes its runs as at a recording's
+end."""
 _TEE = 'set -o pipefail; up=$1 down=$2; shift 2; tee "$up" | "$@" | tee "$down"'
 
 
@@ -48,9 +53,9 @@ class Tee:
 
 def tap_command(attacks: Sequence[Path], report_dir: Path, command: Sequence[str], *, record: Path | None = None,
                 flags: Sequence[str] = ()) -> list[str]:
-    """`oatf tap` judging `command` alone with `attacks` (a grace period of 1 s, as `evaluate`'s default here)."""
+    """`oatf tap` judging `command` alone with `attacks` (grace period `GRACE`)."""
     return [str(OATF), "tap", "--attacks", ",".join(map(str, attacks)), "--report-dir", str(report_dir),
-            "--grace-period", "1s", *(["--record", str(record)] if record else []), *flags, "--", *command]
+            "--grace-period", GRACE, *(["--record", str(record)] if record else []), *flags, "--", *command]
 
 
 def reports(report_dir: Path) -> list[Report]:
@@ -65,6 +70,6 @@ def assert_capture_replays(attacks: Sequence[Path], captures: Sequence[Path], li
     """`oatf evaluate` over the taps' `--record` captures gives the reports the taps wrote live in `live_dir`,
     byte for byte (`assert_reports_agree`)."""
     replayed = workdir / f"{live_dir.name}-replay"
-    offline = evaluate(list(attacks), captures, replayed, "1s", flags)
+    offline = evaluate(list(attacks), captures, replayed, GRACE, flags)
     assert_reports_agree(reports(live_dir), live_dir, offline, replayed)
     return offline
