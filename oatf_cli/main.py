@@ -424,7 +424,8 @@ def build_parser() -> argparse.ArgumentParser:
                          usage="oatf tap [--attacks PATH] [options] -- COMMAND [ARGS...]")
     add_live_arguments(tap)
     tap.add_argument("--record", metavar="FILE",
-                     help="write the observed messages here as NDJSON (replayable by oatf evaluate --flows)")
+                     help="write the observed messages here as NDJSON (replayable by oatf evaluate --flows); "
+                          "{pid} in FILE is replaced by the tap's process id (a capture per session)")
     tap.add_argument("--agent", default="127.0.0.1", metavar="NAME",
                      help="the agent the server serves, whose other traffic its exchanges join in episodes: a name "
                           "of oatf_agents, or a host (default: the local host, 127.0.0.1)")
