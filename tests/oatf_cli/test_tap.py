@@ -174,9 +174,9 @@ def _line(process: subprocess.Popen[bytes], message: dict[str, Any]) -> dict[str
     return json.loads(process.stdout.readline()) if "id" in message else {}
 
 
-def open_session(report_dir: Path) -> subprocess.Popen[bytes]:
-    """The tap in front of `server.py`, spoken to line by line: initialized, its tools listed."""
-    tap = subprocess.Popen([OATF, *tap_command(report_dir, *SERVER)], cwd=ROOT, stdin=subprocess.PIPE,
+def open_session(report_dir: Path, flags: tuple[str, ...] = ()) -> subprocess.Popen[bytes]:
+    """The tap (with `flags`) in front of `server.py`, spoken to line by line: initialized, its tools listed."""
+    tap = subprocess.Popen([OATF, *tap_command(report_dir, *SERVER, flags=flags)], cwd=ROOT, stdin=subprocess.PIPE,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     _line(tap, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
