@@ -289,6 +289,7 @@ def add_live_arguments(parser: argparse.ArgumentParser) -> None:
 
 def cmd_recover(args: argparse.Namespace) -> int:
     """Conclude and report the runs a proxy that did not stop cleanly left open in its report directory."""
+    from oatf_engine.journal import take_lock
     from oatf_engine.monitor import load_library
     from oatf_engine.recovery import conclude_pending, pending_journal
     from oatf_engine.reports import exit_status, summary_table
@@ -311,7 +312,17 @@ def cmd_recover(args: argparse.Namespace) -> int:
     if library.problems:
         print("oatf recover: the journal is kept; fix the documents and run again", file=sys.stderr)
         return EXIT_UNREADABLE
-    reports = conclude_pending(args.report_dir, list(library.attacks), config.monitor, semantic)
+    try:
+        held = take_lock(args.report_dir)
+    except OSError as exc:
+        print(f"oatf recover: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    if held is None:
+        print(f"oatf recover: another process journals in {args.report_dir} (a proxy, tap or monitor runs there): "
+              f"its runs are not left open; it reports them itself when it stops", file=sys.stderr)
+        return EXIT_UNREADABLE
+    with held:
+        reports = conclude_pending(args.report_dir, list(library.attacks), config.monitor, semantic)
     print(summary_table(reports) if reports else "every run had been reported: nothing left open")
     print(f"{len(reports)} run(s) recovered into {args.report_dir}", file=sys.stderr)
     return exit_status(reports)
@@ -424,7 +435,8 @@ def build_parser() -> argparse.ArgumentParser:
                          usage="oatf tap [--attacks PATH] [options] -- COMMAND [ARGS...]")
     add_live_arguments(tap)
     tap.add_argument("--record", metavar="FILE",
-                     help="write the observed messages here as NDJSON (replayable by oatf evaluate --flows)")
+                     help="write the observed messages here as NDJSON (replayable by oatf evaluate --flows); "
+                          "{pid} in FILE is replaced by the tap's process id (a capture per session)")
     tap.add_argument("--agent", default="127.0.0.1", metavar="NAME",
                      help="the agent the server serves, whose other traffic its exchanges join in episodes: a name "
                           "of oatf_agents, or a host (default: the local host, 127.0.0.1)")
