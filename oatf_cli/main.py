@@ -441,7 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
     monitor.add_argument("-v", "--verbose", action="store_true", help="connections and reports written, on stderr")
     monitor.set_defaults(func=cmd_monitor)
     serve = sub.add_parser("serve", help="play the documents' attackers (mcp_server and a2a_server actors, and "
-                           "ag_ui_client actors with --agent) against an agent and judge what was served; one port "
+                           "client actors with --agent) against an agent and judge what was served; one port "
                            "per document; stop with Ctrl-C (or, when every document drives the agent, when done)")
     serve.add_argument("documents", nargs="+", metavar="DOC", help="attack documents: files or directories")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
@@ -451,7 +451,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="write one JSON report per run and verdicts.jsonl here (default: oatf-reports)")
     add_settings(serve)
     serve.add_argument("--agent", metavar="URL",
-                       help="the agent's AG-UI endpoint, which ag_ui_client actors POST their run input to")
+                       help="the agent's endpoint the client actors drive: its AG-UI endpoint for ag_ui_client "
+                            "actors, its MCP server (Streamable HTTP) for mcp_client actors")
     serve.add_argument("--stdio", action="store_true",
                        help="serve the one document's mcp_server actor on stdin/stdout (MCP's stdio transport), as "
                             "a desktop agent starts a local server; notes go to stderr")

@@ -16,9 +16,9 @@ import oatf
 from . import a2a_state
 from .state import Unplayable, as_is
 
-PLAYED_MODES = ("mcp_server", "a2a_server", "ag_ui_client")
+PLAYED_MODES = ("mcp_server", "a2a_server", "ag_ui_client", "mcp_client")
 """The modes `oatf serve` plays (format spec §7.x.1)."""
-NEEDS_AGENT = ("ag_ui_client",)
+NEEDS_AGENT = ("ag_ui_client", "mcp_client")
 """The modes played only against an agent's endpoint (`--agent URL`)."""
 
 STRUCTURAL_KEYS = {
@@ -26,11 +26,14 @@ STRUCTURAL_KEYS = {
                              "resources", "resource_templates", "prompts", "elicitations"}),
     "a2a_server": frozenset({"agent_card", "task_responses"}),
     "ag_ui_client": frozenset({"run_agent_input", "tool_responses"}),
+    "mcp_client": frozenset({"client_info", "capabilities", "actions", "sampling_responses", "elicitation_responses",
+                             "roots"}),
 }
-"""§7.1.4, §7.2.4 structural keys of each mode's state."""
+"""§7.1.4, §7.1.5, §7.2.4, §7.3.4 structural keys of each mode's state."""
 SERVER_INFO_PLAYED = frozenset({"name", "version", "websiteUrl", "icons"})
 """The `server_info` fields the mcp SDK's `initialize` answer carries."""
-ACTIONS_PLAYED = {"mcp_server": ("send", "log"), "a2a_server": ("log",), "ag_ui_client": ("log",)}
+ACTIONS_PLAYED = {"mcp_server": ("send", "log"), "a2a_server": ("log",), "ag_ui_client": ("log",),
+                  "mcp_client": ("send", "log")}
 """§7.1.6, §7.2.6 / §5.2 `on_enter` actions each mode plays."""
 
 
@@ -88,6 +91,9 @@ def _phase_limitations(mode: str, phase: oatf.Phase) -> Iterator[tuple[str, str]
         yield from _mcp_limitations(state)
     elif mode == "a2a_server":
         yield from _a2a_limitations(state)
+    elif mode == "mcp_client":
+        for key in ("sampling_responses", "elicitation_responses"):
+            yield from _synthesized(f"state.{key}", state.get(key))
     else:
         yield from _ag_ui_limitations(state)
 

@@ -10,7 +10,7 @@ empty line; what is not played, on stderr (`playable`).
 All endpoints run in one uvicorn server (one socket per document; `Dispatcher` picks the document's app by
 the port a request arrived on). Every exchange passes the `WireTap` (a client actor's, its `ClientTap`) to
 the `Judge`, which writes per-run reports and `verdicts.jsonl` to the report directory as runs conclude. The
-client actors (`ag_ui_client`, with `--agent`) start once the servers accept connections; when every
+client actors (`ag_ui_client`, `mcp_client`, with `--agent`) start once the servers accept connections; when every
 document has one, the server stops by itself once they are done and their runs judged. SIGINT and SIGTERM
 stop the server; the runs still open are concluded (`interrupted`) and reported, and a summary table of
 every run goes to stderr. `--stdio` serves one document's `mcp_server` actor on stdin/stdout instead
@@ -48,7 +48,9 @@ from . import stdio
 from .a2a_server import RPC_PATH as A2A_PATH
 from .a2a_server import ActorHandler
 from .ag_ui_client import AgUiActor
+from .client import ClientActor
 from .judge import Judge, WireTap
+from .mcp_client import McpClientActor
 from .mcp_server import ActorServer
 from .playable import limitations
 from .player import SharedExtractors
@@ -59,6 +61,8 @@ TICK_SECONDS = 0.5
 MCP_PATH = "/mcp"
 SERVER_PATHS = {"mcp_server": MCP_PATH, "a2a_server": A2A_PATH}
 """Where each server mode is served (every actor of a document shares its port)."""
+CLIENTS: dict[str, type[ClientActor]] = {"ag_ui_client": AgUiActor, "mcp_client": McpClientActor}
+"""The client mode each client actor plays, driven against the agent (`--agent URL`)."""
 SETTLE_AFTER = 3.0
 """Seconds after the client actors are done before their runs can be settled (the engine may hold an
 exchange up to 2 s to place it in a session)."""
@@ -77,7 +81,8 @@ class ServeOptions:
     report_dir: str = "oatf-reports"
     verbose: bool = False
     agent: str | None = None
-    """The agent's AG-UI endpoint, for `ag_ui_client` actors."""
+    """The agent's endpoint the client actors drive: AG-UI for `ag_ui_client`, MCP (Streamable HTTP) for
+    `mcp_client`."""
     stdio: bool = False
     """Serve the one document's `mcp_server` actor on stdin/stdout instead."""
 
@@ -198,8 +203,8 @@ class Dispatcher:
     async def drive(self) -> None:
         """Run every client actor (format spec §5.1 readiness: the sockets listen and the apps have started);
         when every document has one, wait for their runs to be judged (at most `SETTLE_SECONDS`), then stop."""
-        actors = [AgUiActor(actor, self.options.agent or "", self.judge, served.port, self.options.config.decoder,
-                            served.shared, self.say)
+        actors = [CLIENTS[actor.mode or ""](actor, self.options.agent or "", self.judge, served.port,
+                                            self.options.config.decoder, served.shared, self.say)
                   for served in self.served for actor in served.clients]
         if not actors:
             return

@@ -15,7 +15,8 @@ def test_limitations_name_the_field(tmp_path: Path) -> None:
     [loaded] = load_library([str(ATTACKS / "OW-021_support-agent-config-disclosure.yaml")]).attacks
     [limitation] = limitations(loaded.path, loaded.document)
     assert limitation.fatal and limitation.field == "mode"
-    assert "mcp_client is not played" in str(limitation)
+    assert "mcp_client is played against the agent's endpoint: give it with --agent URL" in str(limitation)
+    assert limitations(loaded.path, loaded.document, "http://127.0.0.1:1/mcp") == []
     document = tmp_path / "a2a.yaml"
     document.write_text(A2A_UNPLAYABLE, encoding="utf-8")
     [loaded] = load_library([str(document)]).attacks
