@@ -452,7 +452,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_settings(serve)
     serve.add_argument("--agent", metavar="URL",
                        help="the agent's endpoint the client actors drive: its AG-UI endpoint for ag_ui_client "
-                            "actors, its MCP server (Streamable HTTP) for mcp_client actors")
+                            "actors, its MCP server (Streamable HTTP) for mcp_client actors, its A2A base URL for "
+                            "a2a_client actors")
     serve.add_argument("--stdio", action="store_true",
                        help="serve the one document's mcp_server actor on stdin/stdout (MCP's stdio transport), as "
                             "a desktop agent starts a local server; notes go to stderr")

@@ -10,12 +10,12 @@ empty line; what is not played, on stderr (`playable`).
 All endpoints run in one uvicorn server (one socket per document; `Dispatcher` picks the document's app by
 the port a request arrived on). Every exchange passes the `WireTap` (a client actor's, its `ClientTap`) to
 the `Judge`, which writes per-run reports and `verdicts.jsonl` to the report directory as runs conclude. The
-client actors (`ag_ui_client`, `mcp_client`, with `--agent`) start once the servers accept connections; when every
-document has one, the server stops by itself once they are done and their runs judged. SIGINT and SIGTERM
-stop the server; the runs still open are concluded (`interrupted`) and reported, and a summary table of
-every run goes to stderr. `--stdio` serves one document's `mcp_server` actor on stdin/stdout instead
-(`oatf_serve.stdio`). Exit status: as `oatf recover`'s (`oatf_engine.reports.exit_status`: 1 when a run was
-exploited or partial).
+client actors (`ag_ui_client`, `mcp_client`, `a2a_client`, with `--agent`) start once the servers accept
+connections; when every document has one, the server stops by itself once they are done and their runs
+judged. SIGINT and SIGTERM stop the server; the runs still open are concluded (`interrupted`) and reported,
+and a summary table of every run goes to stderr. `--stdio` serves one document's `mcp_server` actor on
+stdin/stdout instead (`oatf_serve.stdio`). Exit status: as `oatf recover`'s (`oatf_engine.reports.exit_status`:
+1 when a run was exploited or partial).
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from oatf_engine.semantic import load_semantic_evaluator
 from oatf_engine.text import Once, describe, printable
 
 from . import stdio
+from .a2a_client import A2aClientActor
 from .a2a_server import RPC_PATH as A2A_PATH
 from .a2a_server import ActorHandler
 from .ag_ui_client import AgUiActor
@@ -61,7 +62,8 @@ TICK_SECONDS = 0.5
 MCP_PATH = "/mcp"
 SERVER_PATHS = {"mcp_server": MCP_PATH, "a2a_server": A2A_PATH}
 """Where each server mode is served (every actor of a document shares its port)."""
-CLIENTS: dict[str, type[ClientActor]] = {"ag_ui_client": AgUiActor, "mcp_client": McpClientActor}
+CLIENTS: dict[str, type[ClientActor]] = {"ag_ui_client": AgUiActor, "mcp_client": McpClientActor,
+                                         "a2a_client": A2aClientActor}
 """The client mode each client actor plays, driven against the agent (`--agent URL`)."""
 SETTLE_AFTER = 3.0
 """Seconds after the client actors are done before their runs can be settled (the engine may hold an
@@ -82,7 +84,7 @@ class ServeOptions:
     verbose: bool = False
     agent: str | None = None
     """The agent's endpoint the client actors drive: AG-UI for `ag_ui_client`, MCP (Streamable HTTP) for
-    `mcp_client`."""
+    `mcp_client`, the A2A base URL (where its card is) for `a2a_client`."""
     stdio: bool = False
     """Serve the one document's `mcp_server` actor on stdin/stdout instead."""
 
