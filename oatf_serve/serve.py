@@ -32,9 +32,10 @@ from typing import IO, Any
 
 import anyio
 import uvicorn
+from mcp.server.sse import SseServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.applications import Starlette
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import Receive, Scope, Send
 
 import oatf
@@ -60,6 +61,8 @@ EXIT_USAGE = 2
 TICK_SECONDS = 0.5
 """How often `after` timers are checked."""
 MCP_PATH = "/mcp"
+SSE_PATH, MESSAGES_PATH = "/sse", "/messages/"
+"""MCP's legacy HTTP+SSE transport: the stream, and where the client POSTs (served beside `MCP_PATH`)."""
 SERVER_PATHS = {"mcp_server": MCP_PATH, "a2a_server": A2A_PATH}
 """Where each server mode is served (every actor of a document shares its port)."""
 CLIENTS: dict[str, type[ClientActor]] = {"ag_ui_client": AgUiActor, "mcp_client": McpClientActor,
@@ -113,6 +116,24 @@ class _Endpoint:
         await self.manager.handle_request(scope, receive, send)
 
 
+class _SseEndpoint:
+    """MCP's legacy HTTP+SSE transport (MCP 2024-11-05 "Transports"), the `mcp` SDK's `SseServerTransport`: a
+    GET of `SSE_PATH` opens one MCP session, its stream carrying the `endpoint` event and every server
+    message; the client POSTs its messages to `MESSAGES_PATH?session_id=…`."""
+
+    def __init__(self, server: ActorServer) -> None:
+        self.server = server
+        self.transport = SseServerTransport(MESSAGES_PATH)
+
+    def routes(self) -> list[BaseRoute]:
+        return [Route(SSE_PATH, endpoint=self, methods=["GET"]),
+                Mount(MESSAGES_PATH, app=self.transport.handle_post_message)]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async with self.transport.connect_sse(scope, receive, send) as (read, write):
+            await self.server.run(read, write, self.server.create_initialization_options())
+
+
 def build(loaded: LoadedAttack, port: int, host: str, say: Callable[[str], None],
           agent: str | None = None) -> Served | None:
     """The app playing one document's server actors and the client actors it drives (those it can play), or
@@ -145,7 +166,7 @@ def build(loaded: LoadedAttack, port: int, host: str, say: Callable[[str], None]
         if actor.mode == "mcp_server":
             server = ActorServer(actor, shared, say)
             manager = StreamableHTTPSessionManager(app=server)
-            routes.append(Route(MCP_PATH, endpoint=_Endpoint(manager)))
+            routes += [Route(MCP_PATH, endpoint=_Endpoint(manager)), *_SseEndpoint(server).routes()]
             servers.append(server)
             managers.append(manager)
         else:

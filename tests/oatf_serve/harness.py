@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp import ClientSession
+from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
 from testing.processes import _start, free_port, stop, wait_for_port
@@ -108,9 +109,16 @@ def first_run(serving: Serving, reports: list[Report], attack_id: str, mode: str
 
 
 @contextlib.asynccontextmanager
-async def mcp_session(url: str, **options: Any) -> AsyncIterator[ClientSession]:
-    """An initialized session of the official `mcp` client at `url` (`options`: `ClientSession`'s)."""
-    async with streamable_http_client(url) as (read, write, _), ClientSession(read, write, **options) as session:
+async def mcp_session(url: str, transport: str = "streamable_http", **options: Any) -> AsyncIterator[ClientSession]:
+    """An initialized session of the official `mcp` client at `url` (`options`: `ClientSession`'s), over
+    Streamable HTTP or, with `transport="sse"`, the legacy HTTP+SSE transport (`url` then names the `/sse`
+    stream)."""
+    async with contextlib.AsyncExitStack() as stack:
+        if transport == "sse":
+            read, write = await stack.enter_async_context(sse_client(url))
+        else:
+            read, write, _ = await stack.enter_async_context(streamable_http_client(url))
+        session = await stack.enter_async_context(ClientSession(read, write, **options))
         await session.initialize()
         yield session
 
