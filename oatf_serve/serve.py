@@ -1,4 +1,4 @@
-"""`oatf serve DOC… [--host H] [--port N] [--report-dir DIR] [--agent URL] [--stdio]`: play the documents'
+"""`oatf serve DOC… [--host H] [--port N] [--report-dir DIR] [--agent URL] [--stdio] [--stateless]`: play the documents'
 attackers against a real agent and judge what was served (issue 19).
 
 Each document is served on a port of its own (`--port N`: N, N+1, … in the order given; without it, free
@@ -14,7 +14,8 @@ client actors (`ag_ui_client`, `mcp_client`, `a2a_client`, with `--agent`) start
 connections; when every document has one, the server stops by itself once they are done and their runs
 judged. SIGINT and SIGTERM stop the server; the runs still open are concluded (`interrupted`) and reported,
 and a summary table of every run goes to stderr. `--stdio` serves one document's `mcp_server` actor on
-stdin/stdout instead (`oatf_serve.stdio`). Exit status: as `oatf recover`'s (`oatf_engine.reports.exit_status`:
+stdin/stdout instead (`oatf_serve.stdio`); `--stateless` serves MCP without sessions, the phases following
+agent episodes (`oatf_serve.mcp_server`). Exit status: as `oatf recover`'s (`oatf_engine.reports.exit_status`:
 1 when a run was exploited or partial).
 """
 
@@ -53,7 +54,7 @@ from .ag_ui_client import AgUiActor
 from .client import ClientActor
 from .judge import Judge, WireTap
 from .mcp_client import McpClientActor
-from .mcp_server import ActorServer
+from .mcp_server import CLIENT_HOST, ActorServer
 from .playable import limitations
 from .player import SharedExtractors
 
@@ -90,6 +91,8 @@ class ServeOptions:
     `mcp_client`, the A2A base URL (where its card is) for `a2a_client`."""
     stdio: bool = False
     """Serve the one document's `mcp_server` actor on stdin/stdout instead."""
+    stateless: bool = False
+    """Serve MCP Streamable HTTP without sessions (no `Mcp-Session-Id`): phases follow agent episodes."""
 
 
 @dataclass
@@ -113,6 +116,7 @@ class _Endpoint:
         self.manager = manager
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        CLIENT_HOST.set((scope.get("client") or ("", 0))[0])  # a stateless endpoint's agent (`mcp_server`)
         await self.manager.handle_request(scope, receive, send)
 
 
@@ -135,9 +139,9 @@ class _SseEndpoint:
 
 
 def build(loaded: LoadedAttack, port: int, host: str, say: Callable[[str], None],
-          agent: str | None = None) -> Served | None:
+          agent: str | None = None, idle_gap: float | None = None) -> Served | None:
     """The app playing one document's server actors and the client actors it drives (those it can play), or
-    None when it plays none."""
+    None when it plays none; `idle_gap` given, its MCP endpoint is stateless (`oatf_serve.mcp_server`)."""
     execution = loaded.attack.execution
     assert execution is not None
     shared = SharedExtractors()
@@ -164,8 +168,11 @@ def build(loaded: LoadedAttack, port: int, host: str, say: Callable[[str], None]
         taken[path] = name
         url = f"http://{host}:{port}{path}"
         if actor.mode == "mcp_server":
-            server = ActorServer(actor, shared, say)
-            manager = StreamableHTTPSessionManager(app=server)
+            server = ActorServer(actor, shared, say, idle_gap)
+            manager = StreamableHTTPSessionManager(app=server, stateless=idle_gap is not None)
+            if idle_gap is not None and (len(actor.phases) > 1 or any(p.on_enter for p in actor.phases)):
+                say(f"{loaded.path}: actor {name}: --stateless: the endpoint has no stream for the messages "
+                    "it sends on its own (on_enter send, list_changed) nor for elicitation answers: not sent")
             routes += [Route(MCP_PATH, endpoint=_Endpoint(manager)), *_SseEndpoint(server).routes()]
             servers.append(server)
             managers.append(manager)
@@ -327,7 +334,8 @@ def run_serve(options: ServeOptions, stdout: IO[str] = sys.stdout, stderr: IO[st
         except OSError as exc:
             say(f"{options.host}:{options.port + len(sockets)}: {exc.strerror or exc}")
             return EXIT_USAGE
-        document = build(loaded, sock.getsockname()[1], options.host, say, options.agent)
+        document = build(loaded, sock.getsockname()[1], options.host, say, options.agent,
+                         options.config.monitor.idle_gap if options.stateless else None)
         if document is None:
             sock.close()
             say(f"{loaded.path}: nothing to play")
