@@ -233,14 +233,18 @@ class Dispatcher:
     async def drive(self) -> None:
         """Run every client actor (format spec §5.1 readiness: the sockets listen and the apps have started);
         when every document has one, wait for their runs to be judged (at most `SETTLE_SECONDS`), then stop."""
-        actors = [CLIENTS[actor.mode or ""](actor, self.options.agent or "", self.judge, served.port,
-                                            self.options.config.decoder, served.shared, self.say)
+        actors = [(f"{served.loaded.key} actor {actor.name or 'default'} ({actor.mode})",
+                   CLIENTS[actor.mode or ""](actor, self.options.agent or "", self.judge, served.port,
+                                             self.options.config.decoder, served.shared, self.say))
                   for served in self.served for actor in served.clients]
         if not actors:
             return
-        for outcome in await asyncio.gather(*(actor.run() for actor in actors), return_exceptions=True):
+        outcomes = await asyncio.gather(*(actor.run() for _, actor in actors), return_exceptions=True)
+        for (name, _), outcome in zip(actors, outcomes, strict=True):
+            while isinstance(outcome, BaseExceptionGroup) and outcome.exceptions:  # the SDKs' task groups
+                outcome = outcome.exceptions[0]
             if isinstance(outcome, Exception):
-                self.say(f"a client actor failed: {describe(outcome)}")
+                self.say(f"{name} stopped: {describe(outcome)}")
         if not all(served.clients for served in self.served):
             return
         await asyncio.sleep(SETTLE_AFTER)
