@@ -9,7 +9,8 @@ written in A2A 0.3 JSON (rendered: `{{extractor}}`, `{{actor.extractor}}`), conv
 SDK's client sends (`CALLS`): `agent_card/get` (the card, from the agent's well-known path), `message/send`,
 `message/stream` (the stream read to its end), `tasks/get`, `tasks/cancel`, `tasks/resubscribe`,
 `agent/getAuthenticatedExtendedCard`. The client needs the agent's card to choose its transport: the first
-action fetches it when it is not `agent_card/get` itself (that fetch is then the action). An error answer is
+action fetches it when it is not `agent_card/get` itself (that fetch is then the action); an agent whose card
+says it does not stream gets `message/stream` unstreamed (the SDK client's choice, said at the time). An error answer is
 said and the next action goes on; once a trigger has entered another phase, the rest are not sent. The
 agent's answers and streamed events (`task/status`, `task/artifact`) are the actor's events (§7.2.2).
 """
@@ -110,6 +111,7 @@ class A2aClientActor(ClientActor):
     """One `a2a_client` actor run against the agent (see the module docstring)."""
 
     http: httpx.AsyncClient
+    card: a2a_pb2.AgentCard
     clients: dict[bool, Client]
     """The SDK's clients made from the agent's card, by whether they stream."""
 
@@ -133,13 +135,12 @@ class A2aClientActor(ClientActor):
                 rendered = self.player.render(action)
                 await self._send(rendered["method"], rendered.get("params"), f"state.actions[{number}]")
 
-    async def _card(self) -> a2a_pb2.AgentCard:
+    async def _card(self) -> None:
         """Fetch the agent's card (an exchange of its own), and make the SDK's clients from it."""
-        card = await A2ACardResolver(self.http, self.agent).get_agent_card()
+        self.card = await A2ACardResolver(self.http, self.agent).get_agent_card()
         for streaming in (False, True):
             self.clients[streaming] = ClientFactory(ClientConfig(httpx_client=self.http, streaming=streaming)) \
-                .create(card)
-        return card
+                .create(self.card)
 
     async def _send(self, method: str, params: Any, where: str) -> None:
         try:
@@ -149,6 +150,9 @@ class A2aClientActor(ClientActor):
             request = core_request(method, params)
             if not self.clients:
                 await self._card()
+            if method in STREAMED and not self.card.capabilities.streaming:
+                self.say(f"actor {self.player.name}: the agent's card says it does not stream: the a2a-sdk client "
+                         f"sends {method} unstreamed")
             await CALLS[method].invoke(self.clients[method in STREAMED], request)
         except Unplayable as exc:
             self.say(f"actor {self.player.name}, phase {printable(self.player.phase, 60)}: {where}: not sent: {exc}")

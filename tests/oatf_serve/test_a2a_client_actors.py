@@ -3,11 +3,14 @@
 at once, each its own A2A context: a card fetch then a "diagnostics" message (OW-033), forged approval
 metadata (OW-034), and a two-phase impostor whose second message, streamed, reuses the `contextId` and task id
 extracted from the agent's first answer (OW-035). The complying agent is exploited by all three, the
-resisting one resists all three (delivered, not exploited); `oatf serve` stops by itself."""
+resisting one resists all three (delivered, not exploited); `oatf serve` stops by itself. And a third-party
+agent, `@a2a-js/sdk`'s (`tests/js/a2a_server.mjs`, whose card says it does not stream), meets them too."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+from tests.e2e.js.js_peers import node_server
 
 from .harness import ATTACKS, agent, drive, matched
 
@@ -39,3 +42,15 @@ def test_complying_agent_exploited_resisting_agent_resisted(tmp_path: Path) -> N
         "complying": (1, {attack: ("exploited", True) for attack in ATTACK_IDS}),
         "resisting": (0, {attack: ("resisted", True) for attack in ATTACK_IDS}),
     }
+
+
+def test_the_javascript_sdk_agent_receives_every_action(tmp_path: Path) -> None:
+    """The `@a2a-js/sdk` agent (A2A 1.0) answers every message with a completed booking: delivered, not
+    exploited. OW-036's `message/stream` goes unstreamed, as its card asks, and that is said."""
+    documents = [next(ATTACKS.glob(f"{attack}_*.yaml")) for attack in ("OW-033", "OW-034", "OW-036")]
+    with node_server(["a2a_server.mjs"], tmp_path / "agent.log") as port:
+        status, reports, stderr = drive(tmp_path / "reports", documents, f"http://127.0.0.1:{port}/")
+    assert status == 0 and "Traceback" not in stderr and " failed" not in stderr, stderr
+    assert sorted((r["attack"]["id"], r["outcome"], r["execution_summary"]["delivered"]) for r in reports) == [
+        ("OW-033", "resisted", True), ("OW-034", "resisted", True), ("OW-036", "resisted", True)]
+    assert "the agent's card says it does not stream: the a2a-sdk client sends message/stream unstreamed" in stderr
