@@ -102,22 +102,24 @@ class ClientActor:
     """One client-mode actor played against the agent (see the module docstring); a mode's subclass sends what
     a phase says (`play`) with its protocol's SDK client over `self.tap`."""
 
+    answered: frozenset[str] = frozenset()
+    """The agent's requests the mode answers from its state (`state_for`)."""
+
     def __init__(self, actor: oatf.Actor, agent: str, judge: Judge, key: int, decoder: DecoderConfig,
                  shared: SharedExtractors | None = None, say: Callable[[str], None] = lambda _line: None) -> None:
         self.player = ActorPlayer(actor, shared)
         self.agent = agent
         self.say = say
         self.tap = ClientTap(judge, key, WireDecoder(decoder), self.observe)
-        self.entered: list[Entered] = [self.player.entered()]
+        self.entered: list[Entered] = []
         """The phases entered and not yet played, with their rendered `on_enter` actions."""
         self.arrived: dict[tuple[str, Any], Any] = {}
         """The phase state each server-initiated request (method, JSON-RPC id) arrived in, until answered."""
+        self._entered([self.player.entered()])  # the first phase (its `on_enter` `log` said too)
 
     def observe(self, event: ObservedEvent) -> None:
         """One event of the actor's own traffic (see the module docstring)."""
-        envelope = event.envelope
-        if event.sender == "server" and isinstance(envelope, Mapping) and "method" in envelope \
-                and event.jsonrpc_id is not None:
+        if event.event_type in self.answered and event.sender == "server" and event.jsonrpc_id is not None:
             self.arrived[event.event_type, event.jsonrpc_id] = self.player.state()
         self._entered(self.player.observe(event))
 

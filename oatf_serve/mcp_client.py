@@ -76,6 +76,8 @@ class _Session(ClientSession):
 class McpClientActor(ClientActor):
     """One `mcp_client` actor run against the agent (see the module docstring)."""
 
+    answered = frozenset({"sampling/createMessage", "elicitation/create", "roots/list"})
+
     session: ClientSession
 
     async def run(self) -> None:
