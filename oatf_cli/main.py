@@ -11,8 +11,8 @@
 - `oatf tap [--attacks PATH…] [--report-dir DIR] [--record FILE] -- COMMAND…`: run an MCP stdio server,
   relaying and evaluating its traffic (`oatf_cli.tap`); exits as the server did.
 - `oatf monitor [--listen PATH] [--attacks PATH…]`: one judge for several taps (`oatf_cli.judge`).
-- `oatf serve DOC… [--host H] [--port N] [--report-dir DIR] [--agent URL] [--stdio]`: play the documents' attackers
-  against an agent and judge what was served (`oatf_serve`).
+- `oatf serve DOC… [--host H] [--port N] [--report-dir DIR] [--agent URL] [--stdio] [--stateless]`: play the
+  documents' attackers against an agent and judge what was served (`oatf_serve`).
 """
 
 from __future__ import annotations
@@ -363,7 +363,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return EXIT_UNREADABLE
     documents = _paths(args.documents)
     return run_serve(ServeOptions(documents, config, args.host, args.port, args.report_dir, args.verbose, args.agent,
-                                  args.stdio))
+                                  args.stdio, args.stateless))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -453,7 +453,7 @@ def build_parser() -> argparse.ArgumentParser:
     monitor.add_argument("-v", "--verbose", action="store_true", help="connections and reports written, on stderr")
     monitor.set_defaults(func=cmd_monitor)
     serve = sub.add_parser("serve", help="play the documents' attackers (mcp_server and a2a_server actors, and "
-                           "ag_ui_client actors with --agent) against an agent and judge what was served; one port "
+                           "client actors with --agent) against an agent and judge what was served; one port "
                            "per document; stop with Ctrl-C (or, when every document drives the agent, when done)")
     serve.add_argument("documents", nargs="+", metavar="DOC", help="attack documents: files or directories")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
@@ -463,10 +463,15 @@ def build_parser() -> argparse.ArgumentParser:
                        help="write one JSON report per run and verdicts.jsonl here (default: oatf-reports)")
     add_settings(serve)
     serve.add_argument("--agent", metavar="URL",
-                       help="the agent's AG-UI endpoint, which ag_ui_client actors POST their run input to")
+                       help="the agent's endpoint the client actors drive: its AG-UI endpoint for ag_ui_client "
+                            "actors, its MCP server (Streamable HTTP) for mcp_client actors, its A2A base URL for "
+                            "a2a_client actors")
     serve.add_argument("--stdio", action="store_true",
                        help="serve the one document's mcp_server actor on stdin/stdout (MCP's stdio transport), as "
                             "a desktop agent starts a local server; notes go to stderr")
+    serve.add_argument("--stateless", action="store_true",
+                       help="serve MCP Streamable HTTP without sessions (no Mcp-Session-Id): each agent's phases "
+                            "follow its episode (its host, until --idle-gap without a request)")
     serve.add_argument("-v", "--verbose", action="store_true", help="phase changes, diagnostics and reports written")
     serve.set_defaults(func=cmd_serve)
     export = sub.add_parser("export-trace", help="write recorded agent sessions as Attest v1 traces")
