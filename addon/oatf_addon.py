@@ -4,8 +4,9 @@ Thin glue only (mitmproxy's addon conventions: options declared in `load`, react
 that do one thing, commands for users):
 - the wire tap (`addon.mitm_tap`) decodes MCP/A2A/AG-UI traffic into `ObservedEvent`s as flows pass,
   streaming SSE responses chunk by chunk, never altering a byte;
-- inject mode (`addon.inject`, `oatf_inject`, off by default) plays documents' MCP server actors into the
-  traffic; its hooks run before the tap's, so the tap decodes what the agent receives;
+- inject mode (`addon.inject`, `oatf_inject`, off by default) plays documents' MCP and A2A server actors and
+  AG-UI client actors into the traffic; its hooks run before the tap's, so the tap decodes what the agent
+  receives;
 - events go through a queue to one worker thread that sends them in batches to the sans-I/O `Monitor`, which
   runs in a child process (`addon.monitor_process`: CEL and every other evaluation, and writing the reports,
   stay off the proxy's event loop and out of its interpreter lock), and ticks its clock; a receiver thread
@@ -44,7 +45,7 @@ import weakref
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 if __package__ in (None, ""):  # loaded by path (`-s addon/oatf_addon.py`): make the project importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -60,7 +61,7 @@ from oatf_engine.attest_traces import TraceCollector, write_traces
 from oatf_engine.engine_config import SETTINGS, engine_config
 from oatf_engine.events import ObservedEvent
 from oatf_engine.feed import SOCKET_NAME, FeedServer
-from oatf_engine.journal import Journal
+from oatf_engine.journal import Journal, take_lock
 from oatf_engine.monitor import (
     IndicatorMatched,
     Library,
@@ -149,6 +150,8 @@ class OatfAddon:
         self.traces = TraceCollector(on_evict=self._write_evicted_trace)
         self.journal: Journal | None = None
         """The monitor's inputs and the reported runs, for recovery after a crash (`oatf_engine.journal`)."""
+        self.journal_lock: IO[str] | None = None
+        """The report directory's writer lock, held while journaling there (`oatf_engine.journal.take_lock`)."""
         self.semantic_spec = ""
         self.unrecovered: set[str] = set()
         """Journal segments whose runs a recovery has not reported yet (`_recover`): shutdown keeps the journal."""
@@ -244,18 +247,36 @@ class OatfAddon:
             self._enqueue(event)
 
     def _open_journal(self) -> None:
-        """Journal the monitor's inputs in the report directory (`oatf_engine.journal`); first have the monitor
-        process conclude and report the runs a previous proxy that did not stop cleanly left in it."""
+        """Journal the monitor's inputs in the report directory (`oatf_engine.journal`), holding its writer lock;
+        first have the monitor process conclude and report the runs a previous proxy that did not stop cleanly
+        left in it. While another process holds the lock (a proxy, `oatf tap` or `oatf monitor` judging there),
+        neither: an error, said once (at start-up, mitmdump then exits)."""
         directory = ctx.options.oatf_report_dir
         try:
             with self.lock:
-                if self.journal is not None:
-                    self.journal.close()
+                self._close_journal()
+                self.journal_lock = take_lock(directory)
+                if self.journal_lock is None:
+                    if self.once.first("journal", directory):
+                        log.error("oatf: another process journals in %s (a proxy, `oatf tap` or `oatf monitor`): "
+                                  "its journal is left alone, and this proxy would evaluate without one (a crash "
+                                  "would lose its open runs); give it a report directory of its own",
+                                  printable(directory))
+                    return
                 self.journal = Journal(directory)
                 self._recover("a proxy that did not stop cleanly")
         except OSError as exc:
             log.error("oatf: the evaluation journal is unavailable (a crash would lose open runs): %s",
                       describe(exc))
+
+    def _close_journal(self) -> None:
+        """Stop journaling (the journal's file closed, the lock released). Called with `lock` held."""
+        if self.journal is not None:
+            self.journal.close()
+            self.journal = None
+        if self.journal_lock is not None:
+            self.journal_lock.close()
+            self.journal_lock = None
 
     def _recover(self, origin: str) -> None:
         """Have the monitor process conclude the runs that every journal segment so far shows were left open by
@@ -314,6 +335,7 @@ class OatfAddon:
                               self.unwritten, self.report_dir)
                 elif stopped and self.journal is not None and not self.unrecovered:
                     self.journal.clear()  # every run is reported: nothing left to recover
+            self._close_journal()  # the lock released: a reloaded addon (or the next process) takes it
         if ctx.options.oatf_trace_dir and self.traces.sessions:
             paths = write_traces(self.traces.traces(), ctx.options.oatf_trace_dir)
             log.info("oatf: %d Attest trace(s) in %s", len(paths), ctx.options.oatf_trace_dir)
@@ -333,8 +355,8 @@ class OatfAddon:
 
     def request(self, flow: http.HTTPFlow) -> None:
         self.flows[flow.id] = flow
-        self.tap.request(flow)
         self.inject.request(flow)
+        self.tap.request(flow)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         self.inject.responseheaders(flow)

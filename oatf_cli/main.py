@@ -11,8 +11,8 @@
 - `oatf tap [--attacks PATH…] [--report-dir DIR] [--record FILE] -- COMMAND…`: run an MCP stdio server,
   relaying and evaluating its traffic (`oatf_cli.tap`); exits as the server did.
 - `oatf monitor [--listen PATH] [--attacks PATH…]`: one judge for several taps (`oatf_cli.judge`).
-- `oatf serve DOC… [--host H] [--port N] [--report-dir DIR] [--agent URL] [--stdio]`: play the documents' attackers
-  against an agent and judge what was served (`oatf_serve`).
+- `oatf serve DOC… [--host H] [--port N] [--report-dir DIR] [--agent URL] [--stdio] [--stateless]`: play the
+  documents' attackers against an agent and judge what was served (`oatf_serve`).
 """
 
 from __future__ import annotations
@@ -344,6 +344,7 @@ def add_live_arguments(parser: argparse.ArgumentParser) -> None:
 
 def cmd_recover(args: argparse.Namespace) -> int:
     """Conclude and report the runs a proxy that did not stop cleanly left open in its report directory."""
+    from oatf_engine.journal import take_lock
     from oatf_engine.monitor import load_library
     from oatf_engine.recovery import conclude_pending, pending_journal
     from oatf_engine.reports import exit_status, summary_table
@@ -366,7 +367,17 @@ def cmd_recover(args: argparse.Namespace) -> int:
     if library.problems:
         print("oatf recover: the journal is kept; fix the documents and run again", file=sys.stderr)
         return EXIT_UNREADABLE
-    reports = conclude_pending(args.report_dir, list(library.attacks), config.monitor, semantic)
+    try:
+        held = take_lock(args.report_dir)
+    except OSError as exc:
+        print(f"oatf recover: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    if held is None:
+        print(f"oatf recover: another process journals in {args.report_dir} (a proxy, tap or monitor runs there): "
+              f"its runs are not left open; it reports them itself when it stops", file=sys.stderr)
+        return EXIT_UNREADABLE
+    with held:
+        reports = conclude_pending(args.report_dir, list(library.attacks), config.monitor, semantic)
     print(summary_table(reports) if reports else "every run had been reported: nothing left open")
     print(f"{len(reports)} run(s) recovered into {args.report_dir}", file=sys.stderr)
     return exit_status(reports)
@@ -407,7 +418,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return EXIT_UNREADABLE
     documents = _paths(args.documents)
     return run_serve(ServeOptions(documents, config, args.host, args.port, args.report_dir, args.verbose, args.agent,
-                                  args.stdio))
+                                  args.stdio, args.stateless))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -483,7 +494,8 @@ def build_parser() -> argparse.ArgumentParser:
                          epilog=TAP_EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_live_arguments(tap)
     tap.add_argument("--record", metavar="FILE",
-                     help="write the observed messages here as NDJSON (replayable by oatf evaluate --flows)")
+                     help="write the observed messages here as NDJSON (replayable by oatf evaluate --flows); "
+                          "{pid} in FILE is replaced by the tap's process id (a capture per session)")
     tap.add_argument("--agent", default="127.0.0.1", metavar="NAME",
                      help="the agent the server serves, whose other traffic its exchanges join in episodes: a name "
                           "of oatf_agents, or a host (default: the local host, 127.0.0.1)")
@@ -501,7 +513,7 @@ def build_parser() -> argparse.ArgumentParser:
     monitor.add_argument("-v", "--verbose", action="store_true", help="connections and reports written, on stderr")
     monitor.set_defaults(func=cmd_monitor)
     serve = sub.add_parser("serve", help="play the documents' attackers (mcp_server and a2a_server actors, and "
-                           "ag_ui_client actors with --agent) against an agent and judge what was served; one port "
+                           "client actors with --agent) against an agent and judge what was served; one port "
                            "per document; stop with Ctrl-C (or, when every document drives the agent, when done)",
                            epilog=SERVE_EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter)
     serve.add_argument("documents", nargs="+", metavar="DOC", help="attack documents: files or directories")
@@ -512,10 +524,15 @@ def build_parser() -> argparse.ArgumentParser:
                        help="write one JSON report per run and verdicts.jsonl here (default: oatf-reports)")
     add_settings(serve)
     serve.add_argument("--agent", metavar="URL",
-                       help="the agent's AG-UI endpoint, which ag_ui_client actors POST their run input to")
+                       help="the agent's endpoint the client actors drive: its AG-UI endpoint for ag_ui_client "
+                            "actors, its MCP server (Streamable HTTP) for mcp_client actors, its A2A base URL for "
+                            "a2a_client actors")
     serve.add_argument("--stdio", action="store_true",
                        help="serve the one document's mcp_server actor on stdin/stdout (MCP's stdio transport), as "
                             "a desktop agent starts a local server; notes go to stderr")
+    serve.add_argument("--stateless", action="store_true",
+                       help="serve MCP Streamable HTTP without sessions (no Mcp-Session-Id): each agent's phases "
+                            "follow its episode (its host, until --idle-gap without a request)")
     serve.add_argument("-v", "--verbose", action="store_true", help="phase changes, diagnostics and reports written")
     serve.set_defaults(func=cmd_serve)
     export = sub.add_parser("export-trace", help="write recorded agent sessions as Attest v1 traces",

@@ -156,14 +156,22 @@ def test_a_stdio_server_behind_oatf_tap_joins_the_episode_in_one_shared_monitor(
     """One judge per agent: the agent's MCP server is a stdio process its toolset starts through `oatf tap
     --monitor SOCKET --agent assistant`, and the proxy (`oatf_listen=SOCKET`) judges the tap's events with the
     agent's AG-UI and A2A traffic. Each AG-UI thread is still exactly one run of OW-052, judged with all three
-    indicators (the MCP one seen only by the tap); the tap judges nothing itself."""
+    indicators (the MCP one seen only by the tap); the tap judges nothing itself. The proxy's `-w` recording
+    and the taps' `--record` captures (one per AG-UI run: the toolset starts its server for each) replay
+    together to the reports the proxy wrote live, byte for byte."""
     socket_dir = Path(tempfile.mkdtemp(prefix="oatf-"))  # a Unix socket's path is short (108 bytes)
     tap_reports = tmp_path / "tap-reports"
     tap = [str(OATF), "tap", "--attacks", str(ATTACK), "--report-dir", str(tap_reports),
-           "--monitor", str(socket_dir / "monitor.sock"), "--agent", "assistant"]
+           "--monitor", str(socket_dir / "monitor.sock"), "--agent", "assistant",
+           "--record", str(tmp_path / "tap-{pid}.ndjson")]
     # Grace 5 s: the agent starts the tap and its server (two Python processes) inside each run.
     with episode(tmp_path, "stdio-episodes", tap, grace="5s") as (proxy, agent):
         live = two_conversations(proxy, agent)
     assert results(live) == EXPECTED, live
     assert "feed: oatf tap" in proxy.log()
     assert not (tap_reports / "verdicts.jsonl").exists()  # the shared monitor judged: the tap wrote nothing
+    captures = sorted(tmp_path.glob("tap-*.ndjson"))
+    assert len(captures) == 2, captures
+    offline = assert_replay_agrees(proxy, tmp_path, live, grace="5s", flags=("--agents", named(agent)),
+                                   captures=captures)
+    assert results(offline.reports) == EXPECTED
