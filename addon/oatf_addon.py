@@ -10,7 +10,9 @@ that do one thing, commands for users):
   runs in a child process (`addon.monitor_process`: CEL and every other evaluation, and writing the reports,
   stay off the proxy's event loop and out of its interpreter lock), and ticks its clock; a receiver thread
   handles what the monitor answers: logs, the summary table, the journal's markers of reported runs;
-- flows that matched an indicator are marked and commented (on the event loop). With `-w`
+- the flows a run took part in are marked with its state and commented (`addon.flow_marks`, on the event
+  loop): an indicator's match first, the run's verdict when it concludes; `oatf.flow` tells everything
+  recorded of a flow (`addon.flow_details`). With `-w`
   (`save_stream_file`) mitmproxy's `save` addon writes a flow at its `response` (or `error`) hook, which runs
   after this addon's: the match is found later, in the monitor process. So, while a flow's decoded messages are
   still being evaluated, this addon's `response`/`error` hook returns an awaitable that mitmproxy awaits
@@ -50,12 +52,15 @@ if __package__ in (None, ""):  # loaded by path (`-s addon/oatf_addon.py`): make
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mitmproxy import command, ctx, exceptions, http
+from mitmproxy import flow as mitmflow
 
 import oatf
+from addon import flow_marks
+from addon.flow_details import flow_lines
 from addon.inject import Inject, inject_paths
 from addon.mitm_tap import MitmTap
 from addon.monitor_process import MonitorProcess
-from addon.views import MAX_MATCHES, METADATA_KEY, ContentViews
+from addon.views import ContentViews
 from oatf_engine.attest_traces import TraceCollector, write_traces
 from oatf_engine.engine_config import SETTINGS, engine_config
 from oatf_engine.events import ObservedEvent
@@ -79,14 +84,15 @@ log = logging.getLogger("oatf")
 
 TICK_SECONDS = 0.25
 RELOAD_POLL_SECONDS = 2.0
-MARK = ":warning:"
 MARK_TURNS = 100
 """Turns of the event loop a flow's saving waits at most for marks already scheduled (each takes one)."""
 MAX_SUMMARY_ROWS = 1_000
 MAX_BATCH = 256
 """Events sent to the monitor process in one message, at most."""
 STATUS_SECONDS = 2.0
-"""How long `oatf.status` waits for the monitor process's answer."""
+"""How long `oatf.status` and `oatf.flow` wait for the monitor process's answer."""
+MAX_FLOWS_SHOWN = 20
+"""Flows `oatf.flow` describes in one answer."""
 SHUTDOWN_SECONDS = 120.0
 """How long the proxy's shutdown waits for the monitor to evaluate what is queued and conclude every run."""
 ATTENTION = frozenset({"exploited", "partial", "error"})
@@ -561,12 +567,16 @@ class OatfAddon:
                 c = output.change
                 log.info("oatf %s: actor %s %s -> %s (%s, flow %s)", printable(output.run), printable(c.actor),
                          printable(c.from_phase), printable(c.to_phase), c.reason, c.flow_id or "-")
+                if c.flow_id:
+                    self._update_flow(c.flow_id, flow_marks.record_phase, output)
             elif isinstance(output, IndicatorMatched):
                 log.warning("oatf %s: indicator %s matched (flow %s): %s", printable(output.run),
                             printable(output.indicator_id), output.flow_id, printable(output.evidence))
-                self._mark(output)
+                self._update_flow(output.flow_id, flow_marks.record_match, output)
             elif isinstance(output, Reported):
                 self._reported(output)
+                for flow_id in output.flows:
+                    self._update_flow(flow_id, flow_marks.record_outcome, output)
             elif isinstance(output, Recovered):
                 self._recovered(output)
 
@@ -615,29 +625,25 @@ class OatfAddon:
         with self.concluded_lock:
             return list(self.concluded), Counter(self.outcomes)
 
-    def _mark(self, output: IndicatorMatched) -> None:
-        flow = self.flows.get(output.flow_id)
+    def _update_flow[T](self, flow_id: str, record: Callable[[http.HTTPFlow, T], None], output: T) -> None:
+        """`record` what the monitor told of a flow on the flow (`addon.flow_marks`: mark, comment, metadata),
+        on the event loop; counted in `marking` until done (a flow's saving waits for it)."""
+        flow = self.flows.get(flow_id)
         if flow is None or self.loop is None:
             return
 
         def apply() -> None:
             with self.flight_lock:
-                left = self.marking[output.flow_id] - 1
+                left = self.marking[flow_id] - 1
                 if left > 0:
-                    self.marking[output.flow_id] = left
+                    self.marking[flow_id] = left
                 else:
-                    del self.marking[output.flow_id]
-            flow.marked = MARK
-            note = f"OATF {printable(output.indicator_id)} matched: {printable(output.evidence, 300)}"
-            flow.comment = f"{flow.comment}\n{note}" if flow.comment else note
-            matches = flow.metadata.setdefault(METADATA_KEY, [])  # shown first by the content views
-            if len(matches) < MAX_MATCHES:
-                matches.append({"attack": output.attack_id, "indicator": output.indicator_id,
-                                "evidence": printable(output.evidence, 300)})
+                    del self.marking[flow_id]
+            record(flow, output)
             ctx.master.addons.trigger(_update_hook(flow))
 
         with self.flight_lock:
-            self.marking[output.flow_id] += 1
+            self.marking[flow_id] += 1
         self.loop.call_soon_threadsafe(apply)
 
     # --- library ---------------------------------------------------------------------------------------
@@ -715,6 +721,23 @@ class OatfAddon:
                   "rejected_feeds": self.feed.rejected if self.feed is not None else 0}
         shown = ", ".join(f"{code} {count}" for code, count in sorted(counts.items()) if count)
         return [f"diagnostics: {shown}"] if shown else []
+
+    @command.command("oatf.flow")
+    def flow_command(self, flows: Sequence[mitmflow.Flow]) -> Sequence[str]:
+        """What OATF knows of the flows (`@focus` in the console, `@ID`, `@marked`, a filter): the protocol
+        messages decoded from each, and every run it took part in, with its verdict, the indicators that
+        matched on it (path, excerpt) and the phase changes it caused."""
+        if not flows:
+            return _shown("oatf.flow", ["no flow matched"])
+        monitor = self.monitor
+        snapshot = monitor.status(STATUS_SECONDS) if monitor is not None else []
+        live = None if snapshot is None else {r["run"]: r for r in snapshot}
+        lines: list[str] = []
+        for shown in flows[:MAX_FLOWS_SHOWN]:
+            lines += [*([""] if lines else []), *flow_lines(shown, live)]
+        if len(flows) > MAX_FLOWS_SHOWN:
+            lines.append(f"… {len(flows) - MAX_FLOWS_SHOWN} more flow(s) matched (at most {MAX_FLOWS_SHOWN} shown)")
+        return _shown("oatf.flow", lines)
 
     @command.command("oatf.verdicts")
     def verdicts(self) -> Sequence[str]:

@@ -35,6 +35,11 @@ class IndicatorMatched:
     indicator_id: str
     flow_id: str
     evidence: str
+    """The indicator verdict's evidence (event, direction, flow, where and what matched)."""
+    path: str | None = None
+    """Where in the message it matched (`IndicatorTracker.found`); None when the evidence names no path (CEL)."""
+    excerpt: str | None = None
+    """The traffic text that matched, unquoted; None when the evidence quotes none."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,11 @@ class RunConcluded:
 
 
 Output = PhaseChanged | IndicatorMatched | RunConcluded
+
+
+def _where(found: dict[str, Any] | None) -> tuple[str | None, str | None]:
+    """(path, excerpt) of a match's evidence fields."""
+    return (None, None) if found is None else (found.get("path"), found.get("excerpt"))
 
 class Monitor:
     """Follows every loaded attack over every session of the observed traffic.
@@ -135,7 +145,8 @@ class Monitor:
                 outputs.extend(PhaseChanged(run.id, c) for c in changes)
                 self._schedule(key, run)
             if matched:
-                outputs.extend(IndicatorMatched(run.id, attack_key, t.id, event.flow_id, t.matched.evidence or "")
+                outputs.extend(IndicatorMatched(run.id, attack_key, t.id, event.flow_id, t.matched.evidence or "",
+                                                *_where(t.found))
                                for t in matched if t.matched is not None)
         return outputs
 

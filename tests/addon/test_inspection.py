@@ -17,7 +17,7 @@ import pytest
 from mitmproxy.addons.save import Save
 from mitmproxy.test import taddons, tflow
 
-import addon.oatf_addon as oatf_addon
+from addon import flow_marks
 from addon.oatf_addon import OatfAddon
 from oatf_engine.reports import Reported
 from tests.addon.test_monitor_faults import KEY, configured, wait_until
@@ -138,7 +138,7 @@ def test_with_w_a_flow_is_saved_once_its_evaluation_has_marked_it(tmp_path: Path
         addon.done()
     assert marked["before"] == ""
     if wait != "0s":
-        assert marked["saved"][0] == oatf_addon.MARK and "TEST-001-01 matched" in marked["saved"][1]
+        assert marked["saved"][0] == flow_marks.MARKS["matched"] and "TEST-001-01 matched" in marked["saved"][1]
     else:
         assert marked["saved"] == ("", "")
     assert not addon.saving and not addon.unevaluated
@@ -158,7 +158,8 @@ def test_with_w_a_flow_evaluated_before_its_response_hook_waits_for_the_mark_alr
     async def proxy() -> None:
         addon.loop = asyncio.get_running_loop()
         addon.flows[flow.id] = flow
-        addon._mark(IndicatorMatched("TEST-001@s", "TEST-001", "TEST-001-01", flow.id, "matched"))
+        addon._update_flow(flow.id, flow_marks.record_match,
+                           IndicatorMatched("TEST-001@s", "TEST-001", "TEST-001-01", flow.id, "matched"))
         saving = addon.response(flow)
         assert saving is not None and flow.marked == ""
         await saving
@@ -169,5 +170,5 @@ def test_with_w_a_flow_evaluated_before_its_response_hook_waits_for_the_mark_alr
         context.configure(addon, save_stream_file=str(tmp_path / "flows.mitm"), oatf_save_wait="2s")
         asyncio.run(proxy())
         addon.done()
-    assert saved["flow"] == (oatf_addon.MARK, "OATF TEST-001-01 matched: matched")
+    assert saved["flow"] == (flow_marks.MARKS["matched"], "OATF TEST-001-01 matched: matched")
     assert not addon.marking
