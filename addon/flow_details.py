@@ -66,6 +66,8 @@ def _runs(flow: http.HTTPFlow, live: Mapping[str, Mapping[str, Any]] | None) -> 
             excerpt = f': "{match["excerpt"]}"' if match.get("excerpt") is not None \
                 else f": {match.get('evidence', '')}"  # both printable already (`flow_marks.record_match`)
             lines.append(printable(f"    indicator {match.get('indicator')} matched{where}{excerpt}", 1000))
+        if run.get("delivered"):
+            lines.append("    an actor's payload reached the agent in this flow")
         for phase in run.get("phases") or ():
             lines.append(printable(f"    phase change {phase}", 1000))
     return lines

@@ -23,8 +23,9 @@ other shortcode) is never replaced: the comment and metadata still tell.
 `flow.metadata` (saved with the flow by `-w`):
 - `"oatf"` (`addon.views.METADATA_KEY`, which the content views show first): the indicators that matched on
   the flow, each {run, attack, indicator, evidence, path, excerpt};
-- `"oatf_runs"` (`RUNS_KEY`): run id → {attack, outcome, status, report, phases}; outcome, status and report
-  are None while the run is live; phases lists the phase changes this flow caused.
+- `"oatf_runs"` (`RUNS_KEY`): run id → {attack, outcome, status, report, delivered, phases}; outcome, status and
+  report are None while the run is live; delivered tells whether this flow delivered an actor's payload (known
+  once the run concluded); phases lists the phase changes this flow caused.
 Each list is bounded (`MAX_MATCHES`, `MAX_RUNS`, `MAX_PHASES`); every string from the traffic or an attack
 file is made printable (`oatf_engine.text.printable`)."""
 
@@ -91,7 +92,8 @@ def record_outcome(flow: http.HTTPFlow, reported: Reported) -> None:
     if run is None:
         return
     run.update(outcome=summary.outcome, status=printable(summary.status),
-               report=None if reported.path is None else printable(reported.path, 500))
+               report=None if reported.path is None else printable(reported.path, 500),
+               delivered=flow.id in reported.deliveries)
     _comment(flow, f"OATF {printable(summary.attack)}: {summary.outcome} ({printable(summary.status)}), "
                    f"run {printable(reported.run, 300)}")
     _remark(flow)
@@ -126,7 +128,7 @@ def _run(flow: http.HTTPFlow, name: str, attack: str) -> dict[str, Any] | None:
         if len(recorded) >= MAX_RUNS:
             return None
         recorded[key] = {"attack": printable(attack, 200), "outcome": None, "status": None, "report": None,
-                         "phases": []}
+                         "delivered": False, "phases": []}
     run: dict[str, Any] = recorded[key]
     return run
 
