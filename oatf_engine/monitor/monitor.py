@@ -7,6 +7,7 @@ import heapq
 import itertools
 import math
 from collections import OrderedDict
+from collections.abc import KeysView
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +51,14 @@ class RunConcluded:
 
 
 Output = PhaseChanged | IndicatorMatched | RunConcluded
+
+
+@dataclass(frozen=True)
+class Held:
+    """The flows whose events the monitor holds, not evaluated yet (`Monitor.held_flows`: keyless exchanges
+    waiting to be placed in a session), as the live addon's monitor process tells them."""
+
+    flows: frozenset[str]
 
 
 def _where(found: dict[str, Any] | None) -> tuple[str | None, str | None]:
@@ -248,6 +257,11 @@ class Monitor:
         outputs.extend(self._conclude(key, status) for key in list(self.runs))
         self._timers.clear()
         return outputs
+
+    @property
+    def held_flows(self) -> KeysView[str]:
+        """The flows with events the session resolver holds, not evaluated yet (`SessionResolver.held_flows`)."""
+        return self.sessions.held_flows
 
     @property
     def queued_timers(self) -> int:
