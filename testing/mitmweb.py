@@ -82,9 +82,9 @@ class Mitmweb:
 
 @contextlib.contextmanager
 def mitmweb(workdir: Path, attacks: list[Path], *, grace: str = "1s", options: dict[str, str] | None = None,
-            flows: Path | None = None) -> Iterator[Mitmweb]:
-    """mitmweb + the addon on free loopback ports (recording to `flows` when given), until the block ends
-    (SIGINT: the addon concludes every run)."""
+            flows: Path | None = None, extra: tuple[str, ...] = ()) -> Iterator[Mitmweb]:
+    """mitmweb + the addon on free loopback ports (recording to `flows` when given; `extra` arguments added),
+    until the block ends (SIGINT: the addon concludes every run)."""
     proxy_port, web_port, token = free_port(), free_port(), secrets.token_hex(16)
     report_dir = workdir / "mitmweb-reports"
     settings = {"oatf_attacks": ",".join(map(str, attacks)), "oatf_report_dir": str(report_dir),
@@ -96,6 +96,7 @@ def mitmweb(workdir: Path, attacks: list[Path], *, grace: str = "1s", options: d
         args += ["--set", f"{key}={value}"]
     if flows is not None:
         args += ["-w", str(flows)]
+    args += extra
     log = workdir / "mitmweb.log"
     process = _start(args, log)
     try:
