@@ -10,7 +10,7 @@ import io
 import logging
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +127,18 @@ async def until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
         await asyncio.sleep(0.01)
 
 
+def saving(addon: OatfAddon, save: Save, tmp_path: Path, wait: str, proxy: Coroutine[Any, Any, None]) -> None:
+    """Run `proxy` on an event loop, the addon (configured, `oatf_save_wait` `wait`) and mitmproxy's `save`
+    addon (writing `flows.mitm`) loaded; then shut both down as mitmproxy does."""
+    with taddons.context(save, addon) as context:
+        configured(addon, context, tmp_path)
+        context.configure(save, save_stream_file=str(tmp_path / "flows.mitm"))
+        context.configure(addon, oatf_save_wait=wait)
+        asyncio.run(proxy)
+        addon.done()
+        save.done()
+
+
 @pytest.mark.parametrize("wait", ["2s", "0s"])
 def test_with_w_a_flow_is_written_once_its_evaluation_has_marked_it(tmp_path: Path, wait: str) -> None:
     """mitmproxy's `save` addon writes a flow right after the addon's `response` hook, which never holds the
@@ -147,13 +159,7 @@ def test_with_w_a_flow_is_written_once_its_evaluation_has_marked_it(tmp_path: Pa
         addon._send(addon._drain())
         await until(lambda: not addon.saving.deferred and addon.waiting() == 0)
 
-    with taddons.context(save, addon) as context:
-        configured(addon, context, tmp_path)
-        context.configure(save, save_stream_file=str(tmp_path / "flows.mitm"))
-        context.configure(addon, oatf_save_wait=wait)
-        asyncio.run(proxy())
-        addon.done()
-        save.done()
+    saving(addon, save, tmp_path, wait, proxy())
     assert seen["hook"] is None
     (mark, comment), = saved_file(tmp_path / "flows.mitm").values()
     if wait != "0s":
@@ -181,13 +187,7 @@ def test_with_w_a_flow_evaluated_before_its_end_is_written_after_the_mark_alread
         assert flow.id in addon.saving.deferred and flow.marked == ""
         await until(lambda: not addon.saving.deferred)
 
-    with taddons.context(save, addon) as context:
-        configured(addon, context, tmp_path)
-        context.configure(save, save_stream_file=str(tmp_path / "flows.mitm"))
-        context.configure(addon, oatf_save_wait="2s")
-        asyncio.run(proxy())
-        addon.done()
-        save.done()
+    saving(addon, save, tmp_path, "2s", proxy())
     assert saved_file(tmp_path / "flows.mitm") == {flow.id: (":warning:", "OATF TEST-001-01 matched: matched")}
     assert not addon.marking
 
@@ -216,13 +216,7 @@ def test_with_w_a_flow_the_monitor_holds_is_written_once_placed_and_marked(tmp_p
         seen["left"] = sorted(addon.saving.deferred)
         addon._handle([IndicatorMatched("TEST-001@t", "TEST-001", "TEST-001-01", late.id, "late")])
 
-    with taddons.context(save, addon) as context:
-        configured(addon, context, tmp_path)
-        context.configure(save, save_stream_file=str(tmp_path / "flows.mitm"))
-        context.configure(addon, oatf_save_wait="60s")
-        asyncio.run(proxy())
-        addon.done()
-        save.done()
+    saving(addon, save, tmp_path, "60s", proxy())
     assert seen == {"held": sorted([flow.id, late.id]), "left": [late.id]}
     assert saved_file(tmp_path / "flows.mitm") == {flow.id: (":warning:", "OATF TEST-001-01 matched: matched"),
                                                    late.id: (":warning:", "OATF TEST-001-01 matched: late")}
