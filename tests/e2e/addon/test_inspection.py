@@ -53,7 +53,7 @@ def test_flows_saved_by_w_carry_the_mark_and_comment_of_their_matches(attackers:
     listed, called = (flows[flow_id] for flow_id in cited)
     assert listed.request.method == "POST" and b"tools/list" in (listed.request.content or b"")
     for flow, indicator in ((listed, "E2E-SAVED-001-01"), (called, "E2E-SAVED-001-02")):
-        assert flow.marked == ":warning:"
+        assert flow.marked in (":warning:", ":red_circle:")  # 🔴 if the run concluded before the write
         assert flow.comment.startswith(f"OATF {indicator} matched: ")
 
 
@@ -108,6 +108,6 @@ def test_a_flow_the_monitor_held_is_saved_by_w_with_its_mark(attackers: Peers, t
     assert [r["execution_summary"]["session"] for r in proxy.reports()] == [f"a2a_context:{context}"]
     cards = [f for f in saved_flows(proxy.flows or tmp_path).values() if f.request.method == "GET"]
     assert len(cards) == 1 and cards[0].id in report["execution_summary"]["flows_cited"]
-    assert cards[0].marked == ":warning:"
+    assert cards[0].marked in (":warning:", ":red_circle:")
     assert cards[0].comment.startswith("OATF E2E-CARD-001-09 matched: agent_card/get response")
     assert_replay_agrees(proxy, tmp_path, proxy.reports(), grace="3s")
