@@ -15,7 +15,7 @@ Pickled messages, in order, one pipe each way:
                     | ("close", (protocol, session key name, value, time))
                     | ("recover", (report directory, [journal segment, ...], origin)) | ("shutdown", None)
                     | ("ping", None)
-    child → parent: ("evaluated", [Output, ...]) after each "events" message, in order (possibly empty)
+    child → parent: ("evaluated", [Output, ..., Held?]) after each "events" message, in order (possibly empty)
                     | ("outputs", [Output, ...]) | ("reported", [Reported, ...]) | ("status", [run snapshot, ...])
                     | ("failed", message) | ("done", [Reported, ...]) | ("pong", None)
 
@@ -58,7 +58,7 @@ from typing import Any
 
 from oatf_engine.events import ObservedEvent
 from oatf_engine.journal import run_key
-from oatf_engine.monitor import LoadedAttack, Monitor, MonitorOptions, Output, RunConcluded
+from oatf_engine.monitor import Held, LoadedAttack, Monitor, MonitorOptions, Output, RunConcluded
 from oatf_engine.recovery import Recovered, recover_runs
 from oatf_engine.reports import Reported, ReportWriter
 from oatf_engine.semantic import load_semantic_evaluator
@@ -73,7 +73,25 @@ HEARTBEAT_SECONDS = 0.5
 COMMIT_SECONDS = 0.2
 """The child makes the reports it wrote durable (`ReportWriter.commit`) at most this often, and at shutdown."""
 
-OutputsHandler = Callable[[list[Output | Reported | Recovered]], None]
+
+
+class HeldFlows:
+    """The flows whose events the monitor holds (`Held`), told among the outputs of an `events` or `tick`
+    message when they changed: a match on them can still come, so the proxy's saving of them waits
+    (`addon.deferred_save`). The flows last told."""
+
+    def __init__(self) -> None:
+        self.told: frozenset[str] = frozenset()
+
+    def changed(self, monitor: Monitor) -> list[Held]:
+        held = monitor.held_flows
+        if len(held) == len(self.told) and all(flow in self.told for flow in held):
+            return []
+        self.told = frozenset(held)
+        return [Held(self.told)]
+
+
+OutputsHandler = Callable[[list[Output | Reported | Recovered | Held]], None]
 Message = tuple[str, Any]
 
 
@@ -136,6 +154,7 @@ def serve(inbox: Connection, outbox: Connection) -> None:
         outbox.send(("failed", traceback.format_exc(limit=8)))
         return
     reporting = Reporting(report_dir)
+    held = HeldFlows()
     sending = threading.Lock()
 
     def answer(message: Message) -> None:
@@ -154,7 +173,7 @@ def serve(inbox: Connection, outbox: Connection) -> None:
             return
         kind, payload = message
         try:
-            if not _handle(monitor, reporting, kind, payload, answer):
+            if not _handle(monitor, reporting, kind, payload, answer, held):
                 return
             if reporting.wait() == 0.0:
                 answer(("reported", reporting.commit()))
@@ -185,7 +204,7 @@ def _read(inbox: Connection, work: queue.SimpleQueue[Message | None], answer: Ca
 
 
 def _handle(monitor: Monitor, reporting: Reporting, kind: str, payload: Any,
-            answer: Callable[[Message], None]) -> bool:
+            answer: Callable[[Message], None], held: HeldFlows) -> bool:
     """Evaluate one message and answer it; False after `shutdown`."""
     if kind == "shutdown":
         last = reporting.conclude(monitor.shutdown())
@@ -219,11 +238,12 @@ def _handle(monitor: Monitor, reporting: Reporting, kind: str, payload: Any,
             monitor.close_session(*payload)
     except Exception:  # one bad event must not stop evaluation of the others
         answer(("failed", traceback.format_exc(limit=8)))
-    outputs = reporting.conclude(outputs)
+    told: list[Output | Held] = [*reporting.conclude(outputs),
+                                 *(held.changed(monitor) if kind in ("events", "tick") else ())]
     if kind == "events":
-        answer(("evaluated", outputs))
-    elif outputs:
-        answer(("outputs", outputs))
+        answer(("evaluated", told))
+    elif told:
+        answer(("outputs", told))
     return True
 
 

@@ -11,17 +11,14 @@ that do one thing, commands for users):
   runs in a child process (`addon.monitor_process`: CEL and every other evaluation, and writing the reports,
   stay off the proxy's event loop and out of its interpreter lock), and ticks its clock; a receiver thread
   handles what the monitor answers: logs, the summary table, the journal's markers of reported runs;
-- flows that matched an indicator are marked and commented (on the event loop). With `-w`
-  (`save_stream_file`) mitmproxy's `save` addon writes a flow at its `response` (or `error`) hook, which runs
-  after this addon's: the match is found later, in the monitor process. So, while a flow's decoded messages are
-  still being evaluated, this addon's `response`/`error` hook returns an awaitable that mitmproxy awaits
-  before the next addon's hook: the flow is saved once the monitor has evaluated them and their marks are set
-  (the receiver thread schedules each mark on the event loop before it releases the flow, so the mark comes
-  first), or after `oatf_save_wait` seconds at most (0 by default: never). Only that flow waits (its client gets
-  the end of the response that much later, which eats into the grace period the agent has to act: off unless
-  asked for); other flows go on, and without `-w` nothing waits. A match found later (an event
-  the monitor holds to place it in a session: a keyless exchange, `oatf_engine.monitor.sessions`) still marks
-  the flow in the UIs, not in the file;
+- the flows a run took part in are marked with its state and commented (`addon.flow_marks`, on the event
+  loop): an indicator's match first, the run's verdict when it concludes; `oatf.flow` tells everything
+  recorded of a flow (`addon.flow_details`). With `-w` (`save_stream_file`) mitmproxy's `save` addon writes a
+  flow when it ends, before the monitor process has evaluated its messages; with `oatf_save_wait` set, the
+  write (never the flow: the agent gets its response at once) waits until the flow's events are evaluated —
+  those the monitor holds to place them in a session included — and their marks applied, or that long at most
+  (`addon.deferred_save`; the receiver thread schedules a flow's marks on the event loop before it tells that
+  the flow is evaluated, so the marks come first);
 - an MCP session the agent closed (a `DELETE` with its `Mcp-Session-Id`, accepted by the server) concludes
   its runs a grace period later (`Monitor.close_session`) rather than at the end of their lifetime;
 - `oatf_listen`: the events of `oatf tap --monitor PATH` (stdio servers, `oatf_engine.feed`) join the same queue,
@@ -43,7 +40,7 @@ import threading
 import time
 import weakref
 from collections import Counter, deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -51,18 +48,23 @@ if __package__ in (None, ""):  # loaded by path (`-s addon/oatf_addon.py`): make
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mitmproxy import command, ctx, exceptions, http
+from mitmproxy import flow as mitmflow
 
 import oatf
+from addon import flow_marks
+from addon.deferred_save import SaveDeferral
+from addon.flow_details import flow_lines
 from addon.inject import Inject, inject_paths
 from addon.mitm_tap import MitmTap
 from addon.monitor_process import MonitorProcess
-from addon.views import MAX_MATCHES, METADATA_KEY, ContentViews
+from addon.views import ContentViews
 from oatf_engine.attest_traces import TraceCollector, write_traces
 from oatf_engine.engine_config import SETTINGS, engine_config
 from oatf_engine.events import ObservedEvent
 from oatf_engine.feed import SOCKET_NAME, FeedServer
 from oatf_engine.journal import Journal, take_lock
 from oatf_engine.monitor import (
+    Held,
     IndicatorMatched,
     Library,
     MonitorOptions,
@@ -80,14 +82,13 @@ log = logging.getLogger("oatf")
 
 TICK_SECONDS = 0.25
 RELOAD_POLL_SECONDS = 2.0
-MARK = ":warning:"
-MARK_TURNS = 100
-"""Turns of the event loop a flow's saving waits at most for marks already scheduled (each takes one)."""
 MAX_SUMMARY_ROWS = 1_000
 MAX_BATCH = 256
 """Events sent to the monitor process in one message, at most."""
 STATUS_SECONDS = 2.0
-"""How long `oatf.status` waits for the monitor process's answer."""
+"""How long `oatf.status` and `oatf.flow` wait for the monitor process's answer."""
+MAX_FLOWS_SHOWN = 20
+"""Flows `oatf.flow` describes in one answer."""
 SHUTDOWN_SECONDS = 120.0
 """How long the proxy's shutdown waits for the monitor to evaluate what is queued and conclude every run."""
 ATTENTION = frozenset({"exploited", "partial", "error"})
@@ -130,18 +131,19 @@ class OatfAddon:
         """Events sent to the monitor and not yet evaluated."""
         self.unevaluated: Counter[str] = Counter()
         """Events of each flow observed and not yet evaluated (queued or in flight), for the flows' saving."""
-        self.saving: dict[str, asyncio.Future[None]] = {}
-        """Flows whose saving by `-w` waits until `unevaluated` has none of their events (see the module
-        docstring)."""
         self.marking: Counter[str] = Counter()
-        """Marks of each flow the receiver thread scheduled on the event loop and not yet applied: a flow
-        whose events were all evaluated before its `response` hook may still be waiting for its mark."""
+        """Updates of each flow (marks, comments) the receiver thread scheduled on the event loop and not yet
+        applied: a flow whose events were all evaluated may still be waiting for its mark."""
+        self.held: frozenset[str] = frozenset()
+        """Flows with events the monitor holds to place them in a session (`Held`): not evaluated yet."""
         self.flight_lock = threading.Lock()
-        """Guards `in_evaluation`, `events_in_flight`, `unevaluated`, `saving` and `marking` (event loop, worker
+        """Guards `in_evaluation`, `events_in_flight`, `unevaluated`, `marking` and `held` (event loop, worker
         and receiver threads)."""
+        self.flow_updates: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        """Updates of flows to apply on the event loop (`_update_flow`), in order."""
+        self.saving = SaveDeferral(self._busy)
+        """With `-w`: holds back mitmproxy's write of a flow until it is evaluated and marked (`oatf_save_wait`)."""
         self.closed_sessions: queue.SimpleQueue[tuple[str, float]] = queue.SimpleQueue()
-        self.save_wait = 0.0
-        """`oatf_save_wait` in seconds."""
         """MCP sessions the agent closed (session id, when), for the worker to tell the monitor."""
         self.worker: threading.Thread | None = None
         self.stopping = threading.Event()
@@ -174,19 +176,20 @@ class OatfAddon:
                           "servers' events, judged with the proxy's traffic (`auto`: monitor.sock in oatf_report_dir).")
         loader.add_option("oatf_trace_dir", str, "", "Write each observed agent session as an Attest v1 trace "
                           "into this directory when the proxy stops.")
-        loader.add_option("oatf_save_wait", str, "0s", "With -w (save_stream_file): how long a flow's response "
-                          "waits, at most, for the evaluation of its messages, so that the saved flow carries its "
-                          "OATF mark and comment (a duration: 500ms, 2s). The agent gets that response as much "
-                          "later, so keep it well under the grace period. 0s (default): never wait.")
+        loader.add_option("oatf_save_wait", str, "0s", "With -w (save_stream_file): how long mitmproxy's write of "
+                          "a flow waits, at most, for the evaluation of its messages, so that the saved flow carries "
+                          "its OATF mark and comment (a duration: 500ms, 5s). Only the write waits: the agent gets "
+                          "the response at once. 0s (default): written at once.")
         self.tap.load(loader)
         self.inject.load(loader)
 
     def configure(self, updated: set[str]) -> None:
         if "oatf_save_wait" in updated:
             try:
-                self.save_wait = oatf.parse_duration(ctx.options.oatf_save_wait).total_seconds()
+                self.saving.wait = oatf.parse_duration(ctx.options.oatf_save_wait).total_seconds()
             except oatf.OATFParseError as exc:
                 raise exceptions.OptionsError(f"oatf_save_wait: {exc.errors[0].message}") from None
+            self.saving.install(ctx.master.addons.get("save"))
         try:
             self.tap.configure(updated)
             self.inject.configure(updated)
@@ -329,6 +332,8 @@ class OatfAddon:
             if self.monitor is not None:
                 self._send(self._drain())  # events the worker did not reach
                 stopped = self._stop_monitor(self.monitor)
+                self._apply_flow_updates()  # the event loop is here: the last marks, before the flows are saved
+                self.saving.flush()
                 if self.unwritten:
                     log.error("oatf: %d report(s) could not be written: the journal in %s keeps their runs; the "
                               "next start with a writable report directory (or `oatf recover`) reports them",
@@ -362,16 +367,14 @@ class OatfAddon:
         self.inject.responseheaders(flow)
         self.tap.responseheaders(flow)
 
-    def response(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
+    def response(self, flow: http.HTTPFlow) -> None:
         self.inject.response(flow)
         self.tap.response(flow)
         self._closed_session(flow)
-        return self._evaluation_before_save(flow)
 
-    def error(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
+    def error(self, flow: http.HTTPFlow) -> None:
         self.inject.error(flow)
         self.tap.error(flow)
-        return self._evaluation_before_save(flow)
 
     def _closed_session(self, flow: http.HTTPFlow) -> None:
         """An MCP client's `DELETE` the server accepted closes that session (`oatf_engine.wire.mcp.closed_session`;
@@ -383,37 +386,11 @@ class OatfAddon:
             # mitmproxy's time, saved with the flow: replay closes the session at the same moment
             self.closed_sessions.put((session, response.timestamp_end or time.time()))
 
-    def _evaluation_before_save(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
-        """With `-w`, while events of `flow` are still being evaluated: an awaitable that ends once they are
-        (and their marks are set), or after `oatf_save_wait` seconds (see the module docstring); else None."""
-        wait = self.save_wait
-        if wait <= 0 or self.loop is None or not ctx.options.save_stream_file:
-            return None
+    def _busy(self, flow_id: str) -> bool:
+        """Whether OATF is not done with the flow: events of it not evaluated yet (queued, in flight, or held by
+        the monitor), or updates of it not applied yet."""
         with self.flight_lock:
-            if not self.unevaluated[flow.id]:
-                return self._marked_before_save(flow.id) if self.marking[flow.id] else None
-            waiter = self.saving[flow.id] = self.loop.create_future()
-        return self._saved_after(flow.id, waiter, wait)
-
-    async def _marked_before_save(self, flow_id: str) -> None:
-        """The flow's events are evaluated, but marks scheduled on the event loop are not applied yet (they
-        were scheduled before this hook ran: each turn of the loop runs them first)."""
-        for _ in range(MARK_TURNS):
-            await asyncio.sleep(0)
-            with self.flight_lock:
-                if not self.marking[flow_id]:
-                    return
-
-    async def _saved_after(self, flow_id: str, waiter: asyncio.Future[None], wait: float) -> None:
-        try:
-            await asyncio.wait_for(waiter, wait)
-        except TimeoutError:
-            if self.once.first("save", "timeout"):
-                log.info("oatf: flow %s was saved before the evaluation of its messages (oatf_save_wait %g s; "
-                         "logged once): its mark and comment are only in the UIs", flow_id, wait)
-        finally:
-            with self.flight_lock:
-                self.saving.pop(flow_id, None)
+            return bool(self.unevaluated[flow_id] or self.marking[flow_id] or flow_id in self.held)
 
     def _enqueue(self, event: ObservedEvent) -> None:
         with self.flight_lock:
@@ -558,39 +535,50 @@ class OatfAddon:
             self.events_in_flight = 0
 
     def _settle(self, per_flow: Counter[str]) -> None:
-        """These events are evaluated (or never will be): a flow none of whose events is left may be saved. Its
-        waiter is released through the event loop, after the marks the receiver thread scheduled before (with
-        `flight_lock` held)."""
+        """These events are evaluated (or never will be): a flow none of whose events is left may be saved,
+        through the event loop, after the marks the receiver thread scheduled before (with `flight_lock` held)."""
         for flow_id, count in per_flow.items():
             left = self.unevaluated[flow_id] - count
             if left > 0:
                 self.unevaluated[flow_id] = left
                 continue
             del self.unevaluated[flow_id]
-            waiter = self.saving.pop(flow_id, None)
-            if waiter is not None and self.loop is not None:
-                self.loop.call_soon_threadsafe(_release, waiter)
+            self._maybe_save(flow_id)
+
+    def _maybe_save(self, flow_id: str) -> None:
+        """Have the event loop write the flow if its saving was deferred and OATF is done with it."""
+        if self.saving.wait > 0 and self.loop is not None:
+            self.loop.call_soon_threadsafe(self.saving.settled, flow_id)
 
     def _failure(self, message: str) -> None:
         log.error("oatf: %s", printable(message, 1000))
         if self.monitor is not None and not self.monitor.alive:
             self._forget_in_flight()  # no answer will come for them
 
-    def _handle(self, outputs: Sequence[Output | Reported | Recovered]) -> None:
+    def _handle(self, outputs: Sequence[Output | Reported | Recovered | Held]) -> None:
         for output in outputs:
             # Everything shown comes from the traffic or an attack file: printable, bounded.
             if isinstance(output, PhaseChanged):
                 c = output.change
                 log.info("oatf %s: actor %s %s -> %s (%s, flow %s)", printable(output.run), printable(c.actor),
                          printable(c.from_phase), printable(c.to_phase), c.reason, c.flow_id or "-")
+                if c.flow_id:
+                    self._update_flow(c.flow_id, flow_marks.record_phase, output)
             elif isinstance(output, IndicatorMatched):
                 log.warning("oatf %s: indicator %s matched (flow %s): %s", printable(output.run),
                             printable(output.indicator_id), output.flow_id, printable(output.evidence))
-                self._mark(output)
+                self._update_flow(output.flow_id, flow_marks.record_match, output)
             elif isinstance(output, Reported):
                 self._reported(output)
+                for flow_id in output.flows:
+                    self._update_flow(flow_id, flow_marks.record_outcome, output)
             elif isinstance(output, Recovered):
                 self._recovered(output)
+            elif isinstance(output, Held):
+                with self.flight_lock:
+                    placed, self.held = self.held - output.flows, output.flows
+                for flow_id in placed:
+                    self._maybe_save(flow_id)
 
     def _reported(self, output: Reported) -> None:
         """A run the monitor process concluded and reported: its report is written and durable, or could not
@@ -637,30 +625,37 @@ class OatfAddon:
         with self.concluded_lock:
             return list(self.concluded), Counter(self.outcomes)
 
-    def _mark(self, output: IndicatorMatched) -> None:
-        flow = self.flows.get(output.flow_id)
+    def _update_flow[T](self, flow_id: str, record: Callable[[http.HTTPFlow, T], None], output: T) -> None:
+        """`record` what the monitor told of a flow on the flow (`addon.flow_marks`: mark, comment, metadata),
+        on the event loop; counted in `marking` until done (a flow's saving waits for it)."""
+        flow = self.flows.get(flow_id)
         if flow is None or self.loop is None:
             return
 
         def apply() -> None:
+            record(flow, output)
             with self.flight_lock:
-                left = self.marking[output.flow_id] - 1
+                left = self.marking[flow_id] - 1
                 if left > 0:
-                    self.marking[output.flow_id] = left
+                    self.marking[flow_id] = left
                 else:
-                    del self.marking[output.flow_id]
-            flow.marked = MARK
-            note = f"OATF {printable(output.indicator_id)} matched: {printable(output.evidence, 300)}"
-            flow.comment = f"{flow.comment}\n{note}" if flow.comment else note
-            matches = flow.metadata.setdefault(METADATA_KEY, [])  # shown first by the content views
-            if len(matches) < MAX_MATCHES:
-                matches.append({"attack": output.attack_id, "indicator": output.indicator_id,
-                                "evidence": printable(output.evidence, 300)})
+                    del self.marking[flow_id]
             ctx.master.addons.trigger(_update_hook(flow))
+            self.saving.settled(flow_id)
 
         with self.flight_lock:
-            self.marking[output.flow_id] += 1
-        self.loop.call_soon_threadsafe(apply)
+            self.marking[flow_id] += 1
+        self.flow_updates.put(apply)
+        self.loop.call_soon_threadsafe(self._apply_flow_updates)
+
+    def _apply_flow_updates(self) -> None:
+        """Apply the flow updates queued so far (on the event loop)."""
+        while True:
+            try:
+                update = self.flow_updates.get_nowait()
+            except queue.Empty:
+                return
+            update()
 
     # --- library ---------------------------------------------------------------------------------------
     def _paths(self) -> list[str]:
@@ -738,6 +733,23 @@ class OatfAddon:
         shown = ", ".join(f"{code} {count}" for code, count in sorted(counts.items()) if count)
         return [f"diagnostics: {shown}"] if shown else []
 
+    @command.command("oatf.flow")
+    def flow_command(self, flows: Sequence[mitmflow.Flow]) -> Sequence[str]:
+        """What OATF knows of the flows (`@focus` in the console, `@ID`, `@marked`, a filter): the protocol
+        messages decoded from each, and every run it took part in, with its verdict, the indicators that
+        matched on it (path, excerpt) and the phase changes it caused."""
+        if not flows:
+            return _shown("oatf.flow", ["no flow matched"])
+        monitor = self.monitor
+        snapshot = monitor.status(STATUS_SECONDS) if monitor is not None else []
+        live = None if snapshot is None else {r["run"]: r for r in snapshot}
+        lines: list[str] = []
+        for shown in flows[:MAX_FLOWS_SHOWN]:
+            lines += [*([""] if lines else []), *flow_lines(shown, live)]
+        if len(flows) > MAX_FLOWS_SHOWN:
+            lines.append(f"… {len(flows) - MAX_FLOWS_SHOWN} more flow(s) matched (at most {MAX_FLOWS_SHOWN} shown)")
+        return _shown("oatf.flow", lines)
+
     @command.command("oatf.verdicts")
     def verdicts(self) -> Sequence[str]:
         """The verdicts of the runs concluded so far, most severe first, with the count of each outcome."""
@@ -753,11 +765,6 @@ def _shown(name: str, lines: list[str]) -> list[str]:
     mitmweb's event log shows as it is. Every line is printable already."""
     log.info("%s:\n%s", name, "\n".join(lines))
     return lines
-
-
-def _release(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
 
 
 def _terminal_width() -> int | None:

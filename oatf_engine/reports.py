@@ -219,10 +219,24 @@ class Reported:
     path: str | None
     """The report file; None when it could not be written (`error`)."""
     error: str | None = None
+    flows: tuple[str, ...] = ()
+    """The flows the run took part in (`flows_of`): the proxy marks them with its outcome."""
+    deliveries: tuple[str, ...] = ()
+    """Those of `flows` that delivered an actor's payload to the agent."""
 
     @classmethod
     def of(cls, run: str, report: dict[str, Any], path: Path | None, error: str | None = None) -> Reported:
-        return cls(run, run_key(report), RunSummary.of(report), None if path is None else str(path), error)
+        return cls(run, run_key(report), RunSummary.of(report), None if path is None else str(path), error,
+                   *flows_of(report))
+
+
+def flows_of(report: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The flows a report's run took part in, each once — those it cites (where an indicator matched, where a
+    phase changed) and those that delivered an actor's payload (`delivery_evidence`) — and the latter."""
+    summary = report["execution_summary"]
+    delivered = [d.get("flow") for d in summary.get("delivery_evidence", ())]
+    flows = dict.fromkeys(f for f in [*summary.get("flows_cited", ()), *delivered] if isinstance(f, str))
+    return tuple(flows), tuple(f for f in dict.fromkeys(delivered) if isinstance(f, str))
 
 
 OUTCOMES = ("exploited", "partial", "resisted", "inconclusive", "not_delivered", "error")

@@ -7,6 +7,7 @@ import heapq
 import itertools
 import math
 from collections import OrderedDict
+from collections.abc import KeysView
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +36,11 @@ class IndicatorMatched:
     indicator_id: str
     flow_id: str
     evidence: str
+    """The indicator verdict's evidence (event, direction, flow, where and what matched)."""
+    path: str | None = None
+    """Where in the message it matched (`IndicatorTracker.found`); None when the evidence names no path (CEL)."""
+    excerpt: str | None = None
+    """The traffic text that matched, unquoted; None when the evidence quotes none."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,19 @@ class RunConcluded:
 
 
 Output = PhaseChanged | IndicatorMatched | RunConcluded
+
+
+@dataclass(frozen=True)
+class Held:
+    """The flows whose events the monitor holds, not evaluated yet (`Monitor.held_flows`: keyless exchanges
+    waiting to be placed in a session), as the live addon's monitor process tells them."""
+
+    flows: frozenset[str]
+
+
+def _where(found: dict[str, Any] | None) -> tuple[str | None, str | None]:
+    """(path, excerpt) of a match's evidence fields."""
+    return (None, None) if found is None else (found.get("path"), found.get("excerpt"))
 
 class Monitor:
     """Follows every loaded attack over every session of the observed traffic.
@@ -135,7 +154,8 @@ class Monitor:
                 outputs.extend(PhaseChanged(run.id, c) for c in changes)
                 self._schedule(key, run)
             if matched:
-                outputs.extend(IndicatorMatched(run.id, attack_key, t.id, event.flow_id, t.matched.evidence or "")
+                outputs.extend(IndicatorMatched(run.id, attack_key, t.id, event.flow_id, t.matched.evidence or "",
+                                                *_where(t.found))
                                for t in matched if t.matched is not None)
         return outputs
 
@@ -237,6 +257,11 @@ class Monitor:
         outputs.extend(self._conclude(key, status) for key in list(self.runs))
         self._timers.clear()
         return outputs
+
+    @property
+    def held_flows(self) -> KeysView[str]:
+        """The flows with events the session resolver holds, not evaluated yet (`SessionResolver.held_flows`)."""
+        return self.sessions.held_flows
 
     @property
     def queued_timers(self) -> int:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter, OrderedDict
+from collections.abc import KeysView
 from dataclasses import dataclass, field
 
 from ..events import ObservedEvent
@@ -96,6 +97,8 @@ class SessionResolver:
         """(time, seq) of every event put on hold, a heap; entries of placed events are dropped lazily."""
         self._held_seqs: set[int] = set()
         """The seqs of the events on hold now."""
+        self._held_flows: Counter[str] = Counter()
+        """Flow id → its events on hold now (`held_flows`)."""
         """Keyless requests waiting for their answer, by flow, oldest first (rule 1)."""
         self.held: OrderedDict[Route, _Held] = OrderedDict()
         """Keyless exchanges waiting for a keyed event on their route, oldest hold first (rule 2)."""
@@ -160,6 +163,11 @@ class SessionResolver:
         while heap and heap[0][1] not in held:
             heapq.heappop(heap)
         return heap[0][0] if heap else float("inf")
+
+    @property
+    def held_flows(self) -> KeysView[str]:
+        """The flows with events on hold now (rules 1 and 2): their matches, if any, are still to come."""
+        return self._held_flows.keys()
 
     def next_release(self) -> float:
         """When the oldest hold expires (infinity when nothing is held)."""
@@ -228,6 +236,7 @@ class SessionResolver:
         for event in events:
             if event.seq not in self._held_seqs:
                 self._held_seqs.add(event.seq)
+                self._held_flows[event.flow_id] += 1
                 heapq.heappush(self._held_times, (event.timestamp, event.seq))
         if len(self._held_times) > 4 * len(self._held_seqs) + 1024:  # drop placed events' entries
             self._held_times = [t for t in self._held_times if t[1] in self._held_seqs]
@@ -236,8 +245,13 @@ class SessionResolver:
     def _placed(self, placed: list[Placed]) -> list[Placed]:
         """Events leave the holds as they are placed, each in its episodes (rule 4)."""
         if self._held_seqs:
+            held, flows = self._held_seqs, self._held_flows
             for event, _session in placed:
-                self._held_seqs.discard(event.seq)
+                if event.seq in held:
+                    held.remove(event.seq)
+                    flows[event.flow_id] -= 1
+                    if not flows[event.flow_id]:
+                        del flows[event.flow_id]
         linker = self.agent_episodes
         if linker is None or self.policy is not SessionKey.AUTO:
             return placed
