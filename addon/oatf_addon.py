@@ -8,8 +8,11 @@ that do one thing, commands for users):
   traffic; its hooks run before the tap's, so the tap decodes what the agent receives;
 - events go through a queue to one worker thread that sends them in batches to the sans-I/O `Monitor`, which
   runs in a child process (`addon.monitor_process`: CEL and every other evaluation, and writing the reports,
-  stay off the proxy's event loop and out of its interpreter lock), and ticks its clock; a receiver thread
-  handles what the monitor answers: logs, the summary table, the journal's markers of reported runs;
+  stay off the proxy's event loop and out of its interpreter lock); the worker hands them over in time order,
+  up to the watermark the event loop queues with them, and moves the monitor's clock to it
+  (`addon.watermark`: a hook that runs late never lets a run conclude before an event inside its grace period
+  is evaluated); a receiver thread handles what the monitor answers: logs, the summary table, the journal's
+  markers of reported runs;
 - flows that matched an indicator are marked and commented (on the event loop). With `-w`
   (`save_stream_file`) mitmproxy's `save` addon writes a flow at its `response` (or `error`) hook, which runs
   after this addon's: the match is found later, in the monitor process. So, while a flow's decoded messages are
@@ -35,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import logging
+import math
 import os
 import queue
 import sys
@@ -56,6 +60,7 @@ from addon.inject import Inject, inject_paths
 from addon.mitm_tap import MitmTap
 from addon.monitor_process import MonitorProcess
 from addon.views import MAX_MATCHES, METADATA_KEY, ContentViews
+from addon.watermark import TICK_SECONDS, ClockMark, Reorder, SessionClosed, Steps
 from oatf_engine.attest_traces import TraceCollector, write_traces
 from oatf_engine.engine_config import SETTINGS, engine_config
 from oatf_engine.events import ObservedEvent
@@ -77,7 +82,6 @@ from oatf_engine.wire.mcp import SESSION_HEADER, closed_session
 
 log = logging.getLogger("oatf")
 
-TICK_SECONDS = 0.25
 RELOAD_POLL_SECONDS = 2.0
 MARK = ":warning:"
 MARK_TURNS = 100
@@ -105,7 +109,15 @@ class OatfAddon:
         # mode rewrote (what the agent received). The content views have no such order: a sub-addon (`addons`).
         self.inject = Inject()
         self.tap = MitmTap(on_event=lambda event: self._enqueue(self.inject.tag(event)))
-        self.events: queue.Queue[ObservedEvent | None] = queue.Queue()
+        self.events: queue.Queue[ObservedEvent | ClockMark | SessionClosed | None] = queue.Queue()
+        """What the hooks (and the feed) queue for the worker: events, the MCP sessions closed, and the event
+        loop's clock marks (`addon.watermark`)."""
+        self.steps = Steps()
+        """Steps of flows under way whose hook has not run yet: they hold the watermark back (event loop only)."""
+        self.order: Reorder[ObservedEvent | SessionClosed] = Reorder()
+        """Events and closes the worker holds until the watermark passes them (worker thread only)."""
+        self.clock_due = 0.0
+        """When (the event loop's time) the next clock mark is due."""
         self.backlog_warned = 0
         self.lock = threading.Lock()
         self.monitor: MonitorProcess | None = None
@@ -121,14 +133,15 @@ class OatfAddon:
         """Reports the monitor process could not write: their runs stay in the journal, which shutdown keeps."""
         self.concluded_lock = threading.Lock()
         self.flows: weakref.WeakValueDictionary[str, http.HTTPFlow] = weakref.WeakValueDictionary()
-        self.in_evaluation: deque[tuple[Counter[str], list[http.HTTPFlow]]] = deque()
-        """Each batch of events sent to the monitor and not yet evaluated, oldest first: its events per flow id,
-        and its flows, kept alive so that a match can still mark and comment its flow (mitmdump keeps no flow of
-        its own)."""
+        self.in_evaluation: deque[Counter[str]] = deque()
+        """Each batch of events sent to the monitor and not yet evaluated, oldest first: its events per flow id."""
         self.events_in_flight = 0
         """Events sent to the monitor and not yet evaluated."""
         self.unevaluated: Counter[str] = Counter()
-        """Events of each flow observed and not yet evaluated (queued or in flight), for the flows' saving."""
+        """Events of each flow observed and not yet evaluated (queued, held or in flight), for the flows' saving."""
+        self.pinned: dict[str, http.HTTPFlow] = {}
+        """The flows in `unevaluated`, kept alive (mitmdump keeps no flow of its own) so that a match can still
+        mark and comment its flow."""
         self.saving: dict[str, asyncio.Future[None]] = {}
         """Flows whose saving by `-w` waits until `unevaluated` has none of their events (see the module
         docstring)."""
@@ -136,12 +149,10 @@ class OatfAddon:
         """Marks of each flow the receiver thread scheduled on the event loop and not yet applied: a flow
         whose events were all evaluated before its `response` hook may still be waiting for its mark."""
         self.flight_lock = threading.Lock()
-        """Guards `in_evaluation`, `events_in_flight`, `unevaluated`, `saving` and `marking` (event loop, worker
-        and receiver threads)."""
-        self.closed_sessions: queue.SimpleQueue[tuple[str, float]] = queue.SimpleQueue()
+        """Guards `in_evaluation`, `events_in_flight`, `unevaluated`, `pinned`, `saving` and `marking` (event loop,
+        worker and receiver threads)."""
         self.save_wait = 0.0
         """`oatf_save_wait` in seconds."""
-        """MCP sessions the agent closed (session id, when), for the worker to tell the monitor."""
         self.worker: threading.Thread | None = None
         self.stopping = threading.Event()
         self.watched: dict[str, float] = {}
@@ -285,6 +296,22 @@ class OatfAddon:
         if self.worker is None:
             self.worker = threading.Thread(target=self._work, name="oatf-monitor", daemon=True)
             self.worker.start()
+            self.clock_due = self.loop.time()
+            self._clock()
+
+    def _clock(self) -> None:
+        """On the event loop, every `TICK_SECONDS`: queue a clock mark (`addon.watermark`)."""
+        if self.stopping.is_set():
+            return
+        now = self.loop.time()
+        self.mark(late=max(0.0, now - self.clock_due))
+        self.clock_due = now + TICK_SECONDS
+        self.loop.call_at(self.clock_due, self._clock)
+
+    def mark(self, late: float = 0.0) -> None:
+        """Queue a clock mark: everything stamped up to its watermark is queued before it (the event loop's
+        clock calls this; so do tests that run the worker without one)."""
+        self.events.put_nowait(ClockMark(self.steps.watermark(time.time(), late)))
 
     def _warn_unknown_options(self) -> None:
         """mitmproxy keeps a `--set` of an option no addon declares as deferred, silently: an `oatf_` one is
@@ -306,7 +333,7 @@ class OatfAddon:
             self.worker.join(timeout=30)
         with self.lock:
             if self.monitor is not None:
-                self._send(self._drain())  # events the worker did not reach
+                self._flush()  # what the worker did not reach
                 stopped = self._stop_monitor(self.monitor)
                 if self.unwritten:
                     log.error("oatf: %d report(s) could not be written: the journal in %s keeps their runs; the "
@@ -328,27 +355,35 @@ class OatfAddon:
                 _to_terminal(f"oatf verdicts:\n{table}\n{where}".rstrip())
 
     # --- hooks: inject mode (when on), then decoding; on the event loop ---------------------------------
+    # (`steps`: a request whose headers came is under way until its `request` hook, a buffered response until
+    # its `response` hook; a streamed one's chunks are stamped as they pass, in the hook's own turn.)
     def requestheaders(self, flow: http.HTTPFlow) -> None:
+        self.steps.begin(flow.id, flow.request.timestamp_start)
         self.tap.requestheaders(flow)
 
     def request(self, flow: http.HTTPFlow) -> None:
         self.flows[flow.id] = flow
         self.tap.request(flow)
         self.inject.request(flow)
+        self.steps.end(flow.id)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         self.inject.responseheaders(flow)
         self.tap.responseheaders(flow)
+        if flow.response is not None and not flow.response.stream:
+            self.steps.begin(flow.id, flow.response.timestamp_start)
 
     def response(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         self.inject.response(flow)
         self.tap.response(flow)
         self._closed_session(flow)
+        self.steps.end(flow.id)
         return self._evaluation_before_save(flow)
 
     def error(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         self.inject.error(flow)
         self.tap.error(flow)
+        self.steps.end(flow.id)
         return self._evaluation_before_save(flow)
 
     def _closed_session(self, flow: http.HTTPFlow) -> None:
@@ -359,7 +394,7 @@ class OatfAddon:
                                  response.status_code if response is not None else None)
         if session is not None and response is not None:
             # mitmproxy's time, saved with the flow: replay closes the session at the same moment
-            self.closed_sessions.put((session, response.timestamp_end or time.time()))
+            self.events.put_nowait(SessionClosed(session, response.timestamp_end or time.time()))
 
     def _evaluation_before_save(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         """With `-w`, while events of `flow` are still being evaluated: an awaitable that ends once they are
@@ -396,6 +431,8 @@ class OatfAddon:
     def _enqueue(self, event: ObservedEvent) -> None:
         with self.flight_lock:
             self.unevaluated[event.flow_id] += 1
+            if (flow := self.flows.get(event.flow_id)) is not None:
+                self.pinned[event.flow_id] = flow
         self.events.put_nowait(event)
         waiting = self.waiting()
         if waiting // BACKLOG_WARNING > self.backlog_warned:
@@ -403,8 +440,9 @@ class OatfAddon:
             log.warning("oatf: evaluation is behind the traffic: %d event(s) waiting", waiting)
 
     def waiting(self) -> int:
-        """Events observed and not yet evaluated: queued here, or sent to the monitor process."""
-        return self.events.qsize() + self.events_in_flight
+        """Events observed and not yet evaluated: queued or held here, or sent to the monitor process (clock
+        marks and closes queued count too: a handful)."""
+        return self.events.qsize() + len(self.order) + self.events_in_flight
 
     # --- the worker thread: events to the monitor process ----------------------------------------------
     def _work(self) -> None:
@@ -415,20 +453,13 @@ class OatfAddon:
             except queue.Empty:
                 first = None
             try:
-                batch = [first, *self._drain(MAX_BATCH - 1)] if first is not None else []
+                items = [first, *self._drain(MAX_BATCH - 1)] if first is not None else []
                 with self.lock:
                     if self.monitor is not None and not self.stopping.is_set():
                         self._replace_if_gone(self.monitor)
                     if self.monitor is not None:
                         self.monitor.ping()
-                        self._close_sessions(self.monitor)
-                        if batch:
-                            self._send(batch)
-                        else:
-                            now = time.time()
-                            if self.journal is not None:
-                                self._journal(self.journal.tick, now)
-                            self.monitor.tick(now)
+                    self._hand_over(items)
                 if time.monotonic() >= next_poll:
                     next_poll = time.monotonic() + RELOAD_POLL_SECONDS
                     if ctx.options.oatf_watch and self._changed_on_disk():
@@ -454,27 +485,55 @@ class OatfAddon:
         self.monitor = self._start_monitor()
         self._recover("a monitor process that was lost")
 
-    def _close_sessions(self, monitor: MonitorProcess) -> None:
-        """Tell the monitor of the MCP sessions the agent closed (a close not journaled: a run recovered after a
-        crash concludes `recovered` instead)."""
-        while True:
-            try:
-                session, at = self.closed_sessions.get_nowait()
-            except queue.Empty:
-                return
-            monitor.close_session("mcp", "mcp_session", session, at)
+    def _hand_over(self, items: list[ObservedEvent | ClockMark | SessionClosed]) -> None:
+        """Hold events and closes; at each clock mark, hand the monitor what its watermark releases, then move
+        the monitor's clock to it (`addon.watermark`). Called with `lock` held."""
+        for item in items:
+            if isinstance(item, ClockMark):
+                self._release(item.watermark)
+            elif isinstance(item, SessionClosed):
+                self.order.add(item.at, item, rank=0)  # as replay: a close is told before events of its time
+            else:
+                self.order.add(item.timestamp, item)
 
-    def _drain(self, limit: int | None = None) -> list[ObservedEvent]:
-        """Events waiting in the queue (at most `limit`), without blocking."""
-        events: list[ObservedEvent] = []
-        while limit is None or len(events) < limit:
+    def _release(self, watermark: float) -> None:
+        """Send the monitor the events and closes up to `watermark`, in time order, and tick its clock to it
+        (infinity: everything held, at shutdown; no tick). A close is not journaled: a run recovered after a
+        crash concludes `recovered` instead. Called with `lock` held."""
+        batch: list[ObservedEvent] = []
+        for item in self.order.release(watermark):
+            if isinstance(item, SessionClosed):
+                self._send(batch)
+                batch = []
+                if self.monitor is not None:
+                    self.monitor.close_session("mcp", "mcp_session", item.session, item.at)
+            else:
+                batch.append(item)
+                if len(batch) == MAX_BATCH:
+                    self._send(batch)
+                    batch = []
+        self._send(batch)
+        if self.monitor is not None and watermark < math.inf:
+            if self.journal is not None:
+                self._journal(self.journal.tick, self.order.watermark)
+            self.monitor.tick(self.order.watermark)
+
+    def _flush(self) -> None:
+        """Hand the monitor everything queued and held, in time order (no tick). Called with `lock` held."""
+        self._hand_over(self._drain())
+        self._release(math.inf)
+
+    def _drain(self, limit: int | None = None) -> list[ObservedEvent | ClockMark | SessionClosed]:
+        """What waits in the queue (at most `limit` items), without blocking."""
+        items: list[ObservedEvent | ClockMark | SessionClosed] = []
+        while limit is None or len(items) < limit:
             try:
-                event = self.events.get_nowait()
+                item = self.events.get_nowait()
             except queue.Empty:
                 break
-            if event is not None:
-                events.append(event)
-        return events
+            if item is not None:
+                items.append(item)
+        return items
 
     def _send(self, events: list[ObservedEvent]) -> None:
         """Hand events to the monitor (and to the Attest trace collector when traces are wanted)."""
@@ -495,9 +554,8 @@ class OatfAddon:
                               describe(exc))
         if self.journal is not None:
             self._journal(self.journal.events, events)
-        flows = [flow for flow_id in per_flow if (flow := self.flows.get(flow_id)) is not None]
         with self.flight_lock:
-            self.in_evaluation.append((per_flow, flows))
+            self.in_evaluation.append(per_flow)
             self.events_in_flight += len(events)
         self.monitor.observe(events)
 
@@ -525,14 +583,14 @@ class OatfAddon:
     def _evaluated(self) -> None:
         with self.flight_lock:
             if self.in_evaluation:
-                per_flow, _ = self.in_evaluation.popleft()
+                per_flow = self.in_evaluation.popleft()
                 self.events_in_flight -= per_flow.total()
                 self._settle(per_flow)
 
     def _forget_in_flight(self) -> None:
         with self.flight_lock:
             while self.in_evaluation:
-                self._settle(self.in_evaluation.popleft()[0])
+                self._settle(self.in_evaluation.popleft())
             self.events_in_flight = 0
 
     def _settle(self, per_flow: Counter[str]) -> None:
@@ -545,6 +603,7 @@ class OatfAddon:
                 self.unevaluated[flow_id] = left
                 continue
             del self.unevaluated[flow_id]
+            self.pinned.pop(flow_id, None)
             waiter = self.saving.pop(flow_id, None)
             if waiter is not None and self.loop is not None:
                 self.loop.call_soon_threadsafe(_release, waiter)

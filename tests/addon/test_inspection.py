@@ -76,8 +76,7 @@ def test_status_lists_live_runs_as_a_table_and_a_closed_mcp_session_as_closing(t
             delete = tflow.tflow(req=tflow.treq(method="DELETE"), resp=tflow.tresp(status_code=status))
             delete.request.headers["Mcp-Session-Id"] = session
             addon._closed_session(delete)
-        assert addon.monitor is not None
-        addon._close_sessions(addon.monitor)
+        addon._flush()
         lines = addon.status()
         addon.done()
     assert lines[0] == "1 attack(s) loaded, 2 live run(s), 0 event(s) waiting for evaluation"
@@ -126,7 +125,7 @@ def test_with_w_a_flow_is_saved_once_its_evaluation_has_marked_it(tmp_path: Path
         addon._enqueue(call(KEY, time.time(), flow=flow.id))
         saving = addon.response(flow)
         marked["before"] = flow.marked
-        addon._send(addon._drain())
+        addon._flush()
         if saving is not None:
             await saving
         marked["saved"] = (flow.marked, flow.comment)
