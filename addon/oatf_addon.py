@@ -752,12 +752,16 @@ class OatfAddon:
     def status(self) -> Sequence[str]:
         """Live runs: state, messages, delivery, phases per actor and indicators matched so far."""
         monitor = self.monitor
+        if monitor is not None:
+            monitor.ask_counts()  # answered before the status
         runs = monitor.status(STATUS_SECONDS) if monitor is not None else []
         if runs is None:
             return _shown("oatf.status", [f"the monitor did not answer within {STATUS_SECONDS:g} s; "
                                           f"{self.waiting()} event(s) waiting for evaluation"])
         lines = [f"{len(self.library.attacks)} attack(s) loaded, {len(runs)} live run(s), "
                  f"{self.waiting()} event(s) waiting for evaluation", *self._diagnostics()]
+        if monitor is not None and monitor.counts:
+            lines.append("in memory: " + ", ".join(f"{name} {n:,}" for name, n in monitor.counts.items()))
         if runs:
             rows = [("RUN", "STATE", "MESSAGES", "DELIVERED", "PHASES", "MATCHED")]
             rows += [(printable(r["run"], 300), r["state"], str(r["messages"]), "yes" if r["delivered"] else "no",

@@ -14,12 +14,16 @@ load, else a run rightly concludes in mid-session (quiet for a grace period) and
 (the default 10 s grace period would on two shared cores: 1,000 agents keep the proxy at its capacity). When the traffic
 ends, mitmdump gets SIGINT at once: the runs still in their grace period, and any backlog, are concluded then.
 
-Printed: the traffic (sessions, exploit sessions, failed sessions and requests sent again), every
-`--interval` seconds the proxy's and the monitor process's RSS and the backlog (events observed and not yet
-evaluated, read from the addon without asking the monitor), then the count of the reports (from
-`verdicts.jsonl`): runs per session, every exploit session reported exactly once as exploited, (attack,
-session) pairs reported twice or never, evictions, statuses and outcomes; the backlog's maximum, RSS at start,
-peak and end, SIGINT to exit, and whether the summary table was printed.
+Printed: every `--interval` seconds the proxy's and the monitor process's RSS, the backlog (events observed
+and not yet evaluated), the CPU share each process used since the last sample (mitmdump, its monitor process,
+the MCP server, and this process: the agents), and what the monitor holds in memory (live runs and their
+sessions, timers, and what its session resolver remembers: `MonitorProcess.counts`, as of the sample
+before); then the traffic (sessions, sessions/s, failed sessions, requests sent again, each step's latency as
+the agents saw it: p50, p99, max; `pause` is how much longer than asked an agent's think time took, i.e. how
+late this process ran), the count of the reports (from `verdicts.jsonl`): runs per session, every exploit
+session reported exactly once as exploited, (attack, session) pairs reported twice or never, evictions,
+statuses and outcomes; the backlog's maximum, RSS at start, peak and end, CPU seconds per process, SIGINT to
+exit, and whether the summary table was printed.
 """
 
 from __future__ import annotations
@@ -88,6 +92,8 @@ class Sample:
     proxy_rss: int
     monitor_rss: int
     backlog: int
+    counts: dict[str, int]
+    """What the monitor process holds in memory (`MonitorProcess.counts`, as of the previous sample)."""
     cpu: dict[str, float]
     """CPU seconds used so far by each process: `PROCESSES`."""
 
@@ -110,11 +116,11 @@ class Sampler:
         pid = self.proxy.process.pid
         child = monitor_child(pid)
         try:
-            backlog = self.proxy.backlog()
+            counts = self.proxy.counts()
         except Exception:  # a loaded proxy may not answer in time: the sample has no backlog
-            backlog = -1
+            counts = {"waiting": -1}
         own = os.times()
-        sample = Sample(time.monotonic() - self.start, rss(pid), rss(child), backlog, {
+        sample = Sample(time.monotonic() - self.start, rss(pid), rss(child), counts.pop("waiting"), counts, {
             "proxy": cpu(pid), "monitor": cpu(child), "server": cpu(self.server_pid), "agents": own.user + own.system})
         self.samples.append(sample)
         return sample
@@ -125,8 +131,10 @@ class Sampler:
             now = self.sample()
             busy = "  ".join(f"{name} {100 * (now.cpu[name] - last.cpu[name]) / (now.seconds - last.seconds):3.0f}%"
                              for name in PROCESSES)
+            held = ", ".join(f"{name} {n:,}" for name, n in now.counts.items())
             print(f"  {now.seconds:7.0f} s  proxy RSS {now.proxy_rss / 2**20:6.1f} MiB  monitor RSS "
-                  f"{now.monitor_rss / 2**20:6.1f} MiB  backlog {now.backlog:,} event(s)  CPU {busy}", flush=True)
+                  f"{now.monitor_rss / 2**20:6.1f} MiB  backlog {now.backlog:,} event(s)  CPU {busy}\n"
+                  f"            in memory: {held}", flush=True)
 
     def __enter__(self) -> Sampler:
         self.sample()

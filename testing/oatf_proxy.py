@@ -176,6 +176,10 @@ class OatfProxy:
         """Events the addon observed and has not evaluated yet (`OatfAddon.waiting`)."""
         return int(self._control("/backlog"))
 
+    def counts(self) -> dict[str, int]:
+        """What the monitor process holds in memory, as of the previous call, and the backlog (`waiting`)."""
+        return dict(json.loads(self._control("/counts")))
+
     def marked(self) -> dict[str, dict[str, str]]:
         """{flow id: {marked, comment}} of the flows an addon updated (the OATF addon marks matches)."""
         return json.loads(self._control("/marked"))
