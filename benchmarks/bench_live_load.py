@@ -188,6 +188,8 @@ def main() -> None:
         print(f"  traffic: {len(traffic.sessions):,} sessions in {seconds:.0f} s "
               f"({len(traffic.sessions) / seconds:.1f}/s); failed {traffic.failed}, requests sent again "
               f"{traffic.retried}", flush=True)
+        for error, times in traffic.errors.most_common(3):
+            print(f"    failed {times}x: {error}", flush=True)
         for line in traffic.latencies():
             print(f"    {line}", flush=True)
         interrupted = time.monotonic()

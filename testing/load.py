@@ -55,6 +55,8 @@ class Traffic:
 
     sessions: list[Session] = field(default_factory=list)
     failed: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    """Why sessions failed: the exception's type and message."""
     retried: int = 0
     steps: dict[str, list[float]] = field(default_factory=lambda: {step: [] for step in STEPS})
 
@@ -139,8 +141,9 @@ async def agents(proxy: str, url: str, in_flight: int, *, sessions: int | None =
                 try:
                     traffic.sessions.append(await agent_session(
                         client, url, number % exploit_every == 0, rng.uniform(*pause), traffic))
-                except (httpx.HTTPError, KeyError):
+                except (httpx.HTTPError, KeyError) as exc:
                     traffic.failed += 1
+                    traffic.errors[f"{type(exc).__name__}: {str(exc)[:120]}"] += 1
 
     await asyncio.gather(*(agent() for _ in range(in_flight)))
     return traffic
