@@ -38,7 +38,6 @@ from __future__ import annotations
 import asyncio
 import difflib
 import logging
-import math
 import os
 import queue
 import sys
@@ -497,11 +496,19 @@ class OatfAddon:
                 self.order.add(item.timestamp, item)
 
     def _release(self, watermark: float) -> None:
-        """Send the monitor the events and closes up to `watermark`, in time order, and tick its clock to it
-        (infinity: everything held, at shutdown; no tick). A close is not journaled: a run recovered after a
-        crash concludes `recovered` instead. Called with `lock` held."""
+        """Send the monitor the events and closes up to `watermark`, in time order, and tick its clock to it.
+        Called with `lock` held."""
+        self._hand(self.order.release(watermark))
+        if self.monitor is not None:
+            if self.journal is not None:
+                self._journal(self.journal.tick, self.order.watermark)
+            self.monitor.tick(self.order.watermark)
+
+    def _hand(self, released: list[ObservedEvent | SessionClosed]) -> None:
+        """Send the monitor these events and closes, in this order (a close is not journaled: a run recovered
+        after a crash concludes `recovered` instead). Called with `lock` held."""
         batch: list[ObservedEvent] = []
-        for item in self.order.release(watermark):
+        for item in released:
             if isinstance(item, SessionClosed):
                 self._send(batch)
                 batch = []
@@ -513,15 +520,12 @@ class OatfAddon:
                     self._send(batch)
                     batch = []
         self._send(batch)
-        if self.monitor is not None and watermark < math.inf:
-            if self.journal is not None:
-                self._journal(self.journal.tick, self.order.watermark)
-            self.monitor.tick(self.order.watermark)
 
     def _flush(self) -> None:
-        """Hand the monitor everything queued and held, in time order (no tick). Called with `lock` held."""
+        """Hand the monitor everything queued and held, in time order, before a library swap or the shutdown
+        (the watermark and the clock stay where they are). Called with `lock` held."""
         self._hand_over(self._drain())
-        self._release(math.inf)
+        self._hand(self.order.drain())
 
     def _drain(self, limit: int | None = None) -> list[ObservedEvent | ClockMark | SessionClosed]:
         """What waits in the queue (at most `limit` items), without blocking."""
@@ -736,6 +740,7 @@ class OatfAddon:
         self.library = library
         with self.lock:
             if self.monitor is not None:
+                self._flush()  # the traffic so far is evaluated with the library it came under
                 self.monitor.replace_attacks(list(library.attacks))
         log.info("oatf: %d attack(s) loaded, %d problem(s)", len(library.attacks), len(library.problems))
         if not library.attacks:

@@ -108,5 +108,11 @@ class Reorder[T]:
             released.append(heapq.heappop(self._heap)[3])
         return released
 
+    def drain(self) -> list[T]:
+        """Every item held, oldest first, whatever the watermark (which stays where it is)."""
+        released = [item for *_, item in sorted(self._heap)]
+        self._heap.clear()
+        return released
+
     def __len__(self) -> int:
         return len(self._heap)
