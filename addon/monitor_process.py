@@ -14,10 +14,13 @@ Pickled messages, in order, one pipe each way:
                     | ("reports", report directory) | ("attacks", [LoadedAttack, ...]) | ("status", None)
                     | ("close", (protocol, session key name, value, time))
                     | ("recover", (report directory, [journal segment, ...], origin)) | ("shutdown", None)
-                    | ("ping", None)
+                    | ("ping", None) | ("counts", None)
     child → parent: ("evaluated", [Output, ..., Held?]) after each "events" message, in order (possibly empty)
                     | ("outputs", [Output, ...]) | ("reported", [Reported, ...]) | ("status", [run snapshot, ...])
-                    | ("failed", message) | ("done", [Reported, ...]) | ("pong", None)
+                    | ("failed", message) | ("done", [Reported, ...]) | ("pong", None) | ("counts", {name: n})
+
+`counts` answers what the monitor holds in memory (`counts`): live runs and their sessions, and what the
+session resolver remembers; the parent keeps the latest answer (`MonitorProcess.counts`).
 
 `recover` concludes, with this process's library and options, the runs that the given journal segments show
 were left open (`oatf_engine.recovery`: a proxy that did not stop cleanly, a monitor process that died or
@@ -215,6 +218,9 @@ def _handle(monitor: Monitor, reporting: Reporting, kind: str, payload: Any,
     if kind == "status":
         answer(("status", monitor.status()))
         return True
+    if kind == "counts":
+        answer(("counts", counts(monitor)))
+        return True
     if kind == "recover":
         _recover(monitor, reporting, *payload, answer=answer)
         return True
@@ -245,6 +251,18 @@ def _handle(monitor: Monitor, reporting: Reporting, kind: str, payload: Any,
     elif told:
         answer(("outputs", told))
     return True
+
+
+def counts(monitor: Monitor) -> dict[str, int]:
+    """What `monitor` holds in memory: live runs, their sessions, timers queued, and what its session resolver
+    remembers (each bounded: `oatf_engine.monitor.sessions`, `.episodes`)."""
+    resolver = monitor.sessions
+    episodes = resolver.agent_episodes
+    return {"runs": len(monitor.runs), "sessions": len({run.session for run in monitor.runs.values()}),
+            "timers": monitor.queued_timers, "flows": len(resolver.flow_session), "aliases": len(resolver.aliases),
+            "routes": len(resolver.last_session), "held": len(resolver.pending) + len(resolver.held),
+            "episode_flows": len(episodes.flows) if episodes is not None else 0,
+            "agents": len(episodes.agents) if episodes is not None else 0}
 
 
 def _recover(monitor: Monitor, reporting: Reporting, report_dir: str, segments: list[str], origin: str, *,
@@ -278,6 +296,8 @@ class MonitorProcess:
         self.on_failure = on_failure
         self.stall_seconds = STALL_SECONDS
         self.unsent = 0
+        self.counts: dict[str, int] = {}
+        """The child's latest answer to `ask_counts` (see the module docstring)."""
         """Events left out of their batch because they could not be sent (pickled) even cut at `MAX_DEPTH`."""
         self._once = Once()
         to_child_r, to_child_w = os.pipe()
@@ -322,6 +342,11 @@ class MonitorProcess:
         if self._ping_sent is None:
             self._ping_sent = time.monotonic()
             self._outbox.put(("ping", None))
+
+    def ask_counts(self) -> None:
+        """Ask the child what it holds in memory: `counts` is updated when it answers (after what was sent
+        before)."""
+        self._outbox.put(("counts", None))
 
     def observe(self, events: list[ObservedEvent]) -> None:
         self._outbox.put(("events", events))
@@ -448,6 +473,8 @@ class MonitorProcess:
         """Handle one answer of the child; True after its last (`done`)."""
         if kind == "pong":
             self._ping_sent = None
+        elif kind == "counts":
+            self.counts = payload
         elif kind == "status":
             with self._status_ready:
                 self._status.append(payload)

@@ -9,8 +9,11 @@ that do one thing, commands for users):
   receives;
 - events go through a queue to one worker thread that sends them in batches to the sans-I/O `Monitor`, which
   runs in a child process (`addon.monitor_process`: CEL and every other evaluation, and writing the reports,
-  stay off the proxy's event loop and out of its interpreter lock), and ticks its clock; a receiver thread
-  handles what the monitor answers: logs, the summary table, the journal's markers of reported runs;
+  stay off the proxy's event loop and out of its interpreter lock); the worker hands them over in time order,
+  up to the watermark the event loop queues with them, and moves the monitor's clock to it
+  (`addon.watermark`: a hook that runs late never lets a run conclude before an event inside its grace period
+  is evaluated); a receiver thread handles what the monitor answers: logs, the summary table, the journal's
+  markers of reported runs;
 - the flows a run took part in are marked with its state and commented (`addon.flow_marks`, on the event
   loop): an indicator's match first, the run's verdict when it concludes; `oatf.flow` tells everything
   recorded of a flow (`addon.flow_details`). With `-w` (`save_stream_file`) mitmproxy's `save` addon writes a
@@ -58,6 +61,7 @@ from addon.inject import Inject, inject_paths
 from addon.mitm_tap import MitmTap
 from addon.monitor_process import MonitorProcess
 from addon.views import ContentViews
+from addon.watermark import TICK_SECONDS, ClockMark, Reorder, SessionClosed, Steps
 from oatf_engine.attest_traces import TraceCollector, write_traces
 from oatf_engine.engine_config import SETTINGS, engine_config
 from oatf_engine.events import ObservedEvent
@@ -80,7 +84,6 @@ from oatf_engine.wire.mcp import SESSION_HEADER, closed_session
 
 log = logging.getLogger("oatf")
 
-TICK_SECONDS = 0.25
 RELOAD_POLL_SECONDS = 2.0
 MAX_SUMMARY_ROWS = 1_000
 MAX_BATCH = 256
@@ -107,7 +110,15 @@ class OatfAddon:
         # mode rewrote (what the agent received). The content views have no such order: a sub-addon (`addons`).
         self.inject = Inject()
         self.tap = MitmTap(on_event=lambda event: self._enqueue(self.inject.tag(event)))
-        self.events: queue.Queue[ObservedEvent | None] = queue.Queue()
+        self.events: queue.Queue[ObservedEvent | ClockMark | SessionClosed | None] = queue.Queue()
+        """What the hooks (and the feed) queue for the worker: events, the MCP sessions closed, and the event
+        loop's clock marks (`addon.watermark`)."""
+        self.steps = Steps()
+        """Steps of flows under way whose hook has not run yet: they hold the watermark back (event loop only)."""
+        self.order: Reorder[ObservedEvent | SessionClosed] = Reorder()
+        """Events and closes the worker holds until the watermark passes them (worker thread only)."""
+        self.clock_due = 0.0
+        """When (the event loop's time) the next clock mark is due."""
         self.backlog_warned = 0
         self.lock = threading.Lock()
         self.monitor: MonitorProcess | None = None
@@ -123,28 +134,27 @@ class OatfAddon:
         """Reports the monitor process could not write: their runs stay in the journal, which shutdown keeps."""
         self.concluded_lock = threading.Lock()
         self.flows: weakref.WeakValueDictionary[str, http.HTTPFlow] = weakref.WeakValueDictionary()
-        self.in_evaluation: deque[tuple[Counter[str], list[http.HTTPFlow]]] = deque()
-        """Each batch of events sent to the monitor and not yet evaluated, oldest first: its events per flow id,
-        and its flows, kept alive so that a match can still mark and comment its flow (mitmdump keeps no flow of
-        its own)."""
+        self.in_evaluation: deque[Counter[str]] = deque()
+        """Each batch of events sent to the monitor and not yet evaluated, oldest first: its events per flow id."""
         self.events_in_flight = 0
         """Events sent to the monitor and not yet evaluated."""
         self.unevaluated: Counter[str] = Counter()
-        """Events of each flow observed and not yet evaluated (queued or in flight), for the flows' saving."""
+        """Events of each flow observed and not yet evaluated (queued, held or in flight), for the flows' saving."""
+        self.pinned: dict[str, http.HTTPFlow] = {}
+        """The flows in `unevaluated`, kept alive (mitmdump keeps no flow of its own) so that a match can still
+        mark and comment its flow."""
         self.marking: Counter[str] = Counter()
         """Updates of each flow (marks, comments) the receiver thread scheduled on the event loop and not yet
         applied: a flow whose events were all evaluated may still be waiting for its mark."""
         self.held: frozenset[str] = frozenset()
         """Flows with events the monitor holds to place them in a session (`Held`): not evaluated yet."""
         self.flight_lock = threading.Lock()
-        """Guards `in_evaluation`, `events_in_flight`, `unevaluated`, `marking` and `held` (event loop, worker
-        and receiver threads)."""
+        """Guards `in_evaluation`, `events_in_flight`, `unevaluated`, `pinned`, `marking` and `held` (event loop,
+        worker and receiver threads)."""
         self.flow_updates: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         """Updates of flows to apply on the event loop (`_update_flow`), in order."""
         self.saving = SaveDeferral(self._busy)
         """With `-w`: holds back mitmproxy's write of a flow until it is evaluated and marked (`oatf_save_wait`)."""
-        self.closed_sessions: queue.SimpleQueue[tuple[str, float]] = queue.SimpleQueue()
-        """MCP sessions the agent closed (session id, when), for the worker to tell the monitor."""
         self.worker: threading.Thread | None = None
         self.stopping = threading.Event()
         self.watched: dict[str, float] = {}
@@ -309,6 +319,22 @@ class OatfAddon:
         if self.worker is None:
             self.worker = threading.Thread(target=self._work, name="oatf-monitor", daemon=True)
             self.worker.start()
+            self.clock_due = self.loop.time()
+            self._clock()
+
+    def _clock(self) -> None:
+        """On the event loop, every `TICK_SECONDS`: queue a clock mark (`addon.watermark`)."""
+        if self.stopping.is_set():
+            return
+        now = self.loop.time()
+        self.mark(late=max(0.0, now - self.clock_due))
+        self.clock_due = now + TICK_SECONDS
+        self.loop.call_at(self.clock_due, self._clock)
+
+    def mark(self, late: float = 0.0) -> None:
+        """Queue a clock mark: everything stamped up to its watermark is queued before it (the event loop's
+        clock calls this; so do tests that run the worker without one)."""
+        self.events.put_nowait(ClockMark(self.steps.watermark(time.time(), late)))
 
     def _warn_unknown_options(self) -> None:
         """mitmproxy keeps a `--set` of an option no addon declares as deferred, silently: an `oatf_` one is
@@ -330,7 +356,7 @@ class OatfAddon:
             self.worker.join(timeout=30)
         with self.lock:
             if self.monitor is not None:
-                self._send(self._drain())  # events the worker did not reach
+                self._flush()  # what the worker did not reach
                 stopped = self._stop_monitor(self.monitor)
                 self._apply_flow_updates()  # the event loop is here: the last marks, before the flows are saved
                 self.saving.flush()
@@ -355,26 +381,34 @@ class OatfAddon:
                 _to_terminal(f"oatf verdicts:\n{table}\n{where}".rstrip())
 
     # --- hooks: inject mode (when on), then decoding; on the event loop ---------------------------------
+    # (`steps`: a request whose headers came is under way until its `request` hook, a buffered response until
+    # its `response` hook; a streamed one's chunks are stamped as they pass, in the hook's own turn.)
     def requestheaders(self, flow: http.HTTPFlow) -> None:
+        self.steps.begin(flow.id, flow.request.timestamp_start)
         self.tap.requestheaders(flow)
 
     def request(self, flow: http.HTTPFlow) -> None:
         self.flows[flow.id] = flow
         self.inject.request(flow)
         self.tap.request(flow)
+        self.steps.end(flow.id)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         self.inject.responseheaders(flow)
         self.tap.responseheaders(flow)
+        if flow.response is not None and not flow.response.stream:
+            self.steps.begin(flow.id, flow.response.timestamp_start)
 
     def response(self, flow: http.HTTPFlow) -> None:
         self.inject.response(flow)
         self.tap.response(flow)
         self._closed_session(flow)
+        self.steps.end(flow.id)
 
     def error(self, flow: http.HTTPFlow) -> None:
         self.inject.error(flow)
         self.tap.error(flow)
+        self.steps.end(flow.id)
 
     def _closed_session(self, flow: http.HTTPFlow) -> None:
         """An MCP client's `DELETE` the server accepted closes that session (`oatf_engine.wire.mcp.closed_session`;
@@ -384,7 +418,7 @@ class OatfAddon:
                                  response.status_code if response is not None else None)
         if session is not None and response is not None:
             # mitmproxy's time, saved with the flow: replay closes the session at the same moment
-            self.closed_sessions.put((session, response.timestamp_end or time.time()))
+            self.events.put_nowait(SessionClosed(session, response.timestamp_end or time.time()))
 
     def _busy(self, flow_id: str) -> bool:
         """Whether OATF is not done with the flow: events of it not evaluated yet (queued, in flight, or held by
@@ -395,6 +429,8 @@ class OatfAddon:
     def _enqueue(self, event: ObservedEvent) -> None:
         with self.flight_lock:
             self.unevaluated[event.flow_id] += 1
+            if (flow := self.flows.get(event.flow_id)) is not None:
+                self.pinned[event.flow_id] = flow
         self.events.put_nowait(event)
         waiting = self.waiting()
         if waiting // BACKLOG_WARNING > self.backlog_warned:
@@ -402,8 +438,9 @@ class OatfAddon:
             log.warning("oatf: evaluation is behind the traffic: %d event(s) waiting", waiting)
 
     def waiting(self) -> int:
-        """Events observed and not yet evaluated: queued here, or sent to the monitor process."""
-        return self.events.qsize() + self.events_in_flight
+        """Events observed and not yet evaluated: queued or held here, or sent to the monitor process (clock
+        marks and closes queued count too: a handful)."""
+        return self.events.qsize() + len(self.order) + self.events_in_flight
 
     # --- the worker thread: events to the monitor process ----------------------------------------------
     def _work(self) -> None:
@@ -414,20 +451,13 @@ class OatfAddon:
             except queue.Empty:
                 first = None
             try:
-                batch = [first, *self._drain(MAX_BATCH - 1)] if first is not None else []
+                items = [first, *self._drain(MAX_BATCH - 1)] if first is not None else []
                 with self.lock:
                     if self.monitor is not None and not self.stopping.is_set():
                         self._replace_if_gone(self.monitor)
                     if self.monitor is not None:
                         self.monitor.ping()
-                        self._close_sessions(self.monitor)
-                        if batch:
-                            self._send(batch)
-                        else:
-                            now = time.time()
-                            if self.journal is not None:
-                                self._journal(self.journal.tick, now)
-                            self.monitor.tick(now)
+                    self._hand_over(items)
                 if time.monotonic() >= next_poll:
                     next_poll = time.monotonic() + RELOAD_POLL_SECONDS
                     if ctx.options.oatf_watch and self._changed_on_disk():
@@ -453,27 +483,60 @@ class OatfAddon:
         self.monitor = self._start_monitor()
         self._recover("a monitor process that was lost")
 
-    def _close_sessions(self, monitor: MonitorProcess) -> None:
-        """Tell the monitor of the MCP sessions the agent closed (a close not journaled: a run recovered after a
-        crash concludes `recovered` instead)."""
-        while True:
-            try:
-                session, at = self.closed_sessions.get_nowait()
-            except queue.Empty:
-                return
-            monitor.close_session("mcp", "mcp_session", session, at)
+    def _hand_over(self, items: list[ObservedEvent | ClockMark | SessionClosed]) -> None:
+        """Hold events and closes; at each clock mark, hand the monitor what its watermark releases, then move
+        the monitor's clock to it (`addon.watermark`). Called with `lock` held."""
+        for item in items:
+            if isinstance(item, ClockMark):
+                self._release(item.watermark)
+            elif isinstance(item, SessionClosed):
+                self.order.add(item.at, item, rank=0)  # as replay: a close is told before events of its time
+            else:
+                self.order.add(item.timestamp, item)
 
-    def _drain(self, limit: int | None = None) -> list[ObservedEvent]:
-        """Events waiting in the queue (at most `limit`), without blocking."""
-        events: list[ObservedEvent] = []
-        while limit is None or len(events) < limit:
+    def _release(self, watermark: float) -> None:
+        """Send the monitor the events and closes up to `watermark`, in time order, and tick its clock to it.
+        Called with `lock` held."""
+        self._hand(self.order.release(watermark))
+        if self.monitor is not None:
+            if self.journal is not None:
+                self._journal(self.journal.tick, self.order.watermark)
+            self.monitor.tick(self.order.watermark)
+
+    def _hand(self, released: list[ObservedEvent | SessionClosed]) -> None:
+        """Send the monitor these events and closes, in this order (a close is not journaled: a run recovered
+        after a crash concludes `recovered` instead). Called with `lock` held."""
+        batch: list[ObservedEvent] = []
+        for item in released:
+            if isinstance(item, SessionClosed):
+                self._send(batch)
+                batch = []
+                if self.monitor is not None:
+                    self.monitor.close_session("mcp", "mcp_session", item.session, item.at)
+            else:
+                batch.append(item)
+                if len(batch) == MAX_BATCH:
+                    self._send(batch)
+                    batch = []
+        self._send(batch)
+
+    def _flush(self) -> None:
+        """Hand the monitor everything queued and held, in time order, before a library swap or the shutdown
+        (the watermark and the clock stay where they are). Called with `lock` held."""
+        self._hand_over(self._drain())
+        self._hand(self.order.drain())
+
+    def _drain(self, limit: int | None = None) -> list[ObservedEvent | ClockMark | SessionClosed]:
+        """What waits in the queue (at most `limit` items), without blocking."""
+        items: list[ObservedEvent | ClockMark | SessionClosed] = []
+        while limit is None or len(items) < limit:
             try:
-                event = self.events.get_nowait()
+                item = self.events.get_nowait()
             except queue.Empty:
                 break
-            if event is not None:
-                events.append(event)
-        return events
+            if item is not None:
+                items.append(item)
+        return items
 
     def _send(self, events: list[ObservedEvent]) -> None:
         """Hand events to the monitor (and to the Attest trace collector when traces are wanted)."""
@@ -494,9 +557,8 @@ class OatfAddon:
                               describe(exc))
         if self.journal is not None:
             self._journal(self.journal.events, events)
-        flows = [flow for flow_id in per_flow if (flow := self.flows.get(flow_id)) is not None]
         with self.flight_lock:
-            self.in_evaluation.append((per_flow, flows))
+            self.in_evaluation.append(per_flow)
             self.events_in_flight += len(events)
         self.monitor.observe(events)
 
@@ -524,14 +586,14 @@ class OatfAddon:
     def _evaluated(self) -> None:
         with self.flight_lock:
             if self.in_evaluation:
-                per_flow, _ = self.in_evaluation.popleft()
+                per_flow = self.in_evaluation.popleft()
                 self.events_in_flight -= per_flow.total()
                 self._settle(per_flow)
 
     def _forget_in_flight(self) -> None:
         with self.flight_lock:
             while self.in_evaluation:
-                self._settle(self.in_evaluation.popleft()[0])
+                self._settle(self.in_evaluation.popleft())
             self.events_in_flight = 0
 
     def _settle(self, per_flow: Counter[str]) -> None:
@@ -543,7 +605,14 @@ class OatfAddon:
                 self.unevaluated[flow_id] = left
                 continue
             del self.unevaluated[flow_id]
+            self._unpin(flow_id)
             self._maybe_save(flow_id)
+
+    def _unpin(self, flow_id: str) -> None:
+        """Let the flow go once no event of it waits for evaluation, in flight or held by the monitor (with
+        `flight_lock` held)."""
+        if flow_id not in self.held and not self.unevaluated[flow_id]:
+            self.pinned.pop(flow_id, None)
 
     def _maybe_save(self, flow_id: str) -> None:
         """Have the event loop write the flow if its saving was deferred and OATF is done with it."""
@@ -577,6 +646,8 @@ class OatfAddon:
             elif isinstance(output, Held):
                 with self.flight_lock:
                     placed, self.held = self.held - output.flows, output.flows
+                    for flow_id in placed:
+                        self._unpin(flow_id)
                 for flow_id in placed:
                     self._maybe_save(flow_id)
 
@@ -694,6 +765,7 @@ class OatfAddon:
         self.library = library
         with self.lock:
             if self.monitor is not None:
+                self._flush()  # the traffic so far is evaluated with the library it came under
                 self.monitor.replace_attacks(list(library.attacks))
         log.info("oatf: %d attack(s) loaded, %d problem(s)", len(library.attacks), len(library.problems))
         if not library.attacks:
@@ -710,12 +782,16 @@ class OatfAddon:
     def status(self) -> Sequence[str]:
         """Live runs: state, messages, delivery, phases per actor and indicators matched so far."""
         monitor = self.monitor
+        if monitor is not None:
+            monitor.ask_counts()  # answered before the status
         runs = monitor.status(STATUS_SECONDS) if monitor is not None else []
         if runs is None:
             return _shown("oatf.status", [f"the monitor did not answer within {STATUS_SECONDS:g} s; "
                                           f"{self.waiting()} event(s) waiting for evaluation"])
         lines = [f"{len(self.library.attacks)} attack(s) loaded, {len(runs)} live run(s), "
                  f"{self.waiting()} event(s) waiting for evaluation", *self._diagnostics()]
+        if monitor is not None and monitor.counts:
+            lines.append("in memory: " + ", ".join(f"{name} {n:,}" for name, n in monitor.counts.items()))
         if runs:
             rows = [("RUN", "STATE", "MESSAGES", "DELIVERED", "PHASES", "MATCHED")]
             rows += [(printable(r["run"], 300), r["state"], str(r["messages"]), "yes" if r["delivered"] else "no",

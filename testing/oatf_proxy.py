@@ -183,6 +183,10 @@ class OatfProxy:
         """Events the addon observed and has not evaluated yet (`OatfAddon.waiting`)."""
         return int(self._control("/backlog"))
 
+    def counts(self) -> dict[str, int]:
+        """What the monitor process holds in memory, as of the previous call, and the backlog (`waiting`)."""
+        return dict(json.loads(self._control("/counts")))
+
     def marked(self) -> dict[str, dict[str, str]]:
         """{flow id: {marked, comment}} of the flows an addon updated (the OATF addon marks matches)."""
         return json.loads(self._control("/marked"))
@@ -195,13 +199,15 @@ class OatfProxy:
 
 @contextlib.contextmanager
 def oatf_proxy(workdir: Path, name: str, attacks: list[Path], *, grace: str = "1s", record: bool = True,
-               watch: bool = False, options: dict[str, str] | None = None) -> Iterator[OatfProxy]:
-    """mitmdump + the addon (+ the remote control), loading `attacks`, on a free loopback port."""
+               watch: bool = False, options: dict[str, str] | None = None,
+               scripts: tuple[Path, ...] = ()) -> Iterator[OatfProxy]:
+    """mitmdump + the addon (+ the remote control), loading `attacks`, on a free loopback port; `scripts`
+    are loaded before the addon (their hooks run first)."""
     report_dir = workdir / f"{name}-reports"
     flows = workdir / f"{name}.mitm" if record else None
     settings = {"oatf_attacks": ",".join(map(str, attacks)), "oatf_report_dir": str(report_dir),
                 "oatf_grace_period": grace, "oatf_watch": str(watch).lower(), **(options or {})}
-    extra = ["-s", str(ADDON), "-s", str(COMMAND_SCRIPT)]
+    extra = [*(arg for script in scripts for arg in ("-s", str(script))), "-s", str(ADDON), "-s", str(COMMAND_SCRIPT)]
     for key, value in settings.items():
         extra += ["--set", f"{key}={value}"]
     if flows is not None:

@@ -125,7 +125,7 @@ def test_oatf_flow_answers_the_messages_and_every_run_with_its_verdict(tmp_path:
         addon.loop = asyncio.get_running_loop()
         for hook in (addon.requestheaders, addon.request, addon.responseheaders, addon.response):
             hook(flow)
-        addon._send(addon._drain())
+        addon._flush()
         await until(lambda: bool(flow_marks.matches(flow)))
         answers["live"] = addon.flow_command([flow])
         assert addon.monitor is not None

@@ -79,13 +79,13 @@ def test_status_lists_live_runs_as_a_table_and_a_closed_mcp_session_as_closing(t
             delete = tflow.tflow(req=tflow.treq(method="DELETE"), resp=tflow.tresp(status_code=status))
             delete.request.headers["Mcp-Session-Id"] = session
             addon._closed_session(delete)
-        assert addon.monitor is not None
-        addon._close_sessions(addon.monitor)
+        addon._flush()
         lines = addon.status()
         addon.done()
     assert lines[0] == "1 attack(s) loaded, 2 live run(s), 0 event(s) waiting for evaluation"
-    assert lines[1].split() == ["RUN", "STATE", "MESSAGES", "DELIVERED", "PHASES", "MATCHED"]
-    rows = {line.split()[0]: line for line in lines[2:]}
+    assert lines[1].startswith("in memory: runs 2, sessions 2, ")  # the monitor process's `counts`
+    assert lines[2].split() == ["RUN", "STATE", "MESSAGES", "DELIVERED", "PHASES", "MATCHED"]
+    rows = {line.split()[0]: line for line in lines[3:]}
     assert "session closed" in rows["TEST-002@mcp_session:a"] and " live " in rows["TEST-002@mcp_session:b"]
     assert " no " in rows["TEST-002@mcp_session:b"] and "trust" in rows["TEST-002@mcp_session:b"]
 
@@ -156,7 +156,7 @@ def test_with_w_a_flow_is_written_once_its_evaluation_has_marked_it(tmp_path: Pa
         seen["hook"] = addon.response(flow)
         save.response(flow)
         seen["deferred"] = flow.id in addon.saving.deferred
-        addon._send(addon._drain())
+        addon._flush()
         await until(lambda: not addon.saving.deferred and addon.waiting() == 0)
 
     saving(addon, save, tmp_path, wait, proxy())
