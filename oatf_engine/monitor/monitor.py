@@ -133,7 +133,8 @@ class Monitor:
             changes, matched = run.observe(event, actors, selection, self.cel, self.semantic, text)
             if changes:
                 outputs.extend(PhaseChanged(run.id, c) for c in changes)
-                self._schedule(key, run)
+            if changes or event.sender == "server":
+                self._schedule(key, run)  # an answer the run waited for can bring its end closer (`awaiting`)
             if matched:
                 outputs.extend(IndicatorMatched(run.id, attack_key, t.id, event.flow_id, t.matched.evidence or "")
                                for t in matched if t.matched is not None)

@@ -50,7 +50,9 @@ STREAM_EVENTS: dict[str, str] = {"status-update": "task/status", "artifact-updat
 
 _TASK_RESULTS = frozenset({"tasks/get", "tasks/cancel"})  # methods whose result is a bare Task in 1.0
 _ROLES = {"ROLE_USER": "user", "ROLE_AGENT": "agent"}
-_FINAL_STATES = frozenset({"completed", "canceled", "failed", "rejected", "input-required", "auth-required"})
+FINAL_STATES = frozenset({"completed", "canceled", "failed", "rejected", "input-required", "auth-required"})
+"""Task states after which an A2A agent stops working on a task until it is told more: terminal (completed,
+canceled, failed, rejected) or interrupted (input-required, auth-required)."""
 
 
 def event_name(method: str) -> str:
@@ -175,5 +177,5 @@ def _status_update(update: dict[str, Any]) -> dict[str, Any]:
     status = _status(update.get("status"))
     out = {"kind": "status-update", **update, "status": status}
     if "final" not in update:
-        out["final"] = isinstance(status, dict) and status.get("state") in _FINAL_STATES
+        out["final"] = isinstance(status, dict) and status.get("state") in FINAL_STATES
     return out
