@@ -40,13 +40,14 @@ answers after its work, which includes its outbound calls. So a task is register
 
 **Rule 6: set-up traffic joins the episodes it serves.** An agent's set-up exchanges (`SETUP_EVENTS`: MCP
 `initialize`, listings and `server/discover`; A2A Agent Card fetches) that begin outside any window — at
-start-up, before the user's first run — serve the windows that later use the same server: when an exchange
-on their route (agent, server, protocol) joins episodes, the route's set-up exchanges are placed in those
-episodes too, first (`SETUP_FLOWS` per route, each in an episode once). For an agent known to work in windows
-(named by `oatf_agents`, or seen serving an AG-UI run or an A2A task) they wait, *parked*, for that: they go to
-their protocol session only when the route acts outside any window, after `idle_gap`, or at the end. Parked
-events do not stop the clock: no run exists yet that they could join late. Another agent's set-up (one never
-seen in a window) is placed in its session at once and still joins the episodes its route serves later.
+start-up, before the user's first run — serve the windows that later use the same server. They wait,
+*parked*, for that: when an exchange on their route (agent, server, protocol) joins episodes, the route's
+set-up exchanges are placed in those episodes, first (`SETUP_FLOWS` per route), and in each later episode the
+route serves once. They go to their own protocol session (and stay remembered for later episodes) when the
+route acts outside any window (the agent sends anything but set-up: a plain MCP client's first `tools/call`;
+then at once, before it, and the route's later set-up goes there at once), after `idle_gap`, or at the end of
+the traffic. Parked events do not stop the clock: no run exists yet that they
+could join late; a session that only sets up gets its run `idle_gap` later.
 
 **Two windows of one agent at once** (two AG-UI threads, one MCP client) are two episodes and never share a
 run; an outbound exchange that comes while both are open cannot be told apart on the wire, so it joins
@@ -83,11 +84,13 @@ that long (`sessions`, rule 1), and an A2A task whose opening request is unanswe
 MAX_DEFERRED = 1_000
 """Outbound exchanges waiting for a task's episode (rule 5); beyond it the oldest is placed at once, in the
 windows whose episode is known."""
-SETUP_FLOWS = 16
+SETUP_FLOWS = 8
 """Set-up exchanges remembered per route (rule 6), the latest."""
-SETUP_EVENTS_KEPT = 200
+SETUP_EVENTS_KEPT = 16
 """Messages of one set-up exchange copied into later episodes (a listing is one request and one answer)."""
-MAX_ROUTES = 10_000
+MAX_ROUTES = 1_000
+"""Routes whose set-up exchanges are remembered (each keeps its messages, listings included: a few MB at most
+per route)."""
 
 SETUP_EVENTS: dict[str, frozenset[str]] = {
     "mcp": frozenset({"initialize", "notifications/initialized", "server/discover", "tools/list", "prompts/list",
@@ -228,6 +231,8 @@ class AgentEpisodes:
         self.setup: OrderedDict[Route, OrderedDict[str, _Setup]] = OrderedDict()
         """Set-up exchanges by route, oldest first (rule 6)."""
         self.setup_flows: dict[str, _Setup] = {}
+        self.acting: OrderedDict[Route, bool] = OrderedDict()
+        """Routes that acted outside any window: their set-up is their session's at once (rule 6)."""
         self._parked: list[tuple[float, int, _Setup]] = []
         """(parked since, order, set-up exchange) of the parked ones, a heap; entries of released ones are
         dropped lazily."""
@@ -300,8 +305,8 @@ class AgentEpisodes:
                 placed += self._setup_into(route, joined)
             elif route is not None and event.sender == "client" and event.event_type in SETUP_EVENTS[event.protocol]:
                 return self._new_setup(route, event, session)
-            elif route is not None:
-                placed += self._unpark(self.setup.get(route))  # the route acts outside any window
+            elif route is not None and event.sender == "client":
+                placed += self._acted(route)
         episodes = joined or (session,)
         if joined:
             self._seen(event, joined)
@@ -325,10 +330,11 @@ class AgentEpisodes:
         return heap[0][0] + self.idle_gap if heap else float("inf")
 
     def expire(self, now: float) -> list[Placed]:
-        """Parked set-up exchanges that waited `idle_gap` go to their protocol sessions."""
+        """Parked set-up that waited `idle_gap` goes to its protocol sessions, a route's all at once (placed
+        behind the clock, a session's messages must not be split by a timer firing between them)."""
         placed: list[Placed] = []
         while self.next_release() <= now:
-            placed += self._unpark_one(heapq.heappop(self._parked)[2])
+            placed += self._unpark(self.setup.get(heapq.heappop(self._parked)[2].route))
         return placed
 
     def flush(self) -> list[Placed]:
@@ -337,7 +343,7 @@ class AgentEpisodes:
         placed: list[Placed] = []
         while self.deferred:
             placed += self._release_oldest()
-        return placed + [item for setup in list(self.setup_flows.values()) for item in self._unpark_one(setup)]
+        return placed + [item for kept in list(self.setup.values()) for item in self._unpark(kept)]
 
     # --- windows --------------------------------------------------------------------------------------------
 
@@ -467,17 +473,17 @@ class AgentEpisodes:
         return agent_id, _host(event.endpoint.host), event.endpoint.port, event.protocol
 
     def _new_setup(self, route: Route, event: ObservedEvent, session: str) -> list[Placed]:
-        """A set-up exchange begins outside the agent's windows: parked when the agent works in windows, else
-        placed in its session; either way remembered for the episodes its route serves later."""
+        """A set-up exchange begins outside the agent's windows: parked, and remembered for the episodes its
+        route serves later."""
         del self.flows[event.flow_id]
-        known = bool(self.names) or route[0] in self.agents
-        setup = _Setup(route, [(event, session)], [] if known else [session], event.timestamp if known else None)
+        acting = route in self.acting
+        setup = _Setup(route, [(event, session)], [session] if acting else [], None if acting else event.timestamp)
         self.setup_flows[event.flow_id] = setup
-        if known:
+        if not acting:
             heapq.heappush(self._parked, (event.timestamp, next(self._order), setup))
         kept = self.setup.get(route) or OrderedDict()
         kept[event.flow_id] = setup
-        placed = [] if known else [(event, session)]
+        placed: list[Placed] = [(event, session)] if acting else []
         while len(kept) > SETUP_FLOWS:
             flow, old = kept.popitem(last=False)
             placed = self._forget(flow, old) + placed
@@ -503,8 +509,17 @@ class AgentEpisodes:
             placed += [(event, episode) for episode in new for event, _session in setup.events]
         return placed
 
+    def _acted(self, route: Route) -> list[Placed]:
+        """The route acts outside any window (a plain client's first call): its parked set-up goes to its
+        session now, and its later set-up there at once."""
+        if route not in self.acting:
+            remember(self.acting, route, True, MAX_ROUTES)
+        return self._unpark(self.setup.get(route))
+
     def _unpark(self, kept: OrderedDict[str, _Setup] | None) -> list[Placed]:
-        return [item for setup in (kept or {}).values() for item in self._unpark_one(setup)]
+        """A route's parked set-up goes to its sessions, in the order it was sent."""
+        placed = [item for setup in (kept or {}).values() for item in self._unpark_one(setup)]
+        return sorted(placed, key=lambda item: item[0].seq)
 
     @staticmethod
     def _unpark_one(setup: _Setup) -> list[Placed]:

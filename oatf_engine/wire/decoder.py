@@ -176,8 +176,8 @@ class _Exchange:
     """Everything known about one HTTP exchange while it is open."""
 
     __slots__ = (
-        "card", "client", "endpoint", "id", "ignored", "keys", "method", "proto", "request", "request_headers",
-        "requests", "response", "rest", "scope", "status", "tool_names", "url",
+        "card", "client", "endpoint", "id", "ignored", "keys", "method", "null_id", "proto", "request",
+        "request_headers", "requests", "response", "rest", "scope", "status", "tool_names", "url",
     )
 
     def __init__(self, exchange_id: str, method: str, url: str, endpoint: Endpoint, client: str) -> None:
@@ -197,6 +197,10 @@ class _Exchange:
         self.request: _Body | None = None
         self.response: _Body | None = None
         self.requests: dict[JsonRpcId, Pending] = {}  # requests this exchange's body carried
+        self.null_id: Pending | None = None
+        """A request with `"id": null` this exchange's body carried (`fasta2a`'s client sends `tasks/get` so):
+        JSON-RPC 2.0 §4 discourages it, and only its own answer, in this exchange's response, can be told to
+        answer it."""
         self.tool_names: dict[str, str] = {}  # AG-UI toolCallId → toolCallName on this stream
 
 
@@ -494,6 +498,8 @@ class WireDecoder:
         name = binding.event_name(item.method)
         params = {} if item.payload is None else item.payload
         flow = f"{ex.id}#{self._seq + 1}" if ex.method == _STREAM else None  # the seq `_event` gives it
+        if item.kind is Kind.REQUEST and item.id is None and sender == "client" and ex.method != _STREAM:
+            ex.null_id = Pending(name, params, "")
         if item.kind is Kind.REQUEST and item.id is not None:
             pending = Pending(name, params, flow or "")
             if sender == "client" and ex.method != _STREAM and len(ex.requests) < self.config.max_pending:
@@ -515,6 +521,8 @@ class WireDecoder:
             local = ex.requests.get(item.id) if sender == "server" else None
             requester = "server" if sender == "client" else "client"
             pending = self._pending.pop(f"{ex.scope}|{requester}", item.id) or local
+        elif sender == "server":
+            pending, ex.null_id = ex.null_id, None
         if pending is None:
             self._diagnose("uncorrelated_response", ex, f"response id {item.id!r} answers no request seen")
             return []

@@ -534,44 +534,38 @@ def start_up_then_run(first_run_at: float) -> list[ObservedEvent]:
             outbound("call", first_run_at + 1.2, "server"), ag_ui("run", first_run_at + 2, "run_finished", "t1")]
 
 
-def test_start_up_traffic_of_a_named_agent_joins_its_first_run_instead_of_its_own_session() -> None:
+def test_start_up_traffic_joins_the_first_run_instead_of_its_own_session() -> None:
     """A poisoned `tools/list` at start-up and the tool call in the run are one episode (else `correlation:
-    all` fails, and the session's own run says the attack was delivered and not exploited)."""
-    flows = episodes_of(start_up_then_run(60.0), parse_agents(f"assistant={AGENT}:9000"))
-    assert flows == {flow: {"ag_ui_thread:t1"} for flow in ("init", "list", "run", "call")}
+    all` fails, and the session's own run says the attack was delivered and not exploited); named agents or
+    not."""
+    for agents in ((), parse_agents(f"assistant={AGENT}:9000")):
+        flows = episodes_of(start_up_then_run(60.0), agents)
+        assert flows == {flow: {"ag_ui_thread:t1"} for flow in ("init", "list", "run", "call")}
 
 
 def test_start_up_traffic_waits_an_idle_gap_then_also_has_its_own_session() -> None:
     """Parked set-up goes to its session after the idle gap; it still joins the run that uses its server."""
-    flows = episodes_of(start_up_then_run(600.0), parse_agents(f"assistant={AGENT}:9000"))
+    flows = episodes_of(start_up_then_run(600.0))
     assert flows["list"] == flows["init"] == {"mcp_session:s-1", "ag_ui_thread:t1"}
     assert flows["call"] == {"ag_ui_thread:t1"}
 
 
-def test_an_unnamed_agents_start_up_traffic_is_placed_at_once_and_joins_the_run_too() -> None:
-    """Nothing says the host is an agent before its first run: its set-up forms its session's run, and joins
-    the run's episode when the run uses the server."""
-    flows = episodes_of(start_up_then_run(60.0))
-    assert flows["list"] == {"mcp_session:s-1", "ag_ui_thread:t1"} and flows["call"] == {"ag_ui_thread:t1"}
-
-
-def test_an_agent_seen_in_a_run_parks_its_set_up_for_the_next_run() -> None:
-    events = [ag_ui("r1", 0.0, "run_agent_input", "t1", "run-1"), ag_ui("r1", 1.0, "run_finished", "t1", "run-1"),
-              *setup_exchange("list", 5.0, "tools/list", key="s-2"),
-              ag_ui("r2", 20.0, "run_agent_input", "t2", "run-2"), outbound("call", 21.0, key="s-2"),
-              ag_ui("r2", 22.0, "run_finished", "t2", "run-2")]
-    flows = episodes_of(events)
-    assert flows["list"] == {"ag_ui_thread:t2"}
-
-
 def test_set_up_of_an_agent_acting_outside_any_run_goes_to_its_session_first() -> None:
-    """A plain MCP client (named, never in a run): its set-up waits only until it acts, then everything is
-    its session's, in order."""
+    """A plain MCP client: its set-up waits only until it acts, then everything is its session's, in order;
+    parked set-up never stops the clock."""
     events = [*setup_exchange("list", 0.0, "tools/list"), outbound("call", 1.0), outbound("call", 1.1, "server")]
-    resolver = SessionResolver(SessionKey.AUTO, 120.0, parse_agents(f"assistant={AGENT}"))
-    placed = [pair for event in events for pair in resolver.place(event)]
+    resolver = SessionResolver(SessionKey.AUTO, 120.0, ())
+    placed = [pair for event in events[:2] for pair in resolver.place(event)]
+    assert placed == [] and resolver.oldest_held() == float("inf")
+    placed = [pair for event in events[2:] for pair in resolver.place(event)]
     assert [(e.flow_id, s) for e, s in placed] == [("list", "mcp_session:s-1")] * 2 + [("call", "mcp_session:s-1")] * 2
-    assert resolver.oldest_held() == float("inf"), "parked set-up never stops the clock"
+
+
+def test_a_session_that_only_sets_up_gets_its_run_an_idle_gap_later() -> None:
+    resolver = SessionResolver(SessionKey.AUTO, 120.0, ())
+    assert [pair for event in setup_exchange("list", 0.0, "tools/list") for pair in resolver.place(event)] == []
+    assert resolver.next_release() == 120.0
+    assert [(e.flow_id, s) for e, s in resolver.expire(120.0)] == [("list", "mcp_session:s-1")] * 2
 
 
 def test_set_up_joins_every_later_episode_its_server_serves_once() -> None:
@@ -580,7 +574,7 @@ def test_set_up_joins_every_later_episode_its_server_serves_once() -> None:
               ag_ui("a", 12.0, "run_finished", "t1", "run-1"),
               ag_ui("b", 20.0, "run_agent_input", "t2", "run-2"), outbound("c3", 21.0),
               ag_ui("b", 22.0, "run_finished", "t2", "run-2")]
-    assert episodes_of(events)["list"] == {"mcp_session:s-1", "ag_ui_thread:t1", "ag_ui_thread:t2"}
+    assert episodes_of(events)["list"] == {"ag_ui_thread:t1", "ag_ui_thread:t2"}
 
 
 # --- the monitor: A2A task episodes and set-up traffic judged with `correlation.logic: all` -----------------------
@@ -688,7 +682,7 @@ attack:
 
 
 def test_a_poisoned_listing_at_start_up_and_the_call_in_the_first_run_are_one_run() -> None:
-    """The agent (named: `oatf_agents`) lists the sync tool at start-up, a minute before the user's first run,
+    """The agent lists the sync tool at start-up, a minute before the user's first run,
     in which it calls the tool: one run of the thread, delivered and `exploited`; no run of the MCP session
     saying the attack was delivered and resisted."""
     listed = {"tools": [{"name": "sync",
@@ -706,8 +700,7 @@ def test_a_poisoned_listing_at_start_up_and_the_call_in_the_first_run_are_one_ru
                             "run", next(_seq), 62.0, AG_UI, "10.0.0.50:40000",
                             {"ag_ui_thread": "t1", "ag_ui_run": "r1"}),
               ag_ui("run", 63.0, "run_finished", "t1", "r1")]
-    named = MonitorOptions(agents=parse_agents(f"assistant={AGENT}:9000"))
-    reports = _judge(SETUP_CHAIN, events, named)
+    reports = _judge(SETUP_CHAIN, events)
     assert [(r["execution_summary"]["session"], r["outcome"], r["execution_summary"]["delivered"])
             for r in reports] == [("ag_ui_thread:t1", "exploited", True)]
 
