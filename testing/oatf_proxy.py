@@ -188,13 +188,15 @@ class OatfProxy:
 
 @contextlib.contextmanager
 def oatf_proxy(workdir: Path, name: str, attacks: list[Path], *, grace: str = "1s", record: bool = True,
-               watch: bool = False, options: dict[str, str] | None = None) -> Iterator[OatfProxy]:
-    """mitmdump + the addon (+ the remote control), loading `attacks`, on a free loopback port."""
+               watch: bool = False, options: dict[str, str] | None = None,
+               modes: tuple[str, ...] = ()) -> Iterator[OatfProxy]:
+    """mitmdump + the addon (+ the remote control), loading `attacks`, on a free loopback port (`modes`: its
+    `--mode`s, e.g. `regular` there and a `reverse:URL@PORT` listener beside it; default: regular only)."""
     report_dir = workdir / f"{name}-reports"
     flows = workdir / f"{name}.mitm" if record else None
     settings = {"oatf_attacks": ",".join(map(str, attacks)), "oatf_report_dir": str(report_dir),
                 "oatf_grace_period": grace, "oatf_watch": str(watch).lower(), **(options or {})}
-    extra = ["-s", str(ADDON), "-s", str(COMMAND_SCRIPT)]
+    extra = ["-s", str(ADDON), "-s", str(COMMAND_SCRIPT), *(arg for mode in modes for arg in ("--mode", mode))]
     for key, value in settings.items():
         extra += ["--set", f"{key}={value}"]
     if flows is not None:
