@@ -58,6 +58,20 @@ def attacker_peers(workdir: Path) -> Iterator[Peers]:
 
 
 @contextlib.contextmanager
+def addon_peer(workdir: Path, script: str, kind: str, *args: str) -> Iterator[int]:
+    """`tests/e2e/addon/SCRIPT KIND PORT ARGS…` (a peer process of the e2e tests) on a free loopback port, until
+    it accepts connections there; yields the port."""
+    port = free_port()
+    process = start_process([str(PYTHON), str(ADDON_PEERS / script), kind, str(port), *args],
+                            workdir / f"{kind}-{port}.log")
+    try:
+        wait_for_port(port, process)
+        yield port
+    finally:
+        stop(process)
+
+
+@contextlib.contextmanager
 def fastmcp_server(workdir: Path, attack: Path | None, stateless: bool = False) -> Iterator[int]:
     """`fastmcp_server.py` on a free loopback port, serving the attack's poisoned tool (None: an honest
     calculator); yields the port."""
@@ -262,5 +276,5 @@ def assert_replay_agrees(proxy: OatfProxy, workdir: Path, live: list[Report], gr
     return offline
 
 
-__all__ = ["OatfProxy", "Peers", "assert_replay_agrees", "attacker_peers", "by_run", "evaluate", "fastmcp_server",
-           "oatf_proxy", "refused_start", "run", "verdict_of"]
+__all__ = ["OatfProxy", "Peers", "addon_peer", "assert_replay_agrees", "attacker_peers", "by_run", "evaluate",
+           "fastmcp_server", "oatf_proxy", "refused_start", "run", "verdict_of"]

@@ -25,8 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
-from testing.oatf_proxy import ADDON_PEERS, OatfProxy, Report, assert_replay_agrees, oatf_proxy, run
-from testing.processes import PYTHON, _start, free_port, stop, wait_for_port
+from testing.oatf_proxy import OatfProxy, Report, addon_peer, assert_replay_agrees, oatf_proxy, run
 
 pytestmark = pytest.mark.e2e
 
@@ -95,19 +94,6 @@ attack:
 
 
 @contextlib.contextmanager
-def peer(workdir: Path, kind: str, attack: Path, *args: str) -> Iterator[int]:
-    """One `task_peers.py` process on a free loopback port; yields the port."""
-    port = free_port()
-    process = _start([str(PYTHON), str(ADDON_PEERS / "task_peers.py"), kind, str(port), str(attack), *args],
-                     workdir / f"{kind}-{port}.log")
-    try:
-        wait_for_port(port, process)
-        yield port
-    finally:
-        stop(process)
-
-
-@contextlib.contextmanager
 def task_episode(workdir: Path, name: str, kind: str, document: str, *args: str) -> Iterator[tuple[OatfProxy, str]]:
     """The proxy, the vault MCP server, and the agent of `kind` (`slow-a2a` or `fasta2a`) behind it: yields
     the proxy and the agent's base URL (its behaviours at `/complying/`, `/resisting/`). (`fasta2a`'s server
@@ -116,9 +102,9 @@ def task_episode(workdir: Path, name: str, kind: str, document: str, *args: str)
     attack.write_text(document, encoding="utf-8")
     with contextlib.ExitStack() as stack:
         proxy = stack.enter_context(oatf_proxy(workdir, name, [attack]))
-        vault = stack.enter_context(peer(workdir, "mcp", attack))
-        agent = stack.enter_context(peer(workdir, kind, attack, "--mcp", f"http://127.0.0.1:{vault}/mcp",
-                                         "--proxy", proxy.url, *args))
+        vault = stack.enter_context(addon_peer(workdir, "task_peers.py", "mcp", str(attack)))
+        agent = stack.enter_context(addon_peer(workdir, "task_peers.py", kind, str(attack), "--mcp",
+                                               f"http://127.0.0.1:{vault}/mcp", "--proxy", proxy.url, *args))
         yield proxy, f"http://127.0.0.1:{agent}"
 
 

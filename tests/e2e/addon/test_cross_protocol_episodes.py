@@ -20,7 +20,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from testing.clients import ag_ui_run
-from testing.oatf_proxy import ADDON_PEERS, OATF, OatfProxy, Report, assert_replay_agrees, oatf_proxy, run
+from testing.oatf_proxy import ADDON_PEERS, OATF, OatfProxy, Report, addon_peer, assert_replay_agrees, oatf_proxy, run
 from testing.paths import ROOT
 from testing.processes import PYTHON, _start, free_port, stop, wait_for_port
 from tests.e2e.js.js_peers import run_driver
@@ -31,17 +31,9 @@ ATTACK = ROOT / "attacks" / "OW-052_board-pack-ledger-to-audit-desk.yaml"
 ATTACK_ID = "OW-052"
 
 
-@contextlib.contextmanager
-def peer(workdir: Path, kind: str, *args: str) -> Iterator[int]:
+def peer(workdir: Path, kind: str, *args: str) -> contextlib.AbstractContextManager[int]:
     """One `episode_peers.py` process on a free loopback port; yields the port."""
-    port = free_port()
-    process = _start([str(PYTHON), str(ADDON_PEERS / "episode_peers.py"), kind, str(port), *args],
-                     workdir / f"{kind}-{port}.log")
-    try:
-        wait_for_port(port, process)
-        yield port
-    finally:
-        stop(process)
+    return addon_peer(workdir, "episode_peers.py", kind, *args)
 
 
 @contextlib.contextmanager
