@@ -296,11 +296,13 @@ class AgentEpisodes:
         placed: list[Placed] = []
         joined = self.flows.get(flow)
         if joined is None:
-            joined, undecided = self._open_at(event)
+            agent_id = self.client_agent(event.client)
+            joined, undecided = self._open_at(event, agent_id)
             if undecided:
                 return self._defer(flow, undecided, event, session)
             remember(self.flows, flow, joined, MAX_FLOWS)
-            route = self._route(event)
+            route = None if agent_id is None else (agent_id, _host(event.endpoint.host), event.endpoint.port,
+                                                   event.protocol)
             if route is not None and joined:
                 placed += self._setup_into(route, joined)
             elif route is not None and event.sender == "client" and event.event_type in SETUP_EVENTS[event.protocol]:
@@ -389,11 +391,10 @@ class AgentEpisodes:
                     run.closed = event.timestamp
         return released
 
-    def _open_at(self, event: ObservedEvent) -> tuple[tuple[str, ...], set[str]]:
-        """The episodes of the agent's windows open when an outbound exchange began (ended ones included: a
-        held exchange may be placed after its window ended), and the opening flows of those whose episodes
-        are not known yet."""
-        agent_id = self.client_agent(event.client)
+    def _open_at(self, event: ObservedEvent, agent_id: str | None) -> tuple[tuple[str, ...], set[str]]:
+        """The episodes of the windows of the agent `agent_id` (the exchange's client) open when an outbound
+        exchange began (ended ones included: a held exchange may be placed after its window ended), and the
+        opening flows of those whose episodes are not known yet."""
         agent = self.agents.get(agent_id) if agent_id is not None else None
         if agent is None:
             return (), set()
@@ -457,7 +458,8 @@ class AgentEpisodes:
     def _release_oldest(self) -> list[Placed]:
         """Place the oldest deferred exchange now, in the windows whose episode is known (a bound, the end)."""
         flow, deferred = self.deferred.popitem(last=False)
-        joined, _undecided = self._open_at(deferred.events[0][0])
+        first = deferred.events[0][0]
+        joined, _undecided = self._open_at(first, self.client_agent(first.client))
         remember(self.flows, flow, joined, MAX_FLOWS)
         placed: list[Placed] = []
         for item in deferred.events:
@@ -465,12 +467,6 @@ class AgentEpisodes:
         return placed
 
     # --- rule 6: set-up traffic -----------------------------------------------------------------------------
-
-    def _route(self, event: ObservedEvent) -> Route | None:
-        agent_id = self.client_agent(event.client)
-        if agent_id is None:
-            return None
-        return agent_id, _host(event.endpoint.host), event.endpoint.port, event.protocol
 
     def _new_setup(self, route: Route, event: ObservedEvent, session: str) -> list[Placed]:
         """A set-up exchange begins outside the agent's windows: parked, and remembered for the episodes its
