@@ -717,3 +717,34 @@ def test_a_run_is_not_quiet_while_its_request_waits_for_a_slow_answer() -> None:
     [report] = _judge(TASK_CHAIN, events)
     assert report["execution_summary"]["status"] == "completed"
     assert [iv["result"] for iv in report["verdict"]["indicator_verdicts"]] == ["not_matched", "matched"]
+
+
+_setup = st.tuples(st.floats(0, 80), st.sampled_from(["initialize", "tools/list", "tools/call"]),
+                   st.sampled_from(["s-1", "s-2", None]), st.sampled_from([AGENT, "10.0.0.77"]))
+"""(start, method, MCP session key, client host)"""
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_run, max_size=3), st.lists(_setup, max_size=8))
+def test_set_up_rules_hold_over_random_traffic(runs: list[Any], exchanges: list[Any]) -> None:
+    """Set-up and calls in any interleaving with AG-UI runs (parked, copied, released by a call, an idle gap
+    or the end): every event is placed, once per episode, no exchange is split (`episodes_of`); another
+    host's exchanges never join the agent's runs."""
+    timeline: list[tuple[float, int, ObservedEvent]] = []
+    for n, (thread, start, duration, finished) in enumerate(runs):
+        timeline.append((start, 0, ag_ui(f"run{n}", start, "run_agent_input", f"t{thread}", f"r{n}")))
+        if finished:
+            timeline.append((start + duration, 1, ag_ui(f"run{n}", start + duration, "run_finished", f"t{thread}",
+                                                        f"r{n}")))
+    for n, (start, method, key, host) in enumerate(exchanges):
+        for k, (sender, at) in enumerate((("client", start), ("server", start + 0.05))):
+            event = ObservedEvent("mcp", method, "request" if sender == "client" else "response", sender,  # type: ignore[arg-type]
+                                  {}, f"x{n}", 0, at, MCP, f"{host}:5{n}", {"mcp_session": key} if key else {})
+            timeline.append((at, 2 + k, event))
+    timeline.sort(key=lambda item: (item[0], item[1]))
+    events = [ObservedEvent(e.protocol, e.event_type, e.direction, e.sender, e.content, e.flow_id, n, e.timestamp,
+                            e.endpoint, e.client, e.session_keys) for n, (_at, _k, e) in enumerate(timeline)]
+    flows = episodes_of(events)
+    for n, (_start, _method, _key, host) in enumerate(exchanges):
+        if host != AGENT:
+            assert not any(e.startswith("ag_ui_thread:") for e in flows[f"x{n}"])
