@@ -216,6 +216,8 @@ def _flow_steps(decoder: WireDecoder, flow: AnyHTTPFlow) -> list[_Step]:
     its recorded time)."""
     request, response, fid = flow.request, flow.response, flow.id
     start, end = request.timestamp_start, request.timestamp_end or request.timestamp_start
+    if response is not None:  # a request ends before its answer begins (a HAR ends it with the whole entry)
+        end = min(end, max(start, response.timestamp_start))
     steps: list[_Step] = [
         (start, decoder.request_headers,
          (fid, request.method, request.url, request.headers, client_address(flow), start)),
@@ -231,12 +233,23 @@ def _flow_steps(decoder: WireDecoder, flow: AnyHTTPFlow) -> list[_Step]:
             steps.append((at, decoder.response_data, (fid, body[offset:offset + size], at)))
             offset += size
         finished = response.timestamp_end or max(step[0] for step in steps)
-        if body[offset:]:
+        rest = body[offset:]
+        if rest and chunks is None and is_streamed(response.headers):
             # A stream recorded without chunk times (not through the tap) is fed as the response begins: its
             # messages are sent from then on, and replies to them (POSTed while the stream is open) must come
-            # after them. A buffered body is fed at the response's end, as the live tap feeds it.
-            rest_at = began if chunks is None and is_streamed(response.headers) else finished
-            steps.append((rest_at, decoder.response_data, (fid, body[offset:], rest_at)))
+            # after them. The last event of a POST's stream is fed at the response's end: it is what ends the
+            # exchange's work (an AG-UI RUN_FINISHED, an A2A stream's final status), sent no earlier than the
+            # others and no later than the stream closed, so the window of an AG-UI run (or A2A task) is its
+            # flow's own span (README "Recordings without chunk times"). A GET's stream (the legacy MCP
+            # transport's) carries answers to other flows' POSTs, which keep their place.
+            media = kept_header(response.headers, "content-type") or ""
+            cut = _last_event_start(rest, media) if request.method == "POST" else len(rest)
+            if rest[:cut]:
+                steps.append((began, decoder.response_data, (fid, rest[:cut], began)))
+            if rest[cut:]:
+                steps.append((finished, decoder.response_data, (fid, rest[cut:], finished)))
+        elif rest:  # a buffered body is fed at the response's end, as the live tap feeds it
+            steps.append((finished, decoder.response_data, (fid, rest, finished)))
         if flow.error is None:
             steps.append((finished, decoder.response_end, (fid, finished)))
     if response is None or flow.error is not None:
@@ -248,6 +261,14 @@ def _flow_steps(decoder: WireDecoder, flow: AnyHTTPFlow) -> list[_Step]:
         if at != latest:
             steps[n] = (latest, feed, args)
     return steps
+
+
+def _last_event_start(stream: bytes, content_type: str) -> int:
+    """Where the last event of a recorded stream begins: after the last blank line of a server-sent event
+    stream, after the last line break of a line-delimited one (0: a single event)."""
+    body = stream.rstrip(b"\r\n")
+    separators = (b"\n\n", b"\r\n\r\n", b"\r\r") if "event-stream" in content_type.lower() else (b"\n",)
+    return max((body.rfind(sep) + len(sep) for sep in separators if sep in body), default=0)
 
 
 __all__ = ["ReplayError", "decode_flow", "decode_flows", "decode_recordings", "read_capture_file", "read_flows",

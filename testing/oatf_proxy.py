@@ -58,6 +58,14 @@ def attacker_peers(workdir: Path) -> Iterator[Peers]:
 
 
 @contextlib.contextmanager
+def addon_peer(workdir: Path, script: str, kind: str, *args: str) -> Iterator[int]:
+    """`tests/e2e/addon/SCRIPT KIND PORT ARGS…` (a peer process of the e2e tests) on a free loopback port, until
+    it accepts connections there; yields the port."""
+    with script_peer(workdir, kind, ADDON_PEERS / script, *args, before_port=(kind,)) as port:
+        yield port
+
+
+@contextlib.contextmanager
 def fastmcp_server(workdir: Path, attack: Path | None, stateless: bool = False, json: bool = False) -> Iterator[int]:
     """`fastmcp_server.py` on a free loopback port, serving the attack's poisoned tool (None: an honest
     calculator); `json`: its answers are plain JSON, never SSE; yields the port."""
@@ -67,11 +75,11 @@ def fastmcp_server(workdir: Path, attack: Path | None, stateless: bool = False, 
 
 
 @contextlib.contextmanager
-def script_peer(workdir: Path, name: str, script: Path, *args: str) -> Iterator[int]:
-    """`python SCRIPT PORT ARGS…` on a free loopback port, logging to `workdir/NAME-PORT.log`; yields the port
-    once it accepts connections."""
+def script_peer(workdir: Path, name: str, script: Path, *args: str, before_port: tuple[str, ...] = ()) -> Iterator[int]:
+    """`python SCRIPT [BEFORE_PORT…] PORT ARGS…` on a free loopback port, logging to `workdir/NAME-PORT.log`;
+    yields the port once it accepts connections."""
     port = free_port()
-    process = start_process([str(PYTHON), str(script), str(port), *args], workdir / f"{name}-{port}.log")
+    process = start_process([str(PYTHON), str(script), *before_port, str(port), *args], workdir / f"{name}-{port}.log")
     try:
         wait_for_port(port, process)
         yield port
@@ -200,14 +208,16 @@ class OatfProxy:
 @contextlib.contextmanager
 def oatf_proxy(workdir: Path, name: str, attacks: list[Path], *, grace: str = "1s", record: bool = True,
                watch: bool = False, options: dict[str, str] | None = None,
-               scripts: tuple[Path, ...] = ()) -> Iterator[OatfProxy]:
+               scripts: tuple[Path, ...] = (), modes: tuple[str, ...] = ()) -> Iterator[OatfProxy]:
     """mitmdump + the addon (+ the remote control), loading `attacks`, on a free loopback port; `scripts`
-    are loaded before the addon (their hooks run first)."""
+    are loaded before the addon (their hooks run first); `modes`: its `--mode`s, e.g. `regular` there and a
+    `reverse:URL@PORT` listener beside it (default: regular only)."""
     report_dir = workdir / f"{name}-reports"
     flows = workdir / f"{name}.mitm" if record else None
     settings = {"oatf_attacks": ",".join(map(str, attacks)), "oatf_report_dir": str(report_dir),
                 "oatf_grace_period": grace, "oatf_watch": str(watch).lower(), **(options or {})}
-    extra = [*(arg for script in scripts for arg in ("-s", str(script))), "-s", str(ADDON), "-s", str(COMMAND_SCRIPT)]
+    extra = [*(arg for script in scripts for arg in ("-s", str(script))), "-s", str(ADDON), "-s", str(COMMAND_SCRIPT),
+             *(arg for mode in modes for arg in ("--mode", mode))]
     for key, value in settings.items():
         extra += ["--set", f"{key}={value}"]
     if flows is not None:
@@ -282,5 +292,5 @@ def assert_reports_agree(live: list[Report], live_dir: Path, offline: Evaluation
     assert offline.status == expected, offline.stderr
 
 
-__all__ = ["OatfProxy", "Peers", "assert_replay_agrees", "assert_reports_agree", "attacker_peers", "by_run", "evaluate",
-           "fastmcp_server", "oatf_proxy", "refused_start", "run", "script_peer", "verdict_of"]
+__all__ = ["OatfProxy", "Peers", "addon_peer", "assert_replay_agrees", "assert_reports_agree", "attacker_peers",
+           "by_run", "evaluate", "fastmcp_server", "oatf_proxy", "refused_start", "run", "script_peer", "verdict_of"]

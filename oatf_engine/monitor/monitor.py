@@ -149,10 +149,12 @@ class Monitor:
                 if not actors:
                     continue
                 runs.move_to_end(key)
+            answers = bool(run.awaiting) and event.sender == "server" and event.flow_id in run.awaiting
             changes, matched = run.observe(event, actors, selection, self.cel, self.semantic, text)
             if changes:
                 outputs.extend(PhaseChanged(run.id, c) for c in changes)
-                self._schedule(key, run)
+            if changes or answers:
+                self._schedule(key, run)  # an answer the run waited for can bring its end closer (`awaiting`)
             if matched:
                 outputs.extend(IndicatorMatched(run.id, attack_key, t.id, event.flow_id, t.matched.evidence or "",
                                                 *_where(t.found))

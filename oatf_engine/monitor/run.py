@@ -6,7 +6,11 @@ a passive observer cannot see an attacker's phase *complete*, and a single-phase
 its first message — starting the timer at terminal-phase entry would conclude before the agent acted and
 report a false `not_exploited`. So, for an observer, a run is complete when every actor is in its terminal
 phase **and the run has gone quiet**: while every actor is terminal, each event of the run restarts the
-grace timer, and the verdict is computed one grace period after the run's last event.
+grace timer, and the verdict is computed one grace period after the run's last event. A run is not quiet
+while a request asking an agent to work waits for the first message of its answer (`episodes.asks_for_work`:
+an A2A `message/send` or `message/stream` to the agent, an AG-UI `RunAgentInput`; up to `MAX_ANSWER_WAIT`):
+an LLM-backed agent answers a blocking `message/send` after its work, 30 s later or more, and that answer
+belongs to the run (`awaiting`).
 
 Whether the attack reached the agent is followed beside the verdict (`delivery`): each actor's payload is
 looked for in the messages its side sends to the agent. The report says `delivered` and gives the evidence;
@@ -28,6 +32,7 @@ import oatf
 from ..events import ObservedEvent
 from .actors import ActorMachine, PhaseChange, peer_of
 from .delivery import CUT_SHORT, Delivery, MessageText, outcome
+from .episodes import MAX_ANSWER_WAIT, asks_for_work
 from .indicators import IndicatorTracker
 from .library import LoadedAttack
 from .options import MonitorOptions
@@ -36,6 +41,8 @@ from .plan import Selection
 MAX_CITED_FLOWS = 50
 MAX_INJECTIONS = 100
 """Exchanges the proxy's inject mode altered that a report lists, at most."""
+MAX_AWAITING = 64
+"""Requests of one run followed while they wait for their answer (`AttackRun.awaiting`), at most."""
 
 
 @dataclass
@@ -56,6 +63,9 @@ class AttackRun:
     phase_changes: list[PhaseChange] = field(default_factory=list)
     injections: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Flow id → what the proxy's inject mode altered in it (`ObservedEvent.injected`), first seen first."""
+    awaiting: dict[str, float] = field(default_factory=dict)
+    """Flow id → when its request was sent, for the run's requests whose answer has not begun (see the module
+    docstring)."""
     grace_period: float = field(init=False)
     """Seconds: `attack.grace_period`, else the monitor's default."""
     scheduled: float = float("inf")
@@ -123,6 +133,10 @@ class AttackRun:
         if event.timestamp > self.last_event_at:
             self.last_event_at = event.timestamp
         self.messages += 1
+        if event.sender == "server":
+            self.awaiting.pop(event.flow_id, None)
+        elif len(self.awaiting) < MAX_AWAITING and asks_for_work(event):
+            self.awaiting.setdefault(event.flow_id, event.timestamp)
         if event.injected and (event.flow_id in self.injections or len(self.injections) < MAX_INJECTIONS):
             self.injections[event.flow_id] = {"flow": event.flow_id, "event": event.event_type,
                                               "injected": list(event.injected)}
@@ -183,7 +197,8 @@ class AttackRun:
 
     def deadline(self) -> float:
         """The next time `tick`/`due` can change something: an `after` timer, the end of the grace period,
-        of the closed session's grace period, or of the run's lifetime. Later events only move it later."""
+        of the closed session's grace period, or of the run's lifetime. Later events only move it later, except
+        an answer the run waited for (`awaiting`), which the monitor reschedules."""
         grace_end = self._grace_end()
         if grace_end is not None:
             return min(self._lifetime_end(), grace_end)
@@ -224,7 +239,8 @@ class AttackRun:
         event (or after the last actor became terminal), see the module docstring."""
         if self.all_terminal_at is None:
             return None
-        return max(self.last_event_at, self.all_terminal_at) + self.grace_period
+        waiting = max(self.awaiting.values()) + MAX_ANSWER_WAIT if self.awaiting else -math.inf
+        return max(self.last_event_at, self.all_terminal_at, waiting) + self.grace_period
 
     def _closing_end(self) -> float | None:
         if self.closed_at is None:

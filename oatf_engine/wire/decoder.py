@@ -176,7 +176,7 @@ class _Exchange:
     """Everything known about one HTTP exchange while it is open."""
 
     __slots__ = (
-        "card", "client", "endpoint", "events", "id", "ignored", "keys", "method", "proto", "request",
+        "card", "client", "endpoint", "events", "id", "ignored", "keys", "method", "null_id", "proto", "request",
         "request_headers", "requests", "response", "rest", "scope", "status", "tool_names", "url",
     )
 
@@ -197,6 +197,10 @@ class _Exchange:
         self.request: _Body | None = None
         self.response: _Body | None = None
         self.requests: dict[JsonRpcId, Pending] = {}  # requests this exchange's body carried
+        self.null_id: Pending | None = None
+        """A request with `"id": null` this exchange's body carried (`fasta2a`'s client sends `tasks/get` so):
+        JSON-RPC 2.0 §4 discourages it, and only its own answer, in this exchange's response, can be told to
+        answer it."""
         self.tool_names: dict[str, str] = {}  # AG-UI toolCallId → toolCallName on this stream
         self.events = 0  # events of this exchange so far (a message stream numbers its flows with it)
 
@@ -497,6 +501,8 @@ class WireDecoder:
         # A message stream's request is a flow of its own, numbered by its event's place in the stream (not in
         # the decoder: a capture replayed with other recordings keeps the flow ids the tap gave it live).
         flow = f"{ex.id}#{ex.events + 1}" if ex.method == _STREAM else None
+        if item.kind is Kind.REQUEST and item.id is None and sender == "client" and ex.method != _STREAM:
+            ex.null_id = Pending(name, params, "")
         if item.kind is Kind.REQUEST and item.id is not None:
             pending = Pending(name, params, flow or "")
             if sender == "client" and ex.method != _STREAM and len(ex.requests) < self.config.max_pending:
@@ -518,6 +524,8 @@ class WireDecoder:
             local = ex.requests.get(item.id) if sender == "server" else None
             requester = "server" if sender == "client" else "client"
             pending = self._pending.pop(f"{ex.scope}|{requester}", item.id) or local
+        elif sender == "server":
+            pending, ex.null_id = ex.null_id, None
         if pending is None:
             self._diagnose("uncorrelated_response", ex, f"response id {item.id!r} answers no request seen")
             return []
