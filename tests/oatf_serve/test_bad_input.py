@@ -79,7 +79,7 @@ def test_protocol_errors(serving: Serving) -> None:
         }
         errors = {what: _answer(client.post(url, json={"jsonrpc": "2.0", "id": n, **body}, headers=headers))["error"]
                   for n, (what, body) in enumerate(requests.items(), start=10)}
-    assert errors["unknown method"]["code"] == -32602  # the mcp SDK refuses what no request type validates
+    assert errors["unknown method"]["code"] == -32601  # mcp 2: method not found (mcp 1 said invalid params)
     assert errors["unknown tool"] == {"code": -32602, "message": "Unknown tool"}
     assert errors["bad params"]["code"] == -32602
     assert errors["unknown resource"] == {"code": -32002, "message": "Resource not found"}

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
+from fastmcp import Client
 from pydantic_ai import Agent
 from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
@@ -59,10 +60,12 @@ def invoice_model(behaviour: Behaviour) -> FunctionModel:
 
 
 async def conversation(mcp_url: str, behaviour: Behaviour, prompt: str = "What is 2 + 3?",
-                       model: Callable[[Behaviour], FunctionModel] = scripted_model) -> str:
+                       model: Callable[[Behaviour], FunctionModel] = scripted_model, session: bool = False) -> str:
     """One agent conversation: connect to the MCP server at `mcp_url`, run the prompt with the scripted model
-    `model` of that behaviour, return the answer."""
-    toolset = MCPToolset(mcp_url)
+    `model` of that behaviour, return the answer. The MCP client negotiates as pydantic-ai's does by default
+    (fastmcp 4: the stateless revision 2026-07-28, `server/discover`, when the server offers it); `session`:
+    the `initialize` handshake of the session revisions instead (fastmcp's `mode="legacy"`)."""
+    toolset = MCPToolset(Client(mcp_url, mode="legacy") if session else mcp_url)
     agent = Agent(model(behaviour), toolsets=[toolset])
     async with agent:
         result = await agent.run(prompt)
