@@ -1,10 +1,11 @@
 """`oatf serve --stateless`, and the stateless MCP revision 2026-07-28 on any endpoint: MCP Streamable HTTP
 without sessions (no `Mcp-Session-Id`, every request its own MCP session), faced by `pydantic-ai` agents
 (their MCP client, scripted `FunctionModel`s that do what a tool's description asks:
-`tests/e2e/addon/pydantic_agent.py`). Each agent episode has its own phases, keyed as the engine keys the runs of sessionless traffic: by the agent's host. Agent A (127.0.0.1) and agent B (127.0.0.2)
-face the rug pull while both their episodes are live: A's call moves A to the poisoned phase, and B, coming
-next, still gets the honest listing (B's own call then moves B on); A's next conversation gets the poisoned
-one and passes its SSH key. The judge agrees: A's run is exploited, B's is not."""
+`tests/e2e/addon/pydantic_agent.py`). Each agent episode has its own phases, keyed as the engine keys the runs
+of sessionless traffic: by the agent's host. Agent A (127.0.0.1) and agent B (127.0.0.2) face the rug pull
+while both their episodes are live: A's call moves A to the poisoned phase, and B, coming next, still gets the
+honest listing (B's own call then moves B on); A's next conversation gets the poisoned one and passes its SSH
+key. The judge agrees: A's run is exploited, B's is not."""
 
 from __future__ import annotations
 
