@@ -1,15 +1,27 @@
-"""The session rules against peers nobody on the team wrote: a `fastmcp` server (its own process) and a
-`pydantic-ai` Agent (its MCP client, a scripted `FunctionModel`), with real mitmdump running the addon in
-reverse mode between them. Each agent conversation must be one run per attack whatever the TCP connections
-(the stateless MCP revision carries no `Mcp-Session-Id`: rule 3's agent episodes, split by `oatf_idle_gap`),
-with the verdict its behaviour deserves, live and when the recording is replayed."""
+"""The session rules against peers nobody on the team wrote: a `fastmcp` 4 server (its own process) and a
+`pydantic-ai` Agent (its MCP client, fastmcp 4's, and a scripted `FunctionModel`), with real mitmdump running
+the addon in reverse mode between them. Each agent conversation must be one run per attack whatever the
+revision the client negotiates and whatever the TCP connections, with the verdict its behaviour deserves, live
+and when the recording is replayed:
+
+- `stateless-revision`: pydantic-ai's default against any fastmcp 4 server: MCP 2026-07-28 (`server/discover`,
+  no `initialize`, no `Mcp-Session-Id`), sessionless traffic, so rule 3's agent episodes split by
+  `oatf_idle_gap` (the conversation of issue 12 that once gave two runs with contradicting verdicts);
+- `stateless-http`: the client's `legacy` mode (`initialize`) against a `stateless_http` server: no session id
+  either, the same agent episodes;
+- `session`: the `legacy` client against a stateful server: one run per `Mcp-Session-Id`.
+
+What the client negotiated is checked on the recorded wire, not assumed."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from mitmproxy import http, io
 
 from testing.oatf_proxy import OatfProxy, Report, assert_replay_agrees, fastmcp_server, oatf_proxy, run
 
@@ -49,6 +61,11 @@ attack:
 """
 IDLE_GAP = 3.0
 """`oatf_idle_gap` of these tests (seconds): the agents run one after the other with a longer pause."""
+GRACE = "3s"
+"""The grace period of these tests: fastmcp 4's server answers its first listing a second or more after the
+request on a busy machine (its lazy imports), and a run whose actors are all terminal concludes one grace
+period after its last message, even while an MCP request awaits its answer (the engine waits so only for
+requests that ask an agent to work: `episodes.asks_for_work`)."""
 
 
 def idle_for(proxy: OatfProxy, session_suffix: str, seconds: float) -> None:
@@ -61,23 +78,43 @@ def summary(report: Report) -> tuple[str, str, bool]:
     return report["verdict"]["result"], report["outcome"], report["execution_summary"]["delivered"]
 
 
-@pytest.mark.parametrize("stateless", [True, False], ids=["stateless", "stateful"])
-def test_pydantic_ai_agents_against_fastmcp(tmp_path: Path, stateless: bool) -> None:
+def wire(recording: Path) -> list[tuple[str, dict[str, str], dict[str, str]]]:
+    """Each recorded MCP exchange: (the JSON-RPC method posted, or the HTTP method; request headers; response
+    headers), in order."""
+    exchanges = []
+    with recording.open("rb") as file:
+        for flow in io.FlowReader(file).stream():
+            if isinstance(flow, http.HTTPFlow) and flow.request.path.startswith("/mcp"):
+                body: Any = json.loads(flow.request.content or b"null") if flow.request.method == "POST" else None
+                method = body.get("method", "(answer)") if isinstance(body, dict) else flow.request.method
+                answer = dict(flow.response.headers) if flow.response is not None else {}
+                exchanges.append((method, {k.lower(): v for k, v in flow.request.headers.items()},
+                                  {k.lower(): v for k, v in answer.items()}))
+    return exchanges
+
+
+WAYS = {"stateless-revision": (False, False), "stateless-http": (True, True), "session": (False, True)}
+"""Each way the client talks: (the server's `stateless_http`, the client's `legacy` mode)."""
+
+
+@pytest.mark.parametrize("way", list(WAYS))
+def test_pydantic_ai_agents_against_fastmcp(tmp_path: Path, way: str) -> None:
     """A complying agent is `exploited`, a resisting one `resisted` (delivered, not exploited); each
-    conversation is exactly one run (stateless: the agent's episodes `#1` and `#2`; stateful: its
-    `Mcp-Session-Id`), and `oatf evaluate` over the recording finds the same runs and verdicts."""
+    conversation is exactly one run (sessionless: the agent's episodes `#1` and `#2`; with a session: its
+    `Mcp-Session-Id`), and `oatf evaluate` over the recording gives byte-identical reports."""
+    stateless_http, session = WAYS[way]
     attack = tmp_path / "third-party-poisoning.yaml"
     attack.write_text(ATTACK, encoding="utf-8")
-    with fastmcp_server(tmp_path, attack, stateless) as port:
+    with fastmcp_server(tmp_path, attack, stateless_http) as port:
         options = {"mode": f"reverse:http://127.0.0.1:{port}", "oatf_idle_gap": f"{IDLE_GAP:g}s"}
-        with oatf_proxy(tmp_path, "third-party", [attack], options=options) as proxy:
+        with oatf_proxy(tmp_path, "third-party", [attack], grace=GRACE, options=options) as proxy:
             mcp_url = f"{proxy.url}/mcp"
-            assert "5" in run(pydantic_agent.conversation(mcp_url, "complying"))
-            if stateless:
-                idle_for(proxy, "#1", IDLE_GAP + 1)
-            else:
+            assert "5" in run(pydantic_agent.conversation(mcp_url, "complying", session=session))
+            if session:
                 proxy.wait_until(lambda: len(proxy.reports()) == 1, timeout=20)
-            assert "5" in run(pydantic_agent.conversation(mcp_url, "resisting"))
+            else:
+                idle_for(proxy, "#1", IDLE_GAP + 1)
+            assert "5" in run(pydantic_agent.conversation(mcp_url, "resisting", session=session))
             proxy.wait_until(lambda: len(proxy.reports()) >= 2, timeout=20)
             proxy.interrupt()
             live = proxy.reports()
@@ -88,11 +125,24 @@ def test_pydantic_ai_agents_against_fastmcp(tmp_path: Path, stateless: bool) -> 
     assert summary(second) == ("not_exploited", "resisted", True)
     assert [e["event"] for e in second["execution_summary"]["delivery_evidence"]] == ["tools/list"]
     sessions = [r["execution_summary"]["session"] for r in (first, second)]
-    if stateless:
+    if session and not stateless_http:
+        assert all(s.startswith("mcp_session:") for s in sessions) and sessions[0] != sessions[1]
+    else:
         route = f"agent:127.0.0.1>127.0.0.1:{port}/mcp"
         assert sessions == [f"{route}#1", f"{route}#2"]
-    else:
-        assert all(not s.startswith("agent:") for s in sessions) and sessions[0] != sessions[1]
     # Replay parity: the same runs, verdicts and indicator results offline (and CI's exit status 1).
-    offline = assert_replay_agrees(proxy, tmp_path, live, flags=("--idle-gap", f"{IDLE_GAP:g}s"))
+    offline = assert_replay_agrees(proxy, tmp_path, live, GRACE, flags=("--idle-gap", f"{IDLE_GAP:g}s"))
     assert sorted(map(summary, offline.reports)) == sorted(map(summary, live))
+
+    # What the client negotiated, on the wire.
+    assert proxy.flows is not None
+    exchanges = wire(proxy.flows)
+    methods = [method for method, _, _ in exchanges]
+    session_ids = {h["mcp-session-id"] for _, q, a in exchanges for h in (q, a) if "mcp-session-id" in h}
+    if session:
+        assert methods.count("initialize") == 2 and "server/discover" not in methods, methods
+        assert len(session_ids) == (0 if stateless_http else 2), session_ids
+    else:
+        assert "initialize" not in methods and methods.count("server/discover") == 2, methods
+        assert methods.count("tools/call") == 2 and not session_ids, (methods, session_ids)
+        assert {q.get("mcp-protocol-version") for _, q, _ in exchanges} == {"2026-07-28"}
