@@ -1,25 +1,31 @@
-"""An `mcp_server` actor served over MCP Streamable HTTP (MCP 2025-11-25 "Transports") with the official `mcp`
-SDK's low-level `Server` and `StreamableHTTPSessionManager` (format spec §7.1 "MCP Binding").
+"""An `mcp_server` actor served over MCP Streamable HTTP (MCP 2025-11-25 and 2026-07-28 "Transports") with the
+official `mcp` 2 SDK's low-level `Server` and `StreamableHTTPSessionManager` (format spec §7.1 "MCP Binding").
 
 Each MCP session the agent opens gets its own `ActorPlayer`: phases advance on that session's traffic only
 (format spec §5.3: "a trigger on an actor matches only events observed on that actor's own protocol
-connection"). The answers come from `oatf_serve.mcp_state`; the requests are registered as raw handlers (no
-input validation against a tool's `inputSchema`: an attacker's server takes whatever it is sent).
+connection"). The SDK builds a `ServerSession` per request; the session a player follows is the connection it
+wraps. The answers come from `oatf_serve.mcp_state`; the requests are registered as raw handlers (the params
+as the agent sent them; no input validation against a tool's `inputSchema`: an attacker's server takes
+whatever it is sent).
 
-After each request is answered (and on each notification), the exchange goes to the player, and the phases it
-enters run their `on_enter` actions (§7.1.6): `send` writes the JSON-RPC message as given (a notification,
-or a request whose answer the judge sees but nobody waits for), `log` goes to the console. A phase whose
-listing of tools, resources or prompts differs from the previous one also announces it with the matching
-`notifications/*/list_changed` when its `on_enter` does not already send it, so that clients which cache
-listings see a rug pull. `after` timers are fired by `tick`, called by the front door every so often.
+Each request is answered, then the exchange goes to the player (`_played`, the server's middleware; on each
+notification too; the handshake's `initialize` and `server/discover`, answered from the server's identity,
+are not played), and the phases it enters run their `on_enter` actions (§7.1.6), right after the answer:
+`send` writes the JSON-RPC message as given (a notification, or a request whose answer the judge sees but
+nobody waits for), `log` goes to the console. A phase whose listing of tools, resources or prompts differs
+from the previous one also announces it with the matching `notifications/*/list_changed` when its `on_enter`
+does not already send it, so that clients which cache listings see a rug pull. `after` timers are fired by
+`tick`, called by the front door every so often.
 
-**Stateless endpoints** (`oatf serve --stateless`: no `Mcp-Session-Id`, every request its own MCP session, as
-`fastmcp`'s `stateless_http`) have no session to follow the phases, so `StatelessPlayers` keeps one player per
+**Sessionless traffic** — a stateless endpoint's (`oatf serve --stateless`: no `Mcp-Session-Id`, every request
+its own MCP session, as `fastmcp`'s `stateless_http`), and the requests of the stateless revision 2026-07-28
+on any endpoint (`server/discover`, no `initialize`: what `fastmcp` 4's client, and so `pydantic-ai`'s,
+negotiates by default) — has no session to follow the phases, so `StatelessPlayers` keeps one player per
 *agent episode*, keyed as the engine keys the runs of such traffic (`oatf_engine.monitor.sessions` rule 3): the
 agent is the HTTP client's host (`CLIENT_HOST`, set by the front door for each request), and its episode lasts
 while it keeps talking — after `idle_gap` seconds without a request from that host, its next request starts a
 new episode at the first phase. Two agents (two hosts) never advance each other's phases, and what the judge
-reports as one run (`agent:<host>>…#n`) is what one player played. Such an endpoint has no stream for the
+reports as one run (`agent:<host>>…#n`) is what one player played. Such traffic has no stream for the
 messages the server sends on its own: `on_enter` `send` actions and `list_changed` notifications are not sent,
 and an elicitation's answer (a request of its own) cannot reach the request that asked.
 """
