@@ -24,6 +24,18 @@ from urllib.parse import parse_qs, urljoin, urlsplit
 SESSION_HEADER = "mcp-session-id"
 VERSION_HEADER = "mcp-protocol-version"
 ENDPOINT_EVENT = "endpoint"
+HANDSHAKE_REVISIONS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"})
+"""The revisions negotiated by the `initialize` handshake; a request whose `MCP-Protocol-Version` names a later
+one speaks the stateless revision (2026-07-28: `server/discover`, no `initialize`, no session)."""
+
+
+def result_for(result: dict[str, Any], version: str | None) -> dict[str, Any]:
+    """A result as a server answers a request of revision `version` (its `MCP-Protocol-Version` header, None
+    when absent): the stateless revision 2026-07-28 requires every result to carry `resultType` (`complete`
+    for a result that is the answer; its clients refuse one without it), the handshake revisions know none."""
+    if version is None or version in HANDSHAKE_REVISIONS or "resultType" in result:
+        return result
+    return {**result, "resultType": "complete"}
 
 
 def closed_session(method: str, session: str | None, status: int | None) -> str | None:
