@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import re2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -13,18 +14,20 @@ from oatf.model import Indicator, MatchCondition, PatternMatch
 from oatf_engine.events import Endpoint, ObservedEvent
 from oatf_engine.monitor import Monitor, MonitorOptions, RunConcluded
 from oatf_engine.monitor.library import LoadedAttack
-from oatf_engine.monitor.prefilter import LiteralFilter, haystack, predicate_requirement, requirement
+from oatf_engine.monitor.prefilter import LiteralFilter, _strings, haystack, predicate_requirement, requirement
 from tests.attacks import sessions
 from tests.attacks.harness import loaded
 
-# Characters that JSON escapes, that fold case in RE2 to ASCII letters (Kelvin sign, long s), multi-byte ones
-ALPHABET = "abkKsS \"\\\n\t\x00\u212a\u017f\u00e9\u65e5\U0001f600/.:-"
-texts = st.text(ALPHABET, max_size=8)
-scalars = st.one_of(texts, st.integers(-3, 3), st.floats(allow_nan=False, width=16), st.booleans(), st.none())
+# Characters that JSON escapes, that fold case in RE2 to ASCII letters (Kelvin sign, long s), multi-byte ones;
+# few of them and short texts, so that operands often occur in the values
+ALPHABET = "akKs\"\\\n\x00\u212a\u017f\U0001f600"
+texts = st.text(ALPHABET, max_size=6)
+scalars = st.one_of(texts, texts, texts, st.integers(-3, 3), st.floats(allow_nan=False, width=16), st.booleans(),
+                    st.none())
 contents = st.recursive(scalars, lambda inner: st.one_of(
     st.lists(inner, max_size=3), st.dictionaries(st.sampled_from("abc"), inner, max_size=3)), max_leaves=12)
-paths = st.sampled_from(["", "a", "b", "a.b", "a[*]", "b[*]", "a[*].b", "a.b[*]", "c[*].a"])
-regex_pieces = st.sampled_from(["a", "b", "k", "s", "(?i)k", "(?i)s", "\\\\", "\"", "\\n", "\\t", ".", "[ab]",
+paths = st.sampled_from(["", "a", "b", "a.b", "a[*]", "b[*]", "a[*].b", "a.b[*]", "c[*].a", "[*]"])
+regex_pieces = st.sampled_from(["a", "k", "s", "ak", "ka", "(?i)k", "(?i)s", "\\\\", "\"", "\\n", "\\t", ".", "[ab]",
                                 "\u00e9", "\\x00", "x*", "^", "$", "\\b", "(a|b)", "\u212a", "\U0001f600", "\\d"])
 regexes = st.lists(regex_pieces, min_size=1, max_size=4).map("".join)
 string_ops = st.sampled_from(["contains", "starts_with", "ends_with"])
@@ -55,11 +58,26 @@ def passes(pattern: str | None, content: Any) -> bool:
     return pattern is None or data is None or 0 in LiteralFilter({0: pattern}).matching(data)
 
 
+def _operand(data: st.DataObject, content: Any) -> Any:
+    """Often a piece of one of the content's strings (so that conditions match), else a random condition."""
+    strings = [text for text in _strings(content) if text]
+    if not strings or data.draw(st.integers(0, 3)) == 0:
+        return data.draw(conditions())
+    text = data.draw(st.sampled_from(strings))
+    start = data.draw(st.integers(0, max(len(text) - 2, 0)))  # RE2 filters on atoms of two characters or more
+    piece = text[start:data.draw(st.integers(min(start + 2, len(text)), len(text)))]
+    kind = data.draw(st.sampled_from(["contains", "starts_with", "ends_with", "regex", "equals"]))
+    if kind == "equals":
+        return text
+    return MatchCondition(**{kind: re2.escape(piece) if kind == "regex" else piece})
+
+
 @settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow])
-@given(content=contents, target=paths, condition=conditions())
-def test_an_indicator_ruled_out_for_a_message_does_not_match_it_nor_fail_on_it(content: Any, target: str,
-                                                                            condition: Any) -> None:
-    indicator = pattern_indicator(target, condition)
+@given(value=contents, target=st.sampled_from(["a", "a", "a[*]", "a.b", ""]), data=st.data())
+def test_an_indicator_ruled_out_for_a_message_does_not_match_it_nor_fail_on_it(value: Any, target: str,
+                                                                            data: st.DataObject) -> None:
+    content = {"a": value, "b": "k"}
+    indicator = pattern_indicator(target, _operand(data, content))
     result, _ = oatf.judge_indicator(indicator, content)
     if not passes(requirement(indicator), content):
         assert result is oatf.IndicatorResult.NOT_MATCHED
