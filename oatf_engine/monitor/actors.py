@@ -50,6 +50,11 @@ TIMER_SLACK = 1e-6
 """Seconds added to an `after` deadline: the trigger compares elapsed time in whole microseconds."""
 
 
+def agent_side(actor: oatf.Actor) -> str:
+    """The HTTP side the agent is on, seen from `actor`'s mode (see the module docstring)."""
+    return "client" if (actor.mode or "").endswith("_server") else "server"
+
+
 @dataclass
 class ActorMachine:
     actor: oatf.Actor
@@ -58,7 +63,6 @@ class ActorMachine:
     trigger_state: oatf.TriggerState = field(default_factory=oatf.TriggerState)
     extracted: dict[str, str] = field(default_factory=dict)
     phases_reached: list[str] = field(default_factory=list)
-    messages: int = 0
 
     peer: str | None = None
     """The endpoint bound to play this actor in its run (`peer_of`), or None: every peer of its protocol."""
@@ -73,7 +77,7 @@ class ActorMachine:
     def __post_init__(self) -> None:
         self.name = self.actor.name or "default"
         self.protocol = oatf.extract_protocol(self.actor.mode or "")
-        self.agent_side = "client" if (self.actor.mode or "").endswith("_server") else "server"
+        self.agent_side = agent_side(self.actor)
         self.phase = self.actor.phases[self.index]
         self.phases_reached.append(self.phase.name or "phase-1")
 
@@ -91,7 +95,6 @@ class ActorMachine:
 
     def observe(self, event: ObservedEvent) -> PhaseChange | None:
         """Extract, then evaluate the current phase's trigger on an event of this actor's traffic."""
-        self.messages += 1
         phase = self.phase
         if phase.extractors:
             self._extract(event)

@@ -4,7 +4,9 @@ The filter keeps events of the indicator's protocol, surface, actor and directio
 attack by `AttackPlan.selection`, steps 3–4 by `accepts`); every kept event is evaluated with the
 indicator's compiled judge (`oatf.compile_indicator`: `evaluate_indicator` without a verdict per message)
 until the first match, which keeps its evidence (flow, event, path and excerpt: the verdict's string and
-`found`, the same as fields) and ends evaluation for that indicator. Counters, not messages, are retained.
+`found`, the same as fields) and ends evaluation for that indicator. Nothing of the messages is retained; how
+many the filter kept is counted by the session (`oatf_engine.monitor.traffic`), or by the run when it must
+count exactly (`AttackRun.exact`), not by each indicator.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ class IndicatorTracker:
     indicator: oatf.Indicator
     unavailable: str | None = None
     """Why this indicator cannot be evaluated here (e.g. no semantic evaluator): it is `skipped`."""
-    examined: int = 0
     matched: oatf.IndicatorVerdict | None = None
     found: dict[str, Any] | None = None
     """Where the first match was, as fields: flow, event, direction, time, endpoint, path, excerpt."""
@@ -55,7 +56,6 @@ class IndicatorTracker:
         """Evaluate one kept event; True when this is the indicator's first match."""
         if not self.open:
             return False
-        self.examined += 1
         result, evidence = self.judge(event.content, cel, semantic)
         if result is oatf.IndicatorResult.NOT_MATCHED:
             return False
@@ -79,13 +79,14 @@ class IndicatorTracker:
                       "endpoint": f"{endpoint.host}:{endpoint.port}{endpoint.path}", "path": path, "excerpt": excerpt}
         return True
 
-    def verdict(self, timestamp: str) -> oatf.IndicatorVerdict:
-        """Matched, else error, else skipped (no evaluator), else not_matched with what was examined."""
+    def verdict(self, timestamp: str, examined: int) -> oatf.IndicatorVerdict:
+        """Matched, else error, else skipped (no evaluator), else not_matched with how many messages the filter
+        kept (`examined`)."""
         if self.unavailable is not None:
             return oatf.IndicatorVerdict(self.id, oatf.IndicatorResult.SKIPPED, timestamp, self.unavailable)
         for found in (self.matched, self.error, self.skipped):
             if found is not None:
                 return found
-        evidence = (f"no matching message among {self.examined} examined" if self.examined
+        evidence = (f"no matching message among {examined} examined" if examined
                     else "no message passed this indicator's filter (protocol, surface, actor, direction)")
         return oatf.IndicatorVerdict(self.id, oatf.IndicatorResult.NOT_MATCHED, timestamp, evidence)

@@ -7,19 +7,24 @@ import heapq
 import itertools
 import math
 from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
 from typing import Any
+
+import re2
 
 import oatf
 
 from ..events import ObservedEvent
-from .actors import PhaseChange
+from . import prefilter
+from .actors import PhaseChange, agent_side
 from .delivery import MessageText
 from .library import LoadedAttack
 from .options import MonitorOptions, session_named
-from .plan import MAX_REMEMBERED_EVENT_TYPES, Selection
+from .plan import MAX_REMEMBERED_EVENT_TYPES
 from .run import AttackRun
 from .sessions import SessionResolver
+from .traffic import OTHER, SessionTraffic, TrafficKey
 
 
 @dataclass(frozen=True)
@@ -46,20 +51,66 @@ class RunConcluded:
 
 Output = PhaseChanged | IndicatorMatched | RunConcluded
 
+
+@dataclass(frozen=True, slots=True)
+class _Dispatch:
+    """What an event of one protocol, event type, sender and direction can do over the whole library, by attack
+    index."""
+
+    movers: frozenset[int]
+    """Attacks whose actors it may move whatever it holds (`AttackPlan.triggers`)."""
+    triggers: dict[int, tuple[int, ...]]
+    """Trigger requirement → the attacks whose actors it gates (a trigger's `match`: `AttackPlan.triggers`)."""
+    always: dict[int, tuple[int, ...]]
+    """Attack → its selected indicators without a prefilter requirement (evaluated on every such event)."""
+    gated: dict[int, tuple[tuple[int, int], ...]]
+    """Indicator requirement → the (attack, indicator position) it gates, among the selected indicators."""
+    undelivered: tuple[int, ...]
+    """Attacks with an actor whose side sends it and that holds no distinctive payload (the first message counts)."""
+    payloads: dict[int, tuple[int, ...]]
+    """Payload requirement → the attacks with an actor whose side sends it and whose payload it gates."""
+
+
+class _Session:
+    """One session's live runs, its traffic counters and the attacks that have no run in it."""
+
+    __slots__ = ("pending", "runs", "started", "traffic")
+
+    def __init__(self) -> None:
+        self.traffic = SessionTraffic()
+        self.runs: dict[tuple[str, str], AttackRun] = {}
+        self.started: set[str] = set()
+        """Protocols whose first event has been seen: every attack of theirs got a run then."""
+        self.pending: dict[str, dict[str, LoadedAttack]] = {}
+        """Per protocol, attacks without a run since (concluded, or no actor of theirs took an event yet)."""
+
+
 class Monitor:
     """Follows every loaded attack over every session of the observed traffic.
 
-    Work per event: the runs of its session for the attacks of its protocol, and for each only the
-    indicators its plan selects (`AttackPlan.selection`). Timers (`after` triggers, ends of grace
-    periods and of run lifetimes) wait in a heap keyed by each run's `deadline()`: the clock only touches
-    the runs that are due."""
+    Work per event (issue 15: nearly flat in the size of the library): the session counts the event once
+    (`traffic`); runs are opened for the attacks of its protocol that have none in the session; then only the
+    runs the event can change are fed it: those whose actors it can move (an extractor, or a trigger on its
+    type whose `match` it may satisfy: `AttackPlan.triggers`), those with an indicator it may match and those
+    whose payload it may carry. Which indicators, triggers and payloads a message may satisfy is decided for
+    the whole library in one pass over the message (`prefilter`); an indicator without a requirement
+    (expressions, semantic, `exists`, numbers, ...) is evaluated on every message its selection keeps.
+    `prefilter=False` evaluates every selected indicator and trigger and looks for every payload (the
+    differential tests compare the two).
+
+    Timers (`after` triggers, ends of grace periods and of run lifetimes) wait in a heap keyed by each run's
+    `deadline()`: the clock only touches the runs that are due."""
 
     def __init__(self, attacks: list[LoadedAttack], options: MonitorOptions | None = None,
-                 cel: oatf.CelEvaluator | None = None, semantic: oatf.SemanticEvaluator | None = None):
+                 cel: oatf.CelEvaluator | None = None, semantic: oatf.SemanticEvaluator | None = None,
+                 prefilter: bool = True):
         self.options = options or MonitorOptions()
         self.cel = cel if cel is not None else oatf.DefaultCelEvaluator()
         self.semantic = semantic
-        self.runs: OrderedDict[tuple[str, str], AttackRun] = OrderedDict()
+        self.prefilter = prefilter
+        self.runs: dict[tuple[str, str], AttackRun] = {}
+        self._sessions: OrderedDict[str, _Session] = OrderedDict()
+        """Sessions with live runs, least recently active first."""
         self.sessions = SessionResolver(self.options.session_key, self.options.idle_gap, self.options.agents)
         self.now = 0.0
         self.events_seen = 0
@@ -70,11 +121,50 @@ class Monitor:
 
     def _set_attacks(self, attacks: list[LoadedAttack]) -> None:
         self.attacks = list(attacks)
-        self._by_protocol: dict[str, list[tuple[str, LoadedAttack]]] = {}
+        self._by_protocol: dict[str, list[LoadedAttack]] = {}
         for loaded in self.attacks:
             for protocol in sorted(loaded.protocols):
-                self._by_protocol.setdefault(protocol, []).append((loaded.key, loaded))
-        self._concerned: dict[tuple[str, str], list[tuple[str, LoadedAttack, Selection]]] = {}
+                self._by_protocol.setdefault(protocol, []).append(loaded)
+        self._surfaces = frozenset(i.surface for a in self.attacks for i in a.plan.indicators if i.surface)
+        requirements: dict[int, str] = {}
+        self._requirement_of: dict[tuple[int, int], int] = {}
+        """Per (attack, indicator position): the requirement of the indicator (`prefilter.requirement`)."""
+        self._trigger_requirement: dict[tuple[int, int, int], int] = {}
+        """Per (attack, actor position, phase position): the requirement of its trigger's `match`."""
+        payloads: dict[int, str] = {}
+        self._payload_requirements: dict[tuple[int, int], list[int]] = {}
+        """Per (attack, actor position): the requirements of its payload (its longest pieces, as literals)."""
+        for number, loaded in enumerate(self.attacks):
+            for position, indicator in enumerate(loaded.plan.indicators):
+                found = prefilter.requirement(indicator)
+                if found is not None:
+                    self._requirement_of[(number, position)] = len(requirements)
+                    requirements[len(requirements)] = found
+            execution = loaded.attack.execution
+            for actor, machine in enumerate(execution.actors or () if execution is not None else ()):
+                for phase, step in enumerate(machine.phases or ()):
+                    found = None if step.trigger is None or step.trigger.match is None else (
+                        prefilter.predicate_requirement(step.trigger.match))
+                    if found is not None:
+                        self._trigger_requirement[(number, actor, phase)] = len(requirements)
+                        requirements[len(requirements)] = found
+            for actor, payload in enumerate(loaded.plan.payloads):
+                for text in payload:
+                    self._payload_requirements.setdefault((number, actor), []).append(len(payloads))
+                    payloads[len(payloads)] = re2.escape(text.longest)
+        unfilterable = prefilter.LiteralFilter(requirements).matching(b"")
+        for gates in (self._requirement_of, self._trigger_requirement):  # RE2 found no literal in these
+            for where in [where for where, requirement in gates.items() if requirement in unfilterable]:
+                del gates[where]  # type: ignore[arg-type]
+        for requirement in unfilterable:
+            del requirements[requirement]
+        self._indicator_filter = prefilter.LiteralFilter(requirements)
+        self._payload_filter = prefilter.LiteralFilter(payloads)
+        self._index_of = {loaded.key: number for number, loaded in enumerate(self.attacks)}
+        self._dispatch: dict[tuple[str, str, str, str], _Dispatch] = {}
+        for session in self._sessions.values():  # a reloaded library: attacks without a run get one next event
+            session.started.clear()
+            session.pending.clear()
 
     def set_options(self, options: MonitorOptions) -> None:
         """New options apply to runs created from now on."""
@@ -113,42 +203,146 @@ class Monitor:
         return outputs
 
     def _observe(self, event: ObservedEvent, session: str) -> list[Output]:
-        outputs: list[Output] = []
-        runs = self.runs
+        protocol = event.protocol
+        if protocol not in self._by_protocol:
+            return []
+        state = self._sessions.get(session)
+        if state is None:
+            state = self._sessions[session] = _Session()
+        else:
+            self._sessions.move_to_end(session)
+        outputs = self._open_runs(event, session, state)
+        bindings = self.options.bindings
+        bound = sum(1 << n for n, b in enumerate(bindings) if b.accepts(event)) if bindings else 0
+        state.traffic.note(event, event.event_type if event.event_type in self._surfaces else OTHER, bound)
         text = MessageText(event.content)
-        for attack_key, loaded, selection in self._concerned_by(event.protocol, event.event_type):
-            key = (attack_key, session)
-            run = runs.get(key)
-            if run is None:
-                run = AttackRun(loaded, session, event.timestamp, self.options, self.semantic is not None)
-                actors = run.actors_for(event)
-                if not actors:
-                    continue
-                outputs.extend(self._admit(key, run))
-            else:
-                actors = run.actors_for(event)
-                if not actors:
-                    continue
-                runs.move_to_end(key)
-            changes, matched = run.observe(event, actors, selection, self.cel, self.semantic, text)
+        for number, positions, moves_actors, delivery_only in self._concerned(event, text):
+            run = state.runs.get((self.attacks[number].key, session))
+            if run is None or (delivery_only and not run.undelivered):
+                continue
+            actors = run.actors_for(event)
+            if not actors:
+                continue
+            changes, matched = run.observe(event, actors, positions, moves_actors, self.cel, self.semantic, text)
             if changes:
                 outputs.extend(PhaseChanged(run.id, c) for c in changes)
-                self._schedule(key, run)
+                self._schedule((run.loaded.key, session), run)
             if matched:
-                outputs.extend(IndicatorMatched(run.id, attack_key, t.id, event.flow_id, t.matched.evidence or "")
-                               for t in matched if t.matched is not None)
+                outputs.extend(IndicatorMatched(run.id, run.loaded.key, t.id, event.flow_id,
+                                                t.matched.evidence or "") for t in matched if t.matched is not None)
+        if not state.runs:
+            self._sessions.pop(session, None)
         return outputs
 
-    def _concerned_by(self, protocol: str, event_type: str) -> list[tuple[str, LoadedAttack, Selection]]:
-        """The attacks of `protocol`, each with its plan's selection for `event_type` (remembered for a bounded
-        number of event types)."""
-        concerned = self._concerned.get((protocol, event_type))
-        if concerned is None:
-            concerned = [(key, loaded, loaded.plan.selection(protocol, event_type))
-                         for key, loaded in self._by_protocol.get(protocol, ())]
-            if len(self._concerned) < MAX_REMEMBERED_EVENT_TYPES:
-                self._concerned[(protocol, event_type)] = concerned
+    def _open_runs(self, event: ObservedEvent, session: str, state: _Session) -> list[Output]:
+        """A run, starting with `event`, for each attack of its protocol without one in the session (whose
+        actors take the event: with actor bindings, one may not)."""
+        protocol = event.protocol
+        if protocol in state.started:
+            missing: Iterable[LoadedAttack] = state.pending.pop(protocol, {}).values()
+        else:
+            state.started.add(protocol)
+            missing = self._by_protocol[protocol]
+        outputs: list[Output] = []
+        baseline: Mapping[TrafficKey, int] | None = None
+        for loaded in missing:
+            key = (loaded.key, session)
+            if key in self.runs:
+                continue
+            if baseline is None:
+                baseline = state.traffic.snapshot()
+            run = AttackRun(loaded, session, event.timestamp, self.options, self.semantic is not None,
+                            state.traffic, baseline)
+            if not run.actors_for(event):
+                state.pending.setdefault(protocol, {})[loaded.key] = loaded
+                continue
+            outputs.extend(self._admit(key, run, state))
+        return outputs
+
+    def _concerned(self, event: ObservedEvent, text: MessageText) -> list[tuple[int, list[int], bool, bool]]:
+        """The attacks whose runs `event` can change, in library order: (attack, the indicators it can match
+        in document order, whether it can move actors, whether only a payload can be found in it)."""
+        dispatch = self._dispatch_for(event.protocol, event.event_type, event.sender, event.direction)
+        positions: dict[int, list[int]] = {number: list(found) for number, found in dispatch.always.items()}
+        movers = set(dispatch.movers)
+        if dispatch.gated or dispatch.triggers:
+            hits = self._hits(self._indicator_filter, dispatch.gated.keys() | dispatch.triggers.keys(),
+                              prefilter.haystack(event.content) if self.prefilter else None)
+            for requirement in hits:
+                for number, position in dispatch.gated.get(requirement, ()):
+                    positions.setdefault(number, []).append(position)
+                movers.update(dispatch.triggers.get(requirement, ()))
+        carriers: set[int] = set(dispatch.undelivered)
+        if dispatch.payloads:
+            data = text.joined.encode("utf-8", "surrogatepass") if self.prefilter else None
+            for requirement in self._hits(self._payload_filter, dispatch.payloads.keys(), data):
+                carriers.update(dispatch.payloads[requirement])
+        concerned = []
+        for number in sorted(positions.keys() | movers | carriers):
+            found = positions.get(number, [])
+            found.sort()
+            moves = number in movers
+            concerned.append((number, found, moves, not found and not moves))
         return concerned
+
+    @staticmethod
+    def _hits(literals: prefilter.LiteralFilter, gated: Set[int], data: bytes | None) -> Iterable[int]:
+        """The requirements among `gated` that `data` (a haystack; None: no prefilter) may satisfy."""
+        if data is None:
+            return gated
+        return literals.matching(data) & gated
+
+    def _dispatch_for(self, protocol: str, event_type: str, sender: str, direction: str) -> _Dispatch:
+        """The library's `_Dispatch` for events of `protocol`, `event_type`, `sender` and `direction`,
+        remembered for a bounded number of event types."""
+        dispatch = self._dispatch.get((protocol, event_type, sender, direction))
+        if dispatch is not None:
+            return dispatch
+        movers: set[int] = set()
+        triggers: dict[int, list[int]] = {}
+        always: dict[int, tuple[int, ...]] = {}
+        gated: dict[int, list[tuple[int, int]]] = {}
+        undelivered: list[int] = []
+        payloads: dict[int, list[int]] = {}
+        for loaded in self._by_protocol.get(protocol, ()):
+            number = self._index_of[loaded.key]
+            plan = loaded.plan
+            selection = plan.selection(protocol, event_type)
+            if selection.moves_actors:
+                fired = plan.triggers(protocol, event_type, sender, direction)
+                gates = [self._trigger_requirement.get((number, actor, phase)) for actor, phase in fired or ()]
+                if fired is None or None in gates:
+                    movers.add(number)
+                else:
+                    for requirement in gates:
+                        assert requirement is not None
+                        triggers.setdefault(requirement, []).append(number)
+            unconditional = []
+            for position in selection.indicators:
+                if plan.indicators[position].direction not in (None, direction):
+                    continue  # `IndicatorTracker.accepts` would refuse the event
+                requirement = self._requirement_of.get((number, position))
+                if requirement is None:
+                    unconditional.append(position)
+                else:
+                    gated.setdefault(requirement, []).append((number, position))
+            if unconditional:
+                always[number] = tuple(unconditional)
+            execution = loaded.attack.execution
+            for actor, (machine, payload) in enumerate(zip(execution.actors or () if execution else (),
+                                                           plan.payloads, strict=True)):
+                if oatf.extract_protocol(machine.mode or "") != protocol or agent_side(machine) == sender:
+                    continue
+                if not payload:
+                    undelivered.append(number)
+                for requirement in self._payload_requirements.get((number, actor), ()):
+                    payloads.setdefault(requirement, []).append(number)
+        dispatch = _Dispatch(frozenset(movers), {r: tuple(n) for r, n in triggers.items()}, always,
+                             {r: tuple(g) for r, g in gated.items()}, tuple(undelivered),
+                             {r: tuple(n) for r, n in payloads.items()})
+        if len(self._dispatch) < MAX_REMEMBERED_EVENT_TYPES:
+            self._dispatch[(protocol, event_type, sender, direction)] = dispatch
+        return dispatch
 
     def tick(self, now: float) -> list[Output]:
         """Advance the clock (never backwards): release held keyless events that are due, fire the `after`
@@ -251,17 +445,30 @@ class Monitor:
             "delivered": run.delivered,
         } for run in self.runs.values()]
 
-    def _admit(self, key: tuple[str, str], run: AttackRun) -> list[Output]:
+    def _admit(self, key: tuple[str, str], run: AttackRun, state: _Session) -> list[Output]:
+        """Add a new run; beyond `max_runs` live runs, the oldest run of the least recently active session is
+        concluded `evicted` first."""
         outputs: list[Output] = []
         while len(self.runs) >= self.options.max_runs:
-            oldest = next(iter(self.runs))
+            oldest = next(iter(next(s for s in self._sessions.values() if s.runs).runs))
             outputs.append(self._conclude(oldest, "evicted"))
         self.runs[key] = run
+        state.runs[key] = run
+        self._sessions[run.session] = state  # again, if an eviction just emptied and forgot it
         self._schedule(key, run)
         return outputs
 
     def _conclude(self, key: tuple[str, str], status: str, ended_at: float | None = None) -> RunConcluded:
-        """Conclude a run: its report, with `status` and `ended_at` (default: now)."""
+        """Conclude a run: its report, with `status` and `ended_at` (default: now). Its attack gets a new run
+        at the session's next event of its protocols; a session without runs is forgotten."""
         run = self.runs.pop(key)
         self.concluded += 1
+        state = self._sessions.get(run.session)
+        if state is not None:
+            del state.runs[key]
+            if not state.runs:
+                del self._sessions[run.session]
+            else:
+                for protocol in run.loaded.protocols:
+                    state.pending.setdefault(protocol, {})[run.loaded.key] = run.loaded
         return RunConcluded(run.id, run.report(status, self.now if ended_at is None else ended_at))

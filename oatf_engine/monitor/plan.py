@@ -10,6 +10,8 @@ work per message is proportional to what matters to each attack rather than to t
   - `moves_actors`: whether it can change an actor's state in some phase — a trigger naming it (format spec
     §5.3: a trigger's `event` must equal the event type) or an extractor (which reads every message of its
     actor). When it can do neither, the run only counts the message.
+- `triggers(protocol, event_type, sender, direction)`, for an event the selection says can move actors: which
+  of its phases' triggers it can fire, or None when it may change an actor in other ways (see `triggers`).
 - `header`: the report's `attack` section (id, name, version, file, severity, classification).
 - `payloads`: each actor's payload, in actor order (`delivery.actor_payload`: what must reach the agent for
   the attack to count as delivered).
@@ -21,6 +23,7 @@ from typing import Any, NamedTuple
 
 import oatf
 
+from .actors import agent_side
 from .delivery import PayloadText, actor_payload
 
 MAX_REMEMBERED_EVENT_TYPES = 1024
@@ -37,12 +40,13 @@ class Selection(NamedTuple):
 class AttackPlan:
     """The precomputed selections of one attack (see the module docstring)."""
 
-    __slots__ = ("_extracting", "_selections", "_triggering", "grace_period", "header", "indicators", "key",
+    __slots__ = ("_actors", "_extracting", "_selections", "_triggering", "grace_period", "header", "indicators", "key",
                  "payloads", "protocols")
 
     def __init__(self, path: str, attack: oatf.Attack) -> None:
         self.key: str = attack.id or path
         actors = attack.execution.actors if attack.execution is not None else None
+        self._actors: tuple[oatf.Actor, ...] = tuple(actors or ())
         self.protocols = frozenset(oatf.extract_protocol(a.mode or "") for a in actors or ())
         self.grace_period: float | None = (
             oatf.parse_duration(attack.grace_period).total_seconds() if attack.grace_period else None)
@@ -60,6 +64,31 @@ class AttackPlan:
         }
         self._selections: dict[tuple[str, str], Selection] = {}
         self.payloads: tuple[tuple[PayloadText, ...], ...] = tuple(actor_payload(a) for a in actors or ())
+
+    def triggers(self, protocol: str, event_type: str, sender: str, direction: str,
+                 ) -> tuple[tuple[int, int], ...] | None:
+        """For an event whose `selection` can move actors: the (actor, phase) positions of the triggers with a
+        `match` predicate it may fire, when nothing else of the attack's actors can use it (`ActorMachine.observe`
+        then changes nothing unless one of those predicates holds: format spec §5.3, SDK spec §5.8 step 2, a
+        failing `match` leaves the trigger's state alone); None when it may change an actor otherwise: an actor
+        of the protocol with an extractor of the event's `direction` (format spec §5.5 `source`), or, on the
+        agent's side (`agent_side`), a trigger with `after` (evaluated on every event) or a trigger on the
+        event's type without `match`."""
+        found: list[tuple[int, int]] = []
+        for index, actor in enumerate(self._actors):
+            if oatf.extract_protocol(actor.mode or "") != protocol:
+                continue
+            for number, phase in enumerate(actor.phases or ()):
+                if any(e.source == direction for e in phase.extractors or ()):
+                    return None
+                trigger = phase.trigger
+                if trigger is None or agent_side(actor) != sender:
+                    continue
+                if trigger.after is not None or (trigger.event == event_type and trigger.match is None):
+                    return None
+                if trigger.event == event_type:
+                    found.append((index, number))
+        return tuple(found)
 
     def selection(self, protocol: str, event_type: str) -> Selection:
         """What an event of this protocol and type can do to a run of the attack (see the module docstring)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +32,7 @@ from .delivery import CUT_SHORT, Delivery, MessageText, outcome
 from .indicators import IndicatorTracker
 from .library import LoadedAttack
 from .options import MonitorOptions
-from .plan import Selection
+from .traffic import SessionTraffic, TrafficKey
 
 MAX_CITED_FLOWS = 50
 
@@ -43,13 +44,15 @@ class AttackRun:
     started_at: float
     options: MonitorOptions
     semantic_available: bool = False
+    traffic: SessionTraffic = field(default_factory=SessionTraffic)
+    """The session's counters (`oatf_engine.monitor.traffic`): the run's own counters are read from them."""
+    baseline: Mapping[TrafficKey, int] = field(default_factory=dict)
+    """`traffic`'s counts just before the run's first event."""
     actors: list[ActorMachine] = field(default_factory=list)
     indicators: list[IndicatorTracker] = field(default_factory=list)
-    last_event_at: float = 0.0
     all_terminal_at: float | None = None
     closed_at: float | None = None
     """When the agent closed the run's session (an MCP `DELETE`: `Monitor.close_session`), if it did."""
-    messages: int = 0
     cited_flows: list[str] = field(default_factory=list)
     phase_changes: list[PhaseChange] = field(default_factory=list)
     grace_period: float = field(init=False)
@@ -61,6 +64,8 @@ class AttackRun:
         plan = self.loaded.plan
         self.grace_period = plan.grace_period if plan.grace_period is not None else self.options.grace_period
         self._bindings = {b.actor: b for b in self.options.bindings}
+        bits = {b.actor: 1 << n for n, b in enumerate(self.options.bindings)}  # the last binding of a name wins
+        self._binding_bit = {name: bits[name] for name in self._bindings}
         attack = self.loaded.attack
         assert attack.execution is not None and attack.execution.actors is not None
         self.actors = [ActorMachine(actor, self.started_at) for actor in attack.execution.actors]
@@ -84,7 +89,6 @@ class AttackRun:
             "semantic indicators need a SemanticEvaluator; none is configured (option oatf_semantic_evaluator)")
         self.indicators = [IndicatorTracker(i, unavailable if i.semantic is not None else None)
                            for i in plan.indicators]
-        self.last_event_at = self.started_at
         self._check_terminal(self.started_at)
 
     @property
@@ -110,39 +114,77 @@ class AttackRun:
             return actor.peer == peer
         return all(rival.peer != peer for rival in rivals)
 
-    def observe(self, event: ObservedEvent, actors: list[ActorMachine], selection: Selection,
+    def takes(self, actor: ActorMachine, key: TrafficKey) -> bool:
+        """Whether `actor` sees the events counted under `key`: its protocol, and its binding if it has one."""
+        bit = self._binding_bit.get(actor.name)
+        return actor.protocol == key[0] and (bit is None or bool(key[3] & bit))
+
+    def _seen(self) -> dict[TrafficKey, int]:
+        """The session's events since the run started that some actor of the run sees, by key."""
+        return {key: n for key, n in self.traffic.since(self.baseline).items()
+                if any(self.takes(actor, key) for actor in self._by_protocol.get(key[0], ()))}
+
+    @property
+    def messages(self) -> int:
+        """Messages of the run's traffic seen so far."""
+        return sum(self._seen().values())
+
+    def actor_messages(self, actor: ActorMachine) -> int:
+        """Messages of `actor`'s traffic seen so far."""
+        return sum(n for key, n in self.traffic.since(self.baseline).items() if self.takes(actor, key))
+
+    def examined(self, tracker: IndicatorTracker) -> int:
+        """Messages the indicator's trace filter kept so far (format spec §6.1 steps 1–4; see `traffic`)."""
+        indicator = tracker.indicator
+        return sum(n for key, n in self._seen().items()
+                   if key[0] == indicator.protocol
+                   and (indicator.surface is None or key[1] == indicator.surface)
+                   and (indicator.direction is None or key[2] == indicator.direction)
+                   and (indicator.actor is None or any(a.name == indicator.actor and self.takes(a, key)
+                                                       for a in self._by_protocol.get(key[0], ()))))
+
+    @property
+    def last_event_at(self) -> float:
+        """The time of the run's last message (its first when it has seen one only; see `traffic`)."""
+        seen = {(key[0], key[3]) for key in self._seen()}
+        return max([self.started_at, *(self.traffic.last_at[latest] for latest in seen)])
+
+    def observe(self, event: ObservedEvent, actors: list[ActorMachine], positions: Iterable[int], moves_actors: bool,
                 cel: oatf.CelEvaluator | None, semantic: oatf.SemanticEvaluator | None,
                 text: MessageText | None = None) -> tuple[list[PhaseChange], list[IndicatorTracker]]:
-        """Feed one event of this run's traffic (`actors`: `actors_for(event)`, not empty; `selection`: the
-        plan's for the event; `text`: the event's strings, shared by the runs that see it): phase changes,
-        and indicators that matched for the first time."""
-        if event.timestamp > self.last_event_at:
-            self.last_event_at = event.timestamp
-        self.messages += 1
+        """Feed one event of this run's traffic, already counted in `traffic` (`actors`: `actors_for(event)`, not
+        empty; `positions`: the indicators that can match it, in document order, among those the plan's
+        `Selection` keeps; `moves_actors`: the selection's; `text`: the event's strings, shared by the runs that
+        see it): phase changes, and indicators that matched for the first time."""
         if self._undelivered:
             self._look_for_payload(event, actors, text or MessageText(event.content))
         changes: list[PhaseChange] = []
-        if selection.moves_actors:
+        if moves_actors:
             for actor in actors:
                 change = actor.observe(event)
                 if change is not None:
                     changes.append(change)
-        else:
-            for actor in actors:
-                actor.messages += 1
         newly: list[IndicatorTracker] = []
-        if selection.indicators:
-            names = {a.name for a in actors}
-            for position in selection.indicators:
-                tracker = self.indicators[position]
-                if tracker.open and tracker.accepts(event, names) and tracker.observe(event, cel, semantic):
-                    newly.append(tracker)
-                    self._cite(event.flow_id)
+        names: set[str] | None = None
+        for position in positions:
+            tracker = self.indicators[position]
+            if not tracker.open:
+                continue
+            if names is None:
+                names = {a.name for a in actors}
+            if tracker.accepts(event, names) and tracker.observe(event, cel, semantic):
+                newly.append(tracker)
+                self._cite(event.flow_id)
         if changes:
             self.phase_changes.extend(changes)
             self._cite(event.flow_id)
             self._check_terminal(self.last_event_at)
         return changes, newly
+
+    @property
+    def undelivered(self) -> bool:
+        """Some actor has not delivered its payload yet (a message may still do it)."""
+        return self._undelivered > 0
 
     def _look_for_payload(self, event: ObservedEvent, actors: list[ActorMachine], text: MessageText) -> None:
         """Delivery: a message an actor's side sends to the agent may carry that actor's payload."""
@@ -163,7 +205,7 @@ class AttackRun:
         rival actor no peer played) has no traffic there: it neither delivers nor blocks delivery here."""
         if self._undelivered == 0:
             return True
-        taking_part = [d for a, d in zip(self.actors, self.deliveries, strict=True) if a.messages]
+        taking_part = [d for a, d in zip(self.actors, self.deliveries, strict=True) if self.actor_messages(a)]
         return bool(taking_part) and all(d.delivered for d in taking_part)
 
     def tick(self, now: float) -> list[PhaseChange]:
@@ -241,7 +283,7 @@ class AttackRun:
     def verdict(self, at: float) -> oatf.AttackVerdict:
         """SDK spec §4.5 over this run's indicator verdicts, stamped `at` (event time: the run's end)."""
         timestamp = oatf.timestamp_at(at)
-        verdicts = {t.id: t.verdict(timestamp) for t in self.indicators}
+        verdicts = {t.id: t.verdict(timestamp, self.examined(t)) for t in self.indicators}
         verdict = oatf.compute_verdict(self.loaded.attack, verdicts)
         return oatf.AttackVerdict(verdict.attack_id, verdict.result, verdict.indicator_verdicts,
                                   verdict.evaluation_summary, timestamp, "oatf-watch", verdict.max_tier)
@@ -290,8 +332,9 @@ class AttackRun:
             "flows_cited": list(self.cited_flows),
             "actors": [{
                 "name": a.name, "mode": a.actor.mode, "phases_reached": list(a.phases_reached),
-                "current_phase": a.phase.name, "terminal_reached": a.terminal, "messages_seen": a.messages,
-                "extractors": dict(a.extracted), "delivered": d.delivered, "peer": a.peer,
+                "current_phase": a.phase.name, "terminal_reached": a.terminal,
+                "messages_seen": self.actor_messages(a), "extractors": dict(a.extracted), "delivered": d.delivered,
+                "peer": a.peer,
             } for a, d in zip(self.actors, self.deliveries, strict=True)],
             "phase_changes": [{"actor": c.actor, "from": c.from_phase, "to": c.to_phase, "reason": c.reason,
                                "flow": c.flow_id, "at": oatf.timestamp_at(c.timestamp)}

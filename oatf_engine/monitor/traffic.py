@@ -1,0 +1,62 @@
+"""Counters of one session's traffic, shared by every run of the session (issue 15: work only where something
+can happen).
+
+A run counts the messages it sees (`messages_seen`, each actor's `messages_seen`), the messages each
+indicator's trace filter keeps (format spec §6.1 steps 1–4: protocol, surface, actor, direction: the
+`examined` of a `not_matched` verdict) and the time of its last message (the grace period, `AttackRun`). Every
+run of a session sees the same events, told apart only by protocol, event type, direction and, with actor
+bindings, which bindings accept the event's endpoint. So the session counts its events once per
+`TrafficKey` (`note`), a run keeps the counts as they were just before its first event (`snapshot`,
+shared by the runs created by one event) and works out each of its counters from the difference when it is
+read (at a timer, a phase change, a report). A message that can change nothing in a run (no trigger,
+extractor, payload or indicator it can fire: `Monitor`) costs that run nothing.
+
+Event types no loaded indicator names as its surface are counted together (`OTHER`): only surfaces tell
+counts apart, and the set of keys stays bounded whatever methods a client invents.
+
+The time of a run's last message is the latest event of the session kept by any of its actors, among
+those it has seen since it started. When an event observed before the run started carries a later timestamp
+than every event since (traffic observed out of order across a run's conclusion), that later time counts:
+the grace period then ends later than the run's own events alone would make it, which can only let the run
+see more before its verdict (and make an interrupted one `inconclusive` rather than `resisted`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..events import ObservedEvent
+
+OTHER = ""
+"""The event type of `TrafficKey`s for event types no loaded indicator names as its surface."""
+
+TrafficKey = tuple[str, str, str, int]
+"""(protocol, event type or `OTHER`, direction, bitmask of the actor bindings accepting the endpoint)."""
+
+
+class SessionTraffic:
+    """The events of one session, counted by `TrafficKey`, and the latest time per (protocol, bindings)."""
+
+    __slots__ = ("counts", "last_at")
+
+    def __init__(self) -> None:
+        self.counts: dict[TrafficKey, int] = {}
+        self.last_at: dict[tuple[str, int], float] = {}
+
+    def note(self, event: ObservedEvent, event_type: str, bound: int) -> None:
+        """Count `event` (`event_type`: its own or `OTHER`; `bound`: the bindings accepting its endpoint)."""
+        key = (event.protocol, event_type, event.direction, bound)
+        counts = self.counts
+        counts[key] = counts.get(key, 0) + 1
+        latest = (event.protocol, bound)
+        if event.timestamp > self.last_at.get(latest, float("-inf")):
+            self.last_at[latest] = event.timestamp
+
+    def snapshot(self) -> Mapping[TrafficKey, int]:
+        """The counts now (what a run created before the next `note` starts from)."""
+        return dict(self.counts)
+
+    def since(self, baseline: Mapping[TrafficKey, int]) -> dict[TrafficKey, int]:
+        """The events counted since `baseline`, by key (keys without any left out)."""
+        return {key: count - baseline.get(key, 0) for key, count in self.counts.items()
+                if count > baseline.get(key, 0)}

@@ -1,0 +1,140 @@
+"""The prefilter never changes a verdict (issue 15): an indicator or trigger it rules out for a message cannot
+match that message, and the monitor reports the same with it as without it (`Monitor(prefilter=False)`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import re2
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import oatf
+from oatf.model import Indicator, MatchCondition, PatternMatch
+from oatf_engine.events import Endpoint, ObservedEvent
+from oatf_engine.monitor import Monitor, MonitorOptions, RunConcluded
+from oatf_engine.monitor.library import LoadedAttack
+from oatf_engine.monitor.prefilter import LiteralFilter, _strings, haystack, predicate_requirement, requirement
+from tests.attacks import sessions
+from tests.attacks.harness import loaded
+
+# Characters that JSON escapes, that fold case in RE2 to ASCII letters (Kelvin sign, long s), multi-byte ones;
+# few of them and short texts, so that operands often occur in the values
+ALPHABET = "akKs\"\\\n\x00\u212a\u017f\U0001f600"
+texts = st.text(ALPHABET, max_size=6)
+scalars = st.one_of(texts, texts, texts, st.integers(-3, 3), st.floats(allow_nan=False, width=16), st.booleans(),
+                    st.none())
+contents = st.recursive(scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(st.sampled_from("abc"), inner, max_size=3)), max_leaves=12)
+paths = st.sampled_from(["", "a", "b", "a.b", "a[*]", "b[*]", "a[*].b", "a.b[*]", "c[*].a", "[*]"])
+regex_pieces = st.sampled_from(["a", "k", "s", "ak", "ka", "(?i)k", "(?i)s", "\\\\", "\"", "\\n", "\\t", ".", "[ab]",
+                                "\u00e9", "\\x00", "x*", "^", "$", "\\b", "(a|b)", "\u212a", "\U0001f600", "\\d"])
+regexes = st.lists(regex_pieces, min_size=1, max_size=4).map("".join)
+string_ops = st.sampled_from(["contains", "starts_with", "ends_with"])
+
+
+@st.composite
+def conditions(draw: st.DrawFn) -> Any:
+    kind = draw(st.sampled_from(["text", "regex", "equals", "any_of", "both"]))
+    if kind == "text":
+        return MatchCondition(**{draw(string_ops): draw(texts)})
+    if kind == "regex":
+        return MatchCondition(regex=draw(regexes))
+    if kind == "equals":
+        return draw(texts)
+    if kind == "any_of":
+        return MatchCondition(any_of=tuple(draw(st.lists(st.one_of(texts, st.integers(0, 2)), max_size=3))))
+    return MatchCondition(**{draw(string_ops): draw(texts)}, regex=draw(regexes))
+
+
+def pattern_indicator(target: str, condition: Any, direction: str | None = None) -> Indicator:
+    return Indicator(id="P-001-01", protocol="mcp", surface="tools/call", direction=direction,
+                     pattern=PatternMatch(target=target, condition=condition))
+
+
+def passes(pattern: str | None, content: Any) -> bool:
+    """Whether the prefilter lets `content` through for `pattern` (a requirement; None: always)."""
+    data = haystack(content)
+    return pattern is None or data is None or 0 in LiteralFilter({0: pattern}).matching(data)
+
+
+def _operand(data: st.DataObject, content: Any) -> Any:
+    """Often a piece of one of the content's strings (so that conditions match), else a random condition."""
+    strings = [text for text in _strings(content) if text]
+    if not strings or data.draw(st.integers(0, 3)) == 0:
+        return data.draw(conditions())
+    text = data.draw(st.sampled_from(strings))
+    start = data.draw(st.integers(0, max(len(text) - 2, 0)))  # RE2 filters on atoms of two characters or more
+    piece = text[start:data.draw(st.integers(min(start + 2, len(text)), len(text)))]
+    kind = data.draw(st.sampled_from(["contains", "starts_with", "ends_with", "regex", "equals"]))
+    if kind == "equals":
+        return text
+    return MatchCondition(**{kind: re2.escape(piece) if kind == "regex" else piece})
+
+
+@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow])
+@given(value=contents, target=st.sampled_from(["a", "a", "a[*]", "a.b", ""]), data=st.data())
+def test_an_indicator_ruled_out_for_a_message_does_not_match_it_nor_fail_on_it(value: Any, target: str,
+                                                                            data: st.DataObject) -> None:
+    content = {"a": value, "b": "k"}
+    indicator = pattern_indicator(target, _operand(data, content))
+    result, _ = oatf.judge_indicator(indicator, content)
+    if not passes(requirement(indicator), content):
+        assert result is oatf.IndicatorResult.NOT_MATCHED
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(content=contents, predicate=st.dictionaries(st.sampled_from(["a", "b", "a.b"]), conditions(), max_size=2))
+def test_a_trigger_ruled_out_for_a_message_does_not_hold_on_it(content: Any, predicate: dict[str, Any]) -> None:
+    if not passes(predicate_requirement(predicate), content):
+        assert not oatf.evaluate_predicate(predicate, content)
+
+
+def test_case_folding_and_escapes_are_found() -> None:
+    """RE2 folds the Kelvin sign to k and the long s to s; JSON escapes quotes, backslashes and newlines."""
+    for regex, value in [("(?i)kelvin", "\u212aelvin"), ("(?i)secret", "\u017fecret"), ('say "hi"\\n', 'say "hi"\n'),
+                         ("a\\\\b", "a\\b"), ("\\x00z", "\x00z")]:
+        indicator = pattern_indicator("a", MatchCondition(regex=regex))
+        content = {"a": value}
+        assert oatf.judge_indicator(indicator, content)[0] is oatf.IndicatorResult.MATCHED
+        assert passes(requirement(indicator), content)
+
+
+def _attack(indicator: Indicator) -> LoadedAttack:
+    document = oatf.normalize(oatf.parse(
+        "oatf: '0.1'\nattack:\n  id: P-001\n  execution:\n    mode: mcp_server\n    state: {tools: []}\n"
+        "  indicators:\n    - {id: P-001-01, surface: tools/call, pattern: {target: a, contains: x}}\n"))
+    assert document.attack is not None
+    attack = document.attack.__class__(**{**document.attack.__dict__, "indicators": (indicator,)})
+    return LoadedAttack("p.yaml", document.__class__(**{**document.__dict__, "attack": attack}), ())
+
+
+def _reports(attacks: list[LoadedAttack], events: list[ObservedEvent], prefilter: bool) -> list[dict[str, Any]]:
+    monitor = Monitor(attacks, MonitorOptions(grace_period=5.0), prefilter=prefilter)
+    outputs = [o for e in events for o in monitor.observe(e)]
+    outputs += monitor.end_of_traffic(max((e.timestamp for e in events), default=0.0))
+    return [o.report for o in outputs if isinstance(o, RunConcluded)]
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(messages=st.lists(st.tuples(contents, st.sampled_from(["client", "server"])), min_size=1, max_size=5),
+       target=paths, condition=conditions(), direction=st.sampled_from([None, "request", "response"]))
+def test_random_messages_and_indicators_get_the_same_reports_with_and_without_the_prefilter(
+        messages: list[tuple[Any, str]], target: str, condition: Any, direction: str | None) -> None:
+    attacks = [_attack(pattern_indicator(target, condition, direction))]
+    events = [ObservedEvent("mcp", "tools/call", "request" if side == "client" else "response", side,  # type: ignore[arg-type]
+                            content, f"f{n}", n, float(n), Endpoint("h", 80, "/mcp"), "c:1",
+                            {"mcp_session": "s"}) for n, (content, side) in enumerate(messages)]
+    assert _reports(attacks, events, True) == _reports(attacks, events, False)
+
+
+def test_the_whole_library_reports_the_same_with_and_without_the_prefilter_on_every_recorded_session() -> None:
+    """Every document of attacks/ loaded at once, against every recorded session (complying and resisting)."""
+    attacks = [loaded(path) for path in sessions.attack_files().values()]
+    for attack_id in sessions.script_ids():
+        script = sessions.load_script(attack_id)
+        for variant in sessions.VARIANTS:
+            events = sessions.expected_events(sessions.play(script, variant), str(script.get("client", "10.20.0.15")))
+            with_prefilter = _reports(attacks, events, True)
+            assert with_prefilter == _reports(attacks, events, False), (attack_id, variant)
+            assert any(r["attack"]["id"] == attack_id for r in with_prefilter)
