@@ -74,11 +74,13 @@ class _Dispatch:
 class _Session:
     """One session's live runs, its traffic counters and the attacks that have no run in it."""
 
-    __slots__ = ("pending", "runs", "started", "traffic")
+    __slots__ = ("exact", "pending", "runs", "started", "traffic")
 
     def __init__(self) -> None:
         self.traffic = SessionTraffic()
         self.runs: dict[tuple[str, str], AttackRun] = {}
+        self.exact: dict[tuple[str, str], AttackRun] = {}
+        """The runs among `runs` that count their own messages (`AttackRun.exact`): fed every event."""
         self.started: set[str] = set()
         """Protocols whose first event has been seen: every attack of theirs got a run then."""
         self.pending: dict[str, dict[str, LoadedAttack]] = {}
@@ -95,8 +97,10 @@ class Monitor:
     whose payload it may carry. Which indicators, triggers and payloads a message may satisfy is decided for
     the whole library in one pass over the message (`prefilter`); an indicator without a requirement
     (expressions, semantic, `exists`, numbers, ...) is evaluated on every message its selection keeps.
-    `prefilter=False` evaluates every selected indicator and trigger and looks for every payload (the
-    differential tests compare the two).
+    `prefilter=False` feeds every run every event of its traffic, evaluates every selected indicator and
+    trigger, looks for every payload and has each run count its own messages (`AttackRun.exact`): the
+    reference the differential tests compare the prefilter and the session's counters with. A run with rival
+    actors (which events an actor sees depends on the peers bound so far) is always fed and counts that way.
 
     Timers (`after` triggers, ends of grace periods and of run lifetimes) wait in a heap keyed by each run's
     `deadline()`: the clock only touches the runs that are due."""
@@ -216,7 +220,10 @@ class Monitor:
         bound = sum(1 << n for n, b in enumerate(bindings) if b.accepts(event)) if bindings else 0
         state.traffic.note(event, event.event_type if event.event_type in self._surfaces else OTHER, bound)
         text = MessageText(event.content)
-        for number, positions, moves_actors, delivery_only in self._concerned(event, text):
+        concerned = self._concerned(event, text)
+        if state.exact:
+            concerned = self._with_exact_runs(concerned, event, state)
+        for number, positions, moves_actors, delivery_only in concerned:
             run = state.runs.get((self.attacks[number].key, session))
             if run is None or (delivery_only and not run.undelivered):
                 continue
@@ -252,7 +259,7 @@ class Monitor:
             if baseline is None:
                 baseline = state.traffic.snapshot()
             run = AttackRun(loaded, session, event.timestamp, self.options, self.semantic is not None,
-                            state.traffic, baseline)
+                            state.traffic, baseline, count_own=not self.prefilter)
             if not run.actors_for(event):
                 state.pending.setdefault(protocol, {})[loaded.key] = loaded
                 continue
@@ -284,6 +291,18 @@ class Monitor:
             moves = number in movers
             concerned.append((number, found, moves, not found and not moves))
         return concerned
+
+    def _with_exact_runs(self, concerned: list[tuple[int, list[int], bool, bool]], event: ObservedEvent,
+                         state: _Session) -> list[tuple[int, list[int], bool, bool]]:
+        """`concerned` with the session's `exact` runs of the event's protocol fed it as without the prefilter:
+        every indicator and trigger their plan selects for it (`AttackPlan.selection`), in library order."""
+        by_number = {entry[0]: entry for entry in concerned}
+        for run in state.exact.values():
+            if event.protocol in run.loaded.protocols:
+                selection = run.loaded.plan.selection(event.protocol, event.event_type)
+                number = self._index_of[run.loaded.key]
+                by_number[number] = (number, list(selection.indicators), selection.moves_actors, False)
+        return [by_number[number] for number in sorted(by_number)]
 
     @staticmethod
     def _hits(literals: prefilter.LiteralFilter, gated: Set[int], data: bytes | None) -> Iterable[int]:
@@ -454,6 +473,8 @@ class Monitor:
             outputs.append(self._conclude(oldest, "evicted"))
         self.runs[key] = run
         state.runs[key] = run
+        if run.exact:
+            state.exact[key] = run
         self._sessions[run.session] = state  # again, if an eviction just emptied and forgot it
         self._schedule(key, run)
         return outputs
@@ -466,6 +487,7 @@ class Monitor:
         state = self._sessions.get(run.session)
         if state is not None:
             del state.runs[key]
+            state.exact.pop(key, None)
             if not state.runs:
                 del self._sessions[run.session]
             else:

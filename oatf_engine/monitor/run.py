@@ -37,6 +37,18 @@ from .traffic import SessionTraffic, TrafficKey
 MAX_CITED_FLOWS = 50
 
 
+@dataclass(slots=True)
+class _OwnCounts:
+    """The counters an `exact` run keeps itself: as a run without rivals reads them from `traffic`."""
+
+    last_event_at: float
+    actors: dict[int, int]
+    """Per actor (by id): the messages of its traffic."""
+    examined: list[int]
+    """Per indicator position: the messages its trace filter kept while it was open."""
+    messages: int = 0
+
+
 @dataclass
 class AttackRun:
     loaded: LoadedAttack
@@ -48,6 +60,9 @@ class AttackRun:
     """The session's counters (`oatf_engine.monitor.traffic`): the run's own counters are read from them."""
     baseline: Mapping[TrafficKey, int] = field(default_factory=dict)
     """`traffic`'s counts just before the run's first event."""
+    count_own: bool = False
+    """Count its own messages even without rival actors (`exact`): `Monitor(prefilter=False)`, the reference
+    the differential tests compare the counters read from `traffic` with."""
     actors: list[ActorMachine] = field(default_factory=list)
     indicators: list[IndicatorTracker] = field(default_factory=list)
     all_terminal_at: float | None = None
@@ -85,6 +100,10 @@ class AttackRun:
                         for a in same}
         """Actors sharing a protocol and role with others, by id: each binds to the peer that delivers its
         payload (`actors.peer_of`)."""
+        self._own = _OwnCounts(self.started_at, {id(a): 0 for a in self.actors}, [0] * len(plan.indicators)) \
+            if self._rivals or self.count_own else None
+        """The run's own counters when it has rival actors or `count_own` (`exact`), else None: they are read from
+        `traffic`."""
         unavailable = None if self.semantic_available else (
             "semantic indicators need a SemanticEvaluator; none is configured (option oatf_semantic_evaluator)")
         self.indicators = [IndicatorTracker(i, unavailable if i.semantic is not None else None)
@@ -94,6 +113,20 @@ class AttackRun:
     @property
     def id(self) -> str:
         return f"{self.loaded.key}@{self.session}"
+
+    @property
+    def exact(self) -> bool:
+        """Whether the run counts its own messages, and so must be fed every event of its traffic
+        (`Monitor`), however little the event can change in it.
+
+        Which events an actor sees is read from the session's counters (`traffic`) when it depends on the
+        event alone: its protocol and, with `oatf_actor_bindings`, its endpoint. Rival actors (`_plays`)
+        see an event depending on the run's history too: before a peer delivers an actor's payload every peer
+        no rival is bound to plays it, after that only its own peer does. No counter of the session can tell
+        that, so such a run (rare: a document with two actors of one protocol and role) counts its messages,
+        each actor's (`messages_seen`, which decides who takes part in `delivered`), each indicator's
+        `examined` and the time of its last message itself, exactly as they were seen."""
+        return self._own is not None
 
     def actors_for(self, event: ObservedEvent) -> list[ActorMachine]:
         """The actors whose traffic this event is: same protocol; an actor's explicit binding if it has one
@@ -127,14 +160,20 @@ class AttackRun:
     @property
     def messages(self) -> int:
         """Messages of the run's traffic seen so far."""
+        if self._own is not None:
+            return self._own.messages
         return sum(self._seen().values())
 
     def actor_messages(self, actor: ActorMachine) -> int:
         """Messages of `actor`'s traffic seen so far."""
+        if self._own is not None:
+            return self._own.actors[id(actor)]
         return sum(n for key, n in self.traffic.since(self.baseline).items() if self.takes(actor, key))
 
     def examined(self, tracker: IndicatorTracker) -> int:
         """Messages the indicator's trace filter kept so far (format spec §6.1 steps 1–4; see `traffic`)."""
+        if self._own is not None:
+            return self._own.examined[self.indicators.index(tracker)]
         indicator = tracker.indicator
         return sum(n for key, n in self._seen().items()
                    if key[0] == indicator.protocol
@@ -146,6 +185,8 @@ class AttackRun:
     @property
     def last_event_at(self) -> float:
         """The time of the run's last message (its first when it has seen one only; see `traffic`)."""
+        if self._own is not None:
+            return self._own.last_event_at
         seen = {(key[0], key[3]) for key in self._seen()}
         return max([self.started_at, *(self.traffic.last_at[latest] for latest in seen)])
 
@@ -154,8 +195,16 @@ class AttackRun:
                 text: MessageText | None = None) -> tuple[list[PhaseChange], list[IndicatorTracker]]:
         """Feed one event of this run's traffic, already counted in `traffic` (`actors`: `actors_for(event)`, not
         empty; `positions`: the indicators that can match it, in document order, among those the plan's
-        `Selection` keeps; `moves_actors`: the selection's; `text`: the event's strings, shared by the runs that
-        see it): phase changes, and indicators that matched for the first time."""
+        `Selection` keeps — all of them for an `exact` run; `moves_actors`: the selection's; `text`: the event's
+        strings, shared by the runs that see it): phase changes, and indicators that matched for the first
+        time."""
+        own = self._own
+        if own is not None:
+            own.messages += 1
+            if event.timestamp > own.last_event_at:
+                own.last_event_at = event.timestamp
+            for actor in actors:
+                own.actors[id(actor)] += 1
         if self._undelivered:
             self._look_for_payload(event, actors, text or MessageText(event.content))
         changes: list[PhaseChange] = []
@@ -172,7 +221,11 @@ class AttackRun:
                 continue
             if names is None:
                 names = {a.name for a in actors}
-            if tracker.accepts(event, names) and tracker.observe(event, cel, semantic):
+            if not tracker.accepts(event, names):
+                continue
+            if own is not None:
+                own.examined[position] += 1
+            if tracker.observe(event, cel, semantic):
                 newly.append(tracker)
                 self._cite(event.flow_id)
         if changes:

@@ -11,6 +11,11 @@ shared by the runs created by one event) and works out each of its counters from
 read (at a timer, a phase change, a report). A message that can change nothing in a run (no trigger,
 extractor, payload or indicator it can fire: `Monitor`) costs that run nothing.
 
+This holds while which actors see an event depends on the event alone. Rival actors (two actors of one
+protocol and role, each bound to the peer that first delivers its payload: `AttackRun._plays`) see an event
+depending on what the run saw before it, so a run with rivals counts its own messages instead and is fed every
+event of its traffic (`AttackRun.exact`).
+
 Event types no loaded indicator names as its surface are counted together (`OTHER`): only surfaces tell
 counts apart, and the set of keys stays bounded whatever methods a client invents.
 

@@ -486,7 +486,8 @@ def test_a_session_the_agent_closed_concludes_a_grace_period_later() -> None:
     assert concluded(monitor.tick(7.9)) == []
     [report] = concluded(monitor.tick(8.0))
     summary = report["execution_summary"]
-    assert (summary["session"], summary["status"], summary["ended_at"]) == ("mcp_session:a", "session_closed", 8.0)
+    assert (summary["session"], summary["status"], summary["ended_at"]) == ("mcp_session:a", "session_closed",
+                                                                                 oatf.timestamp_at(8.0))
     assert report["outcome"] == "not_delivered"
     assert [r["run"] for r in monitor.status()] == ["TEST-002@mcp_session:b"]
     by_connection = Monitor([attack(RUG_PULL)], MonitorOptions(grace_period=1, session_key=SessionKey.CONNECTION))
@@ -503,4 +504,5 @@ def test_a_closed_session_leaves_a_run_whose_actors_are_terminal_to_its_grace_pe
     monitor.close_session("mcp", "mcp_session", "a", 5.0)
     assert monitor.status()[0]["state"] == "grace"
     [report] = concluded(monitor.tick(15.0))
-    assert (report["execution_summary"]["status"], report["execution_summary"]["ended_at"]) == ("completed", 10.0)
+    assert (report["execution_summary"]["status"], report["execution_summary"]["ended_at"]) == ("completed",
+                                                                                              oatf.timestamp_at(10.0))

@@ -1,5 +1,7 @@
 """The prefilter never changes a verdict (issue 15): an indicator or trigger it rules out for a message cannot
-match that message, and the monitor reports the same with it as without it (`Monitor(prefilter=False)`)."""
+match that message, and the monitor reports the same with it as without it (`Monitor(prefilter=False)`, where
+every run is fed all of its traffic and counts its own messages: so the counters read from the session's
+`traffic` are checked against exact ones too)."""
 
 from __future__ import annotations
 
