@@ -171,7 +171,15 @@ class Monitor:
             session.pending.clear()
 
     def set_options(self, options: MonitorOptions) -> None:
-        """New options apply to runs created from now on."""
+        """New options apply to runs created from now on. The session's traffic counters tell actor bindings
+        apart by their position in the options (`traffic`), so a live run with a bound actor counts its own
+        messages from then on (`AttackRun.count_exactly`) when the bindings change."""
+        if options.bindings != self.options.bindings:
+            for state in self._sessions.values():
+                for key, run in state.runs.items():
+                    if run.bound and not run.exact:
+                        run.count_exactly()
+                        state.exact[key] = run
         self.options = options
         self.sessions.policy = options.session_key
         self.sessions.idle_gap = options.idle_gap

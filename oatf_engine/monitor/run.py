@@ -128,6 +128,18 @@ class AttackRun:
         `examined` and the time of its last message itself, exactly as they were seen."""
         return self._own is not None
 
+    @property
+    def bound(self) -> bool:
+        """Some actor of the run has an explicit binding (`oatf_actor_bindings` when the run was created)."""
+        return self._bound
+
+    def count_exactly(self) -> None:
+        """Count its own messages from now on (`exact`), from the counts read from `traffic` so far: the
+        session's binding bits no longer follow this run's bindings (new options: `Monitor.set_options`)."""
+        if self._own is None:
+            self._own = _OwnCounts(self.last_event_at, {id(a): self.actor_messages(a) for a in self.actors},
+                                   [self.examined(t) for t in self.indicators], self.messages)
+
     def actors_for(self, event: ObservedEvent) -> list[ActorMachine]:
         """The actors whose traffic this event is: same protocol; an actor's explicit binding if it has one
         (`oatf_actor_bindings`); and, for actors sharing a protocol and role, the peer bound to the actor, or,
