@@ -122,7 +122,8 @@ class MitmTap:
                 return
             self._emit(self.decoder.response_headers(flow.id, response.status_code, response.headers,
                                                      self._at(response.timestamp_start)))
-            if response.stream or is_streamed(response.headers):
+            if (response.stream or is_streamed(response.headers)) and not response.raw_content:
+                # (a response an addon completed in `request` has its body already: decoded at `response`)
                 response.stream = self._stream_function(flow, "response", response.stream)
         except Exception as exc:
             self._fail("responseheaders", flow.id, exc)

@@ -4,6 +4,8 @@ Thin glue only (mitmproxy's addon conventions: options declared in `load`, react
 that do one thing, commands for users):
 - the wire tap (`addon.mitm_tap`) decodes MCP/A2A/AG-UI traffic into `ObservedEvent`s as flows pass,
   streaming SSE responses chunk by chunk, never altering a byte;
+- inject mode (`addon.inject`, `oatf_inject`, off by default) plays documents' MCP server actors into the
+  traffic; its hooks run before the tap's, so the tap decodes what the agent receives;
 - events go through a queue to one worker thread that sends them in batches to the sans-I/O `Monitor`, which
   runs in a child process (`addon.monitor_process`: CEL and every other evaluation, and writing the reports,
   stay off the proxy's event loop and out of its interpreter lock), and ticks its clock; a receiver thread
@@ -45,8 +47,10 @@ from typing import Any
 if __package__ in (None, ""):  # loaded by path (`-s addon/oatf_addon.py`): make the project importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mitmproxy import command, ctx, http
+from mitmproxy import command, ctx, exceptions, http
 
+import oatf
+from addon.inject import Inject, inject_paths
 from addon.mitm_tap import MitmTap
 from addon.monitor_process import MonitorProcess
 from addon.views import MAX_MATCHES, METADATA_KEY, ContentViews
@@ -92,7 +96,8 @@ class OatfAddon:
     """The `oatf_*` options, hooks and `oatf.*` commands."""
 
     def __init__(self) -> None:
-        self.tap = MitmTap(on_event=self._enqueue)
+        self.inject = Inject()
+        self.tap = MitmTap(on_event=lambda event: self._enqueue(self.inject.tag(event)))
         self.events: queue.Queue[ObservedEvent | None] = queue.Queue()
         self.backlog_warned = 0
         self.lock = threading.Lock()
@@ -122,6 +127,8 @@ class OatfAddon:
         """Guards `in_evaluation`, `events_in_flight`, `unevaluated` and `saving` (event loop, worker and
         receiver threads)."""
         self.closed_sessions: queue.SimpleQueue[tuple[str, float]] = queue.SimpleQueue()
+        self.save_wait = 0.0
+        """`oatf_save_wait` in seconds."""
         """MCP sessions the agent closed (session id, when), for the worker to tell the monitor."""
         self.worker: threading.Thread | None = None
         self.stopping = threading.Event()
@@ -148,19 +155,26 @@ class OatfAddon:
         loader.add_option("oatf_watch", bool, True, "Reload attack documents when they change on disk.")
         loader.add_option("oatf_trace_dir", str, "", "Write each observed agent session as an Attest v1 trace "
                           "into this directory when the proxy stops.")
-        loader.add_option("oatf_save_wait", float, 0.0, "With -w (save_stream_file): how long a flow's response "
+        loader.add_option("oatf_save_wait", str, "0s", "With -w (save_stream_file): how long a flow's response "
                           "waits, at most, for the evaluation of its messages, so that the saved flow carries its "
-                          "OATF mark and comment. The agent gets that response as much later, so keep it well "
-                          "under the grace period. 0 (default): never wait.")
+                          "OATF mark and comment (a duration: 500ms, 2s). The agent gets that response as much "
+                          "later, so keep it well under the grace period. 0s (default): never wait.")
         self.tap.load(loader)
+        self.inject.load(loader)
 
     def configure(self, updated: set[str]) -> None:
+        if "oatf_save_wait" in updated:
+            try:
+                self.save_wait = oatf.parse_duration(ctx.options.oatf_save_wait).total_seconds()
+            except oatf.OATFParseError as exc:
+                raise exceptions.OptionsError(f"oatf_save_wait: {exc.errors[0].message}") from None
         try:
             self.tap.configure(updated)
+            self.inject.configure(updated)
         except Exception as exc:  # the tap's option errors: reported without a traceback (see below)
             log.error("oatf: invalid option: %s", exc)
             return
-        if not updated & {"oatf_attacks", "oatf_report_dir", *(s.option for s in SETTINGS)}:
+        if not updated & {"oatf_attacks", "oatf_inject", "oatf_report_dir", *(s.option for s in SETTINGS)}:
             return
         try:
             config = engine_config({s.name: getattr(ctx.options, s.option) for s in SETTINGS})
@@ -267,23 +281,27 @@ class OatfAddon:
             if ctx.master.addons.get("termlog") is None:
                 _to_terminal(f"oatf verdicts:\n{table}\n{where}".rstrip())
 
-    # --- hooks: decoding only, on the event loop ------------------------------------------------------
+    # --- hooks: inject mode (when on), then decoding; on the event loop ---------------------------------
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         self.tap.requestheaders(flow)
 
     def request(self, flow: http.HTTPFlow) -> None:
         self.flows[flow.id] = flow
         self.tap.request(flow)
+        self.inject.request(flow)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
+        self.inject.responseheaders(flow)
         self.tap.responseheaders(flow)
 
     def response(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
+        self.inject.response(flow)
         self.tap.response(flow)
         self._closed_session(flow)
         return self._evaluation_before_save(flow)
 
     def error(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
+        self.inject.error(flow)
         self.tap.error(flow)
         return self._evaluation_before_save(flow)
 
@@ -300,7 +318,7 @@ class OatfAddon:
     def _evaluation_before_save(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         """With `-w`, while events of `flow` are still being evaluated: an awaitable that ends once they are
         (and their marks are set), or after `oatf_save_wait` seconds (see the module docstring); else None."""
-        wait = ctx.options.oatf_save_wait
+        wait = self.save_wait
         if not ctx.options.save_stream_file or wait <= 0 or self.loop is None:
             return None
         with self.flight_lock:
@@ -542,7 +560,9 @@ class OatfAddon:
 
     # --- library ---------------------------------------------------------------------------------------
     def _paths(self) -> list[str]:
-        return [p.strip() for p in ctx.options.oatf_attacks.split(",") if p.strip()]
+        """The documents evaluated: `oatf_attacks`, and those inject mode plays (`oatf_inject`)."""
+        paths = [p.strip() for p in ctx.options.oatf_attacks.split(",") if p.strip()]
+        return paths + [p for p in inject_paths() if p not in paths]
 
     def _changed_on_disk(self) -> bool:
         return self._snapshot() != self.watched

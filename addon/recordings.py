@@ -16,6 +16,8 @@ from typing import Any
 from mitmproxy.exceptions import FlowReadException
 
 from addon.flow_file import AnyHTTPFlow, client_address, read_flow_file
+from addon.inject import METADATA_KEY as INJECTED
+from addon.inject import tagged
 from oatf_engine.engine_config import EngineConfig, engine_config
 from oatf_engine.events import ObservedEvent
 from oatf_engine.monitor import load_library
@@ -143,15 +145,19 @@ def decode_flows(decoder: WireDecoder, flows: Iterable[AnyHTTPFlow]) -> list[Obs
     matters when one exchange answers another: the legacy MCP transport answers POSTs on its SSE stream.
     Streamed bodies are in a flow file when recorded through the tap (`-s addon/oatf_addon.py -w …`), whole
     with `store_streamed_bodies`; a stream that ended early holds the bytes forwarded (`MitmTap`).
-    `flows` are mitmproxy's or `addon.flow_file`'s views of them; steps at the same time keep flow order."""
+    `flows` are mitmproxy's or `addon.flow_file`'s views of them; steps at the same time keep flow order. A flow
+    inject mode altered carries what it injected on its answer, as live (`addon.inject.tagged`)."""
     steps: list[_Step] = []
+    injected: dict[str, Any] = {}
     for flow in flows:
         steps += _flow_steps(decoder, flow)
+        if flow.metadata.get(INJECTED):
+            injected[flow.id] = flow.metadata[INJECTED]
     steps.sort(key=_step_time)  # stable
     events: list[ObservedEvent] = []
     for _, feed, args in steps:
         events += feed(*args)
-    return events
+    return [tagged(event, injected[event.flow_id]) if event.flow_id in injected else event for event in events]
 
 
 def decode_flow(decoder: WireDecoder, flow: AnyHTTPFlow) -> list[ObservedEvent]:

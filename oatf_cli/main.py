@@ -10,8 +10,8 @@
 - `oatf export-trace --flows FILE… --out DIR`: each recorded agent session as an Attest v1 trace.
 - `oatf tap [--attacks PATH…] [--report-dir DIR] [--record FILE] -- COMMAND…`: run an MCP stdio server,
   relaying and evaluating its traffic (`oatf_cli.tap`); exits as the server did.
-- `oatf serve DOC… [--host H] [--port N] [--report-dir DIR]`: play the documents' attackers against an agent
-  and judge what was served (`oatf_serve`).
+- `oatf serve DOC… [--host H] [--port N] [--report-dir DIR] [--agent URL] [--stdio]`: play the documents' attackers
+  against an agent and judge what was served (`oatf_serve`).
 """
 
 from __future__ import annotations
@@ -325,7 +325,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"oatf serve: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
     documents = [p for arg in args.documents for p in arg.split(",") if p]
-    return run_serve(ServeOptions(documents, config, args.host, args.port, args.report_dir, args.verbose))
+    return run_serve(ServeOptions(documents, config, args.host, args.port, args.report_dir, args.verbose, args.agent,
+                                  args.stdio))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -405,8 +406,9 @@ def build_parser() -> argparse.ArgumentParser:
     tap.add_argument("-v", "--verbose", action="store_true", help="diagnostics and reports written, on stderr")
     tap.add_argument("command", nargs="+", metavar="COMMAND", help="the server's command line, after --")
     tap.set_defaults(func=cmd_tap)
-    serve = sub.add_parser("serve", help="play the documents' attackers (mcp_server actors) against an agent and "
-                           "judge what was served; one port per document; stop with Ctrl-C")
+    serve = sub.add_parser("serve", help="play the documents' attackers (mcp_server and a2a_server actors, and "
+                           "ag_ui_client actors with --agent) against an agent and judge what was served; one port "
+                           "per document; stop with Ctrl-C (or, when every document drives the agent, when done)")
     serve.add_argument("documents", nargs="+", metavar="DOC", help="attack documents: files or directories")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     serve.add_argument("--port", type=int, default=0,
@@ -414,6 +416,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--report-dir", default="oatf-reports",
                        help="write one JSON report per run and verdicts.jsonl here (default: oatf-reports)")
     add_settings(serve)
+    serve.add_argument("--agent", metavar="URL",
+                       help="the agent's AG-UI endpoint, which ag_ui_client actors POST their run input to")
+    serve.add_argument("--stdio", action="store_true",
+                       help="serve the one document's mcp_server actor on stdin/stdout (MCP's stdio transport), as "
+                            "a desktop agent starts a local server; notes go to stderr")
     serve.add_argument("-v", "--verbose", action="store_true", help="phase changes, diagnostics and reports written")
     serve.set_defaults(func=cmd_serve)
     export = sub.add_parser("export-trace", help="write recorded agent sessions as Attest v1 traces")

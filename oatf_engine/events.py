@@ -81,3 +81,6 @@ class ObservedEvent:
     """A JSON-RPC error response (content is the `error` object)."""
     envelope: Any = None
     """The whole decoded message as sent (JSON-RPC envelope, AG-UI event object, HTTP JSON body)."""
+    injected: tuple[str, ...] = ()
+    """What the proxy's inject mode altered in the exchange this message belongs to (`addon.inject`), one
+    printable line each; empty for traffic that passed as sent. Listed in the run's report."""

@@ -60,8 +60,15 @@ _ENDPOINT = next(f for f in dataclasses.fields(ObservedEvent) if f.name == "endp
 
 
 def decode_event(fields: list[Any]) -> ObservedEvent:
-    values = dict(zip((f.name for f in dataclasses.fields(ObservedEvent)), fields, strict=True))
+    """An event `encode_event` wrote. A journal written before a trailing field with a default was added (e.g.
+    `injected`) lacks it: the default applies. More fields than the event has is an error (TypeError)."""
+    names = [f.name for f in dataclasses.fields(ObservedEvent)]
+    if len(fields) > len(names):
+        raise TypeError(f"a journaled event has {len(fields)} fields, an event {len(names)}")
+    values = dict(zip(names, fields, strict=False))
     values["endpoint"] = Endpoint(*values["endpoint"])
+    if "injected" in values:
+        values["injected"] = tuple(values["injected"])  # a JSON list
     return ObservedEvent(**values)
 
 

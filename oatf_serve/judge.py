@@ -8,10 +8,11 @@ it was sent, so a payload counts as delivered exactly when it reached the agent'
 
 `Judge` does the engine's work on a thread of its own, as `oatf tap`'s evaluation thread does, so the served
 endpoints never wait for it: it runs the queued decoder calls, gives each event to the `Monitor` of the
-document served on the event's port (one monitor per document: a document's runs see only its own endpoint),
-ticks the clocks while traffic is quiet so grace periods end live, and writes each concluded run with
-`ReportWriter`. `stop` concludes the runs still open (`interrupted`, as the proxy does when it stops) and
-returns every report's summary for the console.
+document the exchange belongs to (one monitor per document: a document's runs see only its own endpoints and
+the runs its client actors drive), ticks the clocks while traffic is quiet so grace periods end live, and
+writes each concluded run with `ReportWriter`. `stop` concludes the runs still open (`interrupted`, as the
+proxy does when it stops) and returns every report's summary for the console; `settled` says when nothing
+is left to judge.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from oatf_engine.wire import DecoderConfig, Diagnostic, WireDecoder
 TICK_SECONDS = 0.5
 """How often the clocks advance while no traffic comes."""
 
-Call = tuple[Callable[..., list[ObservedEvent]], tuple[Any, ...]]
+Call = tuple[int, Callable[..., list[ObservedEvent]], tuple[Any, ...]]
 
 
 
@@ -46,12 +47,13 @@ class Judge:
                  stderr: IO[str], verbose: bool = False) -> None:
         self.decoder = WireDecoder(decoder, on_diagnostic=self._diagnose)
         self.monitors = monitors
-        """The monitor of the document served on each port."""
+        """The monitor of each document, by the port it is served on (its key)."""
         self.writer = writer
         self.stderr = stderr
         self.verbose = verbose
         self.reports: list[dict[str, Any]] = []
         self.events = 0
+        self._open_runs = 0
         self._once = Once()
         self._exchanges = itertools.count(1)
         self._queue: queue.SimpleQueue[Call | None] = queue.SimpleQueue()
@@ -64,9 +66,13 @@ class Judge:
         """A new exchange's id, unique across every endpoint (the decoder is shared)."""
         return f"serve-{next(self._exchanges)}"
 
-    def put(self, feed: Callable[..., list[ObservedEvent]], *args: Any) -> None:
-        """Queue one decoder call (never blocks)."""
-        self._queue.put((feed, args))
+    def put(self, key: int, feed: Callable[..., list[ObservedEvent]], *args: Any) -> None:
+        """Queue one decoder call whose events go to document `key`'s monitor (never blocks)."""
+        self._queue.put((key, feed, args))
+
+    def settled(self) -> bool:
+        """Whether everything queued was judged and no run is open (read from any thread)."""
+        return self._queue.empty() and self._open_runs == 0
 
     def stop(self) -> list[dict[str, Any]]:
         """Decode what is queued, conclude every open run (`interrupted`), report it; every report written
@@ -88,10 +94,12 @@ class Judge:
                 now = time.time()
                 for monitor in self.monitors.values():
                     self._guarded("tick", functools.partial(self._tick, monitor, now))
+                self._open_runs = sum(len(monitor.runs) for monitor in self.monitors.values())
                 continue
             if item is None:
                 break
             self._guarded("evaluation", functools.partial(self._decode, *item))
+            self._open_runs = sum(len(monitor.runs) for monitor in self.monitors.values())
         for monitor in self.monitors.values():
             self._guarded("shutdown", functools.partial(self._shutdown, monitor))
 
@@ -101,12 +109,11 @@ class Judge:
     def _shutdown(self, monitor: Monitor) -> None:
         self._report(monitor.shutdown())
 
-    def _decode(self, feed: Callable[..., list[ObservedEvent]], args: tuple[Any, ...]) -> None:
+    def _decode(self, key: int, feed: Callable[..., list[ObservedEvent]], args: tuple[Any, ...]) -> None:
+        monitor = self.monitors[key]
         for event in feed(*args):
             self.events += 1
-            monitor = self.monitors.get(event.endpoint.port)
-            if monitor is not None:
-                self._report(monitor.observe(event))
+            self._report(monitor.observe(event))
 
     def _report(self, outputs: list[Any]) -> None:
         concluded = [output.report for output in outputs if isinstance(output, RunConcluded)]
@@ -131,9 +138,10 @@ class Judge:
 class WireTap:
     """ASGI middleware feeding every HTTP exchange to a `Judge` (see the module docstring)."""
 
-    def __init__(self, app: ASGIApp, judge: Judge) -> None:
+    def __init__(self, app: ASGIApp, judge: Judge, key: int) -> None:
         self.app = app
         self.judge = judge
+        self.key = key
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -145,8 +153,8 @@ class WireTap:
         query = scope.get("query_string", b"").decode("latin-1")
         url = f"http://{host}:{port}{scope.get('path', '/')}" + (f"?{query}" if query else "")
         client = "{}:{}".format(*scope["client"]) if scope.get("client") else ""
-        judge.put(decoder.request_headers, exchange, scope.get("method", "GET"), url, scope.get("headers", []),
-                  client, time.time())
+        judge.put(self.key, decoder.request_headers, exchange, scope.get("method", "GET"), url,
+                  scope.get("headers", []), client, time.time())
         done = False
 
         async def tapped_receive() -> Message:
@@ -154,12 +162,12 @@ class WireTap:
             message = await receive()
             if message["type"] == "http.request":
                 if message.get("body"):
-                    judge.put(decoder.request_data, exchange, message["body"], time.time())
+                    judge.put(self.key, decoder.request_data, exchange, message["body"], time.time())
                 if not message.get("more_body", False):
-                    judge.put(decoder.request_end, exchange, time.time())
+                    judge.put(self.key, decoder.request_end, exchange, time.time())
             elif message["type"] == "http.disconnect" and not done:
                 done = True
-                judge.put(decoder.abort, exchange, time.time())
+                judge.put(self.key, decoder.abort, exchange, time.time())
             return message
 
         async def tapped_send(message: Message) -> None:
@@ -168,18 +176,18 @@ class WireTap:
             if done:
                 return
             if message["type"] == "http.response.start":
-                judge.put(decoder.response_headers, exchange, message["status"], message.get("headers", []),
+                judge.put(self.key, decoder.response_headers, exchange, message["status"], message.get("headers", []),
                           time.time())
             elif message["type"] == "http.response.body":
                 if message.get("body"):
-                    judge.put(decoder.response_data, exchange, message["body"], time.time())
+                    judge.put(self.key, decoder.response_data, exchange, message["body"], time.time())
                 if not message.get("more_body", False):
                     done = True
-                    judge.put(decoder.response_end, exchange, time.time())
+                    judge.put(self.key, decoder.response_end, exchange, time.time())
 
         try:
             await self.app(scope, tapped_receive, tapped_send)
         finally:
             if not done:
                 done = True
-                judge.put(decoder.abort, exchange, time.time())
+                judge.put(self.key, decoder.abort, exchange, time.time())

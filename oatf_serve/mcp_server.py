@@ -38,6 +38,7 @@ from oatf_engine.text import printable
 
 from . import mcp_state
 from .player import ActorPlayer, Entered, SharedExtractors
+from .state import Refusal
 
 log = logging.getLogger("oatf.serve")
 
@@ -114,7 +115,7 @@ class ActorServer(Server[Any, Any]):
             try:
                 answer = build(player.state(), params, lambda value: player.render(value, params))
                 result = result_type.model_validate(answer)
-            except mcp_state.Refusal as refusal:
+            except Refusal as refusal:
                 self._answers[key] = ({"code": refusal.code, "message": str(refusal)}, True)
                 raise McpError(types.ErrorData(code=refusal.code, message=str(refusal))) from None
             except pydantic.ValidationError as exc:
@@ -180,18 +181,9 @@ class ActorServer(Server[Any, Any]):
                     before: Any = None) -> None:
         """Run the `on_enter` actions of the phases entered, and announce changed listings."""
         for phase in entered:
-            self.say(f"actor {player.name}: phase {printable(phase.phase, 60)} entered")
-            sent: set[str] = set()
-            for key, value in phase.actions:
-                if key == "send" and isinstance(value, Mapping) and isinstance(value.get("method"), str):
-                    await self._send(session, value["method"], value.get("params"))
-                    sent.add(value["method"])
-                elif key == "log" and isinstance(value, Mapping):
-                    self.say(f"actor {player.name}: log: {printable(value.get('message', ''), 300)}")
-            if before is not None:
-                for method in mcp_state.changed_listings(before, player.state()):
-                    if method not in sent:
-                        await self._send(session, method, None)
+            player.narrate(phase, self.say)
+            for method, params in mcp_state.entry_messages(phase.actions, before, player.state()):
+                await self._send(session, method, params)
             before = player.state()
 
     async def _send(self, session: ServerSession, method: str, params: Any) -> None:

@@ -12,13 +12,12 @@ pass-through; the OATF extensions (`responses`, a resource's `content`) are remo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import oatf
 
-Render = Callable[[Any], Any]
-"""Resolves the templates of a piece of state for the message being built (`ActorPlayer.render`)."""
+from .state import INVALID_PARAMS, Refusal, Render, as_is, dispatch, entries, mapping
 
 DEFAULT_SERVER_INFO = {"name": "oatf-server", "version": "1.0.0"}
 """§7.1.4: `server_info` when the state has none."""
@@ -35,40 +34,18 @@ LIST_CHANGED = {"tools": "notifications/tools/list_changed", "resources": "notif
                 "resource_templates": "notifications/resources/list_changed",
                 "prompts": "notifications/prompts/list_changed"}
 """The notification that announces a change of each listing (MCP 2025-11-25)."""
+ANSWERED = {"tools/call": ("tools", "name"), "prompts/get": ("prompts", "name"), "resources/read": ("resources", "uri")}
+"""The requests answered from one entry of a listing: the listing and the field naming the entry."""
 _EXTENSIONS = frozenset({"responses", "content"})
 
-METHOD_NOT_FOUND, INVALID_PARAMS, RESOURCE_NOT_FOUND = -32601, -32602, -32002
-
-
-class Refusal(Exception):
-    """A request the state cannot answer: a JSON-RPC error (code, message) for the agent."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class Unplayable(Refusal):
-    """The state asks for something this runtime cannot produce (e.g. `synthesize`); the message names the field."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(-32603, message)
-
-
-def _mapping(state: Any) -> Mapping[str, Any]:
-    return state if isinstance(state, Mapping) else {}
-
-
-def _entries(state: Any, key: str) -> list[Mapping[str, Any]]:
-    value = _mapping(state).get(key)
-    return [entry for entry in value if isinstance(entry, Mapping)] if isinstance(value, list | tuple) else []
+RESOURCE_NOT_FOUND = -32002
 
 
 def server_identity(state: Any, render: Render) -> tuple[dict[str, Any], str | None, dict[str, Any]]:
     """The `initialize` answer's parts: server info, instructions and capabilities (§7.1.4 defaults applied)."""
-    info = _mapping(state).get("server_info")
-    instructions = _mapping(state).get("instructions")
-    capabilities = _mapping(state).get("capabilities")
+    info = mapping(state).get("server_info")
+    instructions = mapping(state).get("instructions")
+    capabilities = mapping(state).get("capabilities")
     return (dict(render(info)) if isinstance(info, Mapping) else dict(DEFAULT_SERVER_INFO),
             render(instructions) if isinstance(instructions, str) else None,
             dict(capabilities) if isinstance(capabilities, Mapping) else dict(DEFAULT_CAPABILITIES))
@@ -77,7 +54,7 @@ def server_identity(state: Any, render: Render) -> tuple[dict[str, Any], str | N
 def listing(state: Any, key: str, render: Render) -> list[dict[str, Any]]:
     """The entries of `tools`, `resources`, `resource_templates` or `prompts` as listed: OATF extensions
     removed, templates resolved."""
-    return [render({k: v for k, v in entry.items() if k not in _EXTENSIONS}) for entry in _entries(state, key)]
+    return [render({k: v for k, v in entry.items() if k not in _EXTENSIONS}) for entry in entries(state, key)]
 
 
 def list_result(state: Any, method: str, render: Render) -> dict[str, Any]:
@@ -87,20 +64,8 @@ def list_result(state: Any, method: str, render: Render) -> dict[str, Any]:
     return {field: listing(state, key, render)}
 
 
-def dispatch(entries: Any, request: Any, where: str) -> dict[str, Any] | None:
-    """§7.0.1 / SDK spec §5.7 `select_response` over a `responses` list; `synthesize` is refused (LLM
-    synthesis is reserved in v0.1, §7.4, and no provider is configured) naming the entry."""
-    if not isinstance(entries, list | tuple):
-        return None
-    chosen = oatf.select_response([e for e in entries if isinstance(e, Mapping)], request)
-    if chosen is not None and "synthesize" in chosen and "content" not in chosen and "messages" not in chosen:
-        raise Unplayable(f"{where}.responses: the entry selected has only `synthesize`, and LLM synthesis is not "
-                         "supported (format spec §7.4: reserved in v0.1)")
-    return chosen
-
-
 def _named(state: Any, key: str, name: Any) -> tuple[int, Mapping[str, Any]] | None:
-    for index, entry in enumerate(_entries(state, key)):
+    for index, entry in enumerate(entries(state, key)):
         if entry.get("name") == name:
             return index, entry
     return None
@@ -113,7 +78,7 @@ def call_tool(state: Any, params: Mapping[str, Any], render: Render) -> dict[str
     if found is None:
         raise Refusal(INVALID_PARAMS, "Unknown tool")
     index, tool = found
-    chosen = dispatch(tool.get("responses"), params, f"state.tools[{index}]")
+    chosen = dispatch(tool.get("responses"), params, f"state.tools[{index}].responses")
     content = chosen.get("content") if chosen is not None else None
     return dict(render(content)) if isinstance(content, Mapping) else {"content": []}
 
@@ -124,7 +89,7 @@ def get_prompt(state: Any, params: Mapping[str, Any], render: Render) -> dict[st
     if found is None:
         raise Refusal(INVALID_PARAMS, "Unknown prompt")
     index, prompt = found
-    chosen = dispatch(prompt.get("responses"), params, f"state.prompts[{index}]")
+    chosen = dispatch(prompt.get("responses"), params, f"state.prompts[{index}].responses")
     result: dict[str, Any] = {"messages": render(chosen.get("messages", [])) if chosen is not None else []}
     if isinstance(prompt.get("description"), str):
         result["description"] = render(prompt["description"])
@@ -135,7 +100,7 @@ def read_resource(state: Any, params: Mapping[str, Any], render: Render) -> dict
     """`resources/read`: the resource's OATF `content` wrapped in MCP's `contents[]` (§7.1.4). An unknown URI
     is MCP's "Resource not found" (-32002)."""
     uri = params.get("uri")
-    for resource in _entries(state, "resources"):
+    for resource in entries(state, "resources"):
         if resource.get("uri") == uri:
             item: dict[str, Any] = {"uri": uri}
             if isinstance(resource.get("mimeType"), str):
@@ -153,7 +118,7 @@ def elicitation(state: Any, params: Mapping[str, Any], render: Render) -> dict[s
     """The `elicitation/create` params to send while handling a request with `params` (§7.1.4
     `elicitations`: the first entry whose `when` matches, else the first without one), rendered; `mode`
     defaults to `form`."""
-    chosen = oatf.select_response(_entries(state, "elicitations"), params)
+    chosen = oatf.select_response(entries(state, "elicitations"), params)
     if chosen is None:
         return None
     request = dict(render(chosen))
@@ -161,15 +126,32 @@ def elicitation(state: Any, params: Mapping[str, Any], render: Render) -> dict[s
     return request
 
 
+def defines(state: Any, method: str, params: Mapping[str, Any]) -> bool:
+    """Whether the state itself answers `tools/call`, `prompts/get` or `resources/read` with `params` (a tool
+    or prompt of that name, a resource of that URI)."""
+    key, field = ANSWERED[method]
+    return any(entry.get(field) == params.get(field) for entry in entries(state, key))
+
+
+def entry_messages(actions: Sequence[tuple[str, Any]], before: Any, after: Any) -> list[tuple[str, Any]]:
+    """The JSON-RPC messages (method, params) entering a phase sends (§7.1.6): its `send` actions in document
+    order, then `notifications/*/list_changed` for each listing that differs between the states `before` and
+    `after` (None: unknown) when no action sent it already, so that clients which cache listings see a rug
+    pull."""
+    messages = [(value["method"], value.get("params")) for key, value in actions
+                if key == "send" and isinstance(value, Mapping) and isinstance(value.get("method"), str)]
+    if before is not None:
+        sent = {method for method, _ in messages}
+        messages += [(method, None) for method in changed_listings(before, after) if method not in sent]
+    return messages
+
+
 def changed_listings(before: Any, after: Any) -> list[str]:
     """The list_changed notifications a phase change calls for: one per listing whose listed entries differ
     (a change of `responses` only is not announced: the listing is the same)."""
     methods: list[str] = []
     for key, method in LIST_CHANGED.items():
-        if listing(before, key, _as_is) != listing(after, key, _as_is) and method not in methods:
+        if listing(before, key, as_is) != listing(after, key, as_is) and method not in methods:
             methods.append(method)
     return methods
 
-
-def _as_is(value: Any) -> Any:
-    return value

@@ -13,16 +13,25 @@ from typing import Any
 
 import oatf
 
-PLAYED_MODES = ("mcp_server",)
-"""The modes `oatf serve` plays (format spec §7.x.1)."""
+from . import a2a_state
+from .state import Unplayable, as_is
 
-MCP_SERVER_KEYS = frozenset({"protocol_version", "server_info", "instructions", "capabilities", "tools",
-                             "resources", "resource_templates", "prompts", "elicitations"})
-"""§7.1.4 structural keys."""
+PLAYED_MODES = ("mcp_server", "a2a_server", "ag_ui_client")
+"""The modes `oatf serve` plays (format spec §7.x.1)."""
+NEEDS_AGENT = ("ag_ui_client",)
+"""The modes played only against an agent's endpoint (`--agent URL`)."""
+
+STRUCTURAL_KEYS = {
+    "mcp_server": frozenset({"protocol_version", "server_info", "instructions", "capabilities", "tools",
+                             "resources", "resource_templates", "prompts", "elicitations"}),
+    "a2a_server": frozenset({"agent_card", "task_responses"}),
+    "ag_ui_client": frozenset({"run_agent_input", "tool_responses"}),
+}
+"""§7.1.4, §7.2.4 structural keys of each mode's state."""
 SERVER_INFO_PLAYED = frozenset({"name", "version", "websiteUrl", "icons"})
 """The `server_info` fields the mcp SDK's `initialize` answer carries."""
-ACTIONS_PLAYED = {"mcp_server": ("send", "log")}
-"""§7.1.6 / §5.2 `on_enter` actions each mode plays."""
+ACTIONS_PLAYED = {"mcp_server": ("send", "log"), "a2a_server": ("log",), "ag_ui_client": ("log",)}
+"""§7.1.6, §7.2.6 / §5.2 `on_enter` actions each mode plays."""
 
 
 @dataclass(frozen=True)
@@ -41,8 +50,9 @@ class Limitation:
         return f"{self.path}: {where}: {self.field}: {self.message}"
 
 
-def limitations(path: str, document: oatf.Document) -> list[Limitation]:
-    """Every limitation of a normalized document's actors (see the module docstring)."""
+def limitations(path: str, document: oatf.Document, agent: str | None = None) -> list[Limitation]:
+    """Every limitation of a normalized document's actors, played with the agent's endpoint `agent` (see the
+    module docstring)."""
     assert document.attack is not None and document.attack.execution is not None
     found: list[Limitation] = []
     for actor in document.attack.execution.actors or ():
@@ -51,6 +61,10 @@ def limitations(path: str, document: oatf.Document) -> list[Limitation]:
         if mode not in PLAYED_MODES:
             found.append(Limitation(path, name, "", "mode", f"{mode or 'no mode'} is not played by oatf serve "
                                     f"(it plays {', '.join(PLAYED_MODES)})", fatal=True))
+            continue
+        if mode in NEEDS_AGENT and not agent:
+            found.append(Limitation(path, name, "", "mode", f"{mode} is played against the agent's endpoint: give "
+                                    "it with --agent URL", fatal=True))
             continue
         for index, phase in enumerate(actor.phases):
             phase_name = phase.name or f"phase-{index + 1}"
@@ -68,8 +82,17 @@ def _phase_limitations(mode: str, phase: oatf.Phase) -> Iterator[tuple[str, str]
     if not isinstance(state, Mapping):
         return
     for key in state:
-        if key not in MCP_SERVER_KEYS:
-            yield f"state.{key}", "not a structural key of the MCP binding (format spec §7.1.4): not served"
+        if key not in STRUCTURAL_KEYS[mode]:
+            yield f"state.{key}", f"not a structural key of {mode}'s state (format spec §7): not served"
+    if mode == "mcp_server":
+        yield from _mcp_limitations(state)
+    elif mode == "a2a_server":
+        yield from _a2a_limitations(state)
+    else:
+        yield from _ag_ui_limitations(state)
+
+
+def _mcp_limitations(state: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     if "protocol_version" in state:
         yield ("state.protocol_version", "not forced: the mcp SDK answers `initialize` with the version the client "
                "asked for when it supports it, else its latest")
@@ -78,15 +101,55 @@ def _phase_limitations(mode: str, phase: oatf.Phase) -> Iterator[tuple[str, str]
         for key in info:
             if key not in SERVER_INFO_PLAYED:
                 yield f"state.server_info.{key}", "not carried by the mcp SDK's `initialize` answer"
-    yield from _synthesized(state)
-
-
-def _synthesized(state: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     for key in ("tools", "prompts"):
         for index, entry in enumerate(state.get(key) or ()):
-            responses = entry.get("responses") if isinstance(entry, Mapping) else None
-            for number, response in enumerate(responses or ()):
-                if isinstance(response, Mapping) and "synthesize" in response:
-                    yield (f"state.{key}[{index}].responses[{number}].synthesize",
-                           "LLM synthesis is not supported (format spec §7.4: reserved in v0.1): the entry's "
-                           "`content` is served when it has one, else the request gets a JSON-RPC error")
+            if isinstance(entry, Mapping):
+                yield from _synthesized(f"state.{key}[{index}].responses", entry.get("responses"))
+
+
+def _a2a_limitations(state: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    card = state.get("agent_card")
+    if isinstance(card, Mapping):
+        if "url" in card or "supportedInterfaces" in card:
+            yield ("state.agent_card.url", "served as the endpoint's own URL (and so is every "
+                   "`supportedInterfaces` URL), so that clients reach the attacker")
+        try:
+            served = a2a_state.served_card(a2a_state.document_card(state, "http://oatf-serve/", as_is))
+        except Unplayable as exc:
+            yield "state.agent_card", str(exc)
+        else:
+            for path in a2a_state.dropped(card, served, "state.agent_card"):
+                yield path, "not carried by the a2a-sdk's Agent Card: not served"
+    for index, entry in enumerate(state.get("task_responses") or ()):
+        content = entry.get("content") if isinstance(entry, Mapping) else None
+        if not isinstance(content, Mapping):
+            continue
+        where = f"state.task_responses[{index}].content"
+        try:
+            answer = a2a_state.to_core(content, where)
+        except Unplayable as exc:
+            yield where, f"{exc} (the request gets a JSON-RPC error)"
+        else:
+            for path in a2a_state.dropped(content, a2a_state.to_v03(answer), where):
+                yield path, "not carried by the a2a-sdk's Task and Message: not sent"
+    yield from _synthesized("state.task_responses", state.get("task_responses"))
+
+
+def _ag_ui_limitations(state: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    if "tool_responses" in state:
+        yield ("state.tool_responses", "the agent's calls to the frontend's tools are not answered with a new run "
+               "(a later phase's run_agent_input, carrying the tool message, is sent on its trigger)")
+    run_input = state.get("run_agent_input")
+    if isinstance(run_input, Mapping) and "synthesize" in run_input:
+        yield ("state.run_agent_input.synthesize", "LLM synthesis is not supported (format spec §7.4: reserved "
+               "in v0.1): the run input is sent without it")
+
+
+def _synthesized(where: str, candidates: Any) -> Iterator[tuple[str, str]]:
+    """The `synthesize` entries of a response list found at `where`."""
+    for number, response in enumerate(candidates if isinstance(candidates, list | tuple) else ()):
+        if isinstance(response, Mapping) and "synthesize" in response:
+            yield (f"{where}[{number}].synthesize",
+                   "LLM synthesis is not supported (format spec §7.4: reserved in v0.1): the entry's "
+                   "`content` is served when it has one, else the request gets a JSON-RPC error")
+

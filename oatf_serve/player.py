@@ -27,6 +27,7 @@ from typing import Any
 import oatf
 from oatf_engine.events import Endpoint, ObservedEvent, Protocol
 from oatf_engine.monitor.actors import ActorMachine
+from oatf_engine.text import printable
 
 _SEQ = itertools.count(1)
 
@@ -96,15 +97,25 @@ class ActorPlayer:
         change = self.machine.tick(self.clock())
         return [self._entered()] if change is not None else []
 
-    def _observe(self, event_type: str, sender: str, content: Any, now: float,
-                 is_error: bool = False) -> list[Entered]:
-        event = ObservedEvent(self.protocol, event_type, "request" if sender == "client" else "response",
-                              sender, content, "serve", next(_SEQ), now, self._endpoint, "agent",  # type: ignore[arg-type]
-                              is_error=is_error)
+    def narrate(self, phase: Entered, say: Callable[[str], None]) -> None:
+        """Say that `phase` was entered, and its `on_enter` `log` messages (format spec §2.7a)."""
+        say(f"actor {self.name}: phase {printable(phase.phase, 60)} entered")
+        for key, value in phase.actions:
+            if key == "log" and isinstance(value, Mapping):
+                say(f"actor {self.name}: log: {printable(value.get('message', ''), 300)}")
+
+    def observe(self, event: ObservedEvent) -> list[Entered]:
+        """One event of the actor's own traffic (its extractors, then its trigger): the phases entered."""
         before = dict(self.machine.extracted)
         change = self.machine.observe(event)
         self._share(before)
         return [self._entered()] if change is not None else []
+
+    def _observe(self, event_type: str, sender: str, content: Any, now: float,
+                 is_error: bool = False) -> list[Entered]:
+        return self.observe(ObservedEvent(
+            self.protocol, event_type, "request" if sender == "client" else "response", sender, content, "serve",  # type: ignore[arg-type]
+            next(_SEQ), now, self._endpoint, "agent", is_error=is_error))
 
     def _share(self, before: Mapping[str, str]) -> None:
         for name, value in self.machine.extracted.items():

@@ -1,16 +1,21 @@
-"""`oatf serve DOC… [--host H] [--port N] [--report-dir DIR]`: play the documents' attackers against a real
-agent and judge what was served (issue 19).
+"""`oatf serve DOC… [--host H] [--port N] [--report-dir DIR] [--agent URL] [--stdio]`: play the documents'
+attackers against a real agent and judge what was served (issue 19).
 
 Each document is served on a port of its own (`--port N`: N, N+1, … in the order given; without it, free
-ports), so that every endpoint sits where its protocol expects it — MCP at `/mcp` — and every document's runs
-see only its own traffic. What is played is listed on stdout, one line per endpoint
-(`OW-001 default mcp_server http://127.0.0.1:8000/mcp`); what is not played, on stderr (`playable`).
+ports), so that every endpoint sits where its protocol expects it — MCP at `/mcp`, A2A at `/` — and every
+document's runs see only its own traffic. What is played is listed on stdout, one line per actor
+(`OW-001 default mcp_server http://127.0.0.1:8000/mcp`; a client actor's line names the agent's URL), then an
+empty line; what is not played, on stderr (`playable`).
 
 All endpoints run in one uvicorn server (one socket per document; `Dispatcher` picks the document's app by
-the port a request arrived on). Every exchange passes the `WireTap` to the `Judge`, which writes per-run
-reports and `verdicts.jsonl` to the report directory as runs conclude. SIGINT and SIGTERM stop the server;
-the runs still open are concluded (`interrupted`) and reported, and a summary table of every run goes to
-stderr. Exit status: as `oatf recover`'s (`oatf_engine.reports.exit_status`: 1 when a run was exploited or partial).
+the port a request arrived on). Every exchange passes the `WireTap` (a client actor's, its `ClientTap`) to
+the `Judge`, which writes per-run reports and `verdicts.jsonl` to the report directory as runs conclude. The
+client actors (`ag_ui_client`, with `--agent`) start once the servers accept connections; when every
+document has one, the server stops by itself once they are done and their runs judged. SIGINT and SIGTERM
+stop the server; the runs still open are concluded (`interrupted`) and reported, and a summary table of
+every run goes to stderr. `--stdio` serves one document's `mcp_server` actor on stdin/stdout instead
+(`oatf_serve.stdio`). Exit status: as `oatf recover`'s (`oatf_engine.reports.exit_status`: 1 when a run was
+exploited or partial).
 """
 
 from __future__ import annotations
@@ -18,24 +23,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 import socket
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, Any
 
+import anyio
 import uvicorn
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.applications import Starlette
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
+import oatf
 from oatf_engine.engine_config import EngineConfig
 from oatf_engine.monitor import LoadedAttack, Monitor, load_library
 from oatf_engine.reports import ReportWriter, exit_status, summary_table
 from oatf_engine.semantic import load_semantic_evaluator
 from oatf_engine.text import Once, describe, printable
 
+from . import stdio
+from .a2a_server import RPC_PATH as A2A_PATH
+from .a2a_server import ActorHandler
+from .ag_ui_client import AgUiActor
 from .judge import Judge, WireTap
 from .mcp_server import ActorServer
 from .playable import limitations
@@ -45,6 +57,13 @@ EXIT_USAGE = 2
 TICK_SECONDS = 0.5
 """How often `after` timers are checked."""
 MCP_PATH = "/mcp"
+SERVER_PATHS = {"mcp_server": MCP_PATH, "a2a_server": A2A_PATH}
+"""Where each server mode is served (every actor of a document shares its port)."""
+SETTLE_AFTER = 3.0
+"""Seconds after the client actors are done before their runs can be settled (the engine may hold an
+exchange up to 2 s to place it in a session)."""
+SETTLE_SECONDS = 600.0
+"""The longest wait for the runs of driven documents to conclude before `oatf serve` stops anyway."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +76,10 @@ class ServeOptions:
     port: int = 0
     report_dir: str = "oatf-reports"
     verbose: bool = False
+    agent: str | None = None
+    """The agent's AG-UI endpoint, for `ag_ui_client` actors."""
+    stdio: bool = False
+    """Serve the one document's `mcp_server` actor on stdin/stdout instead."""
 
 
 @dataclass
@@ -66,8 +89,11 @@ class Served:
     loaded: LoadedAttack
     port: int
     app: Starlette
-    servers: list[ActorServer]
+    servers: list[ActorServer | ActorHandler]
     endpoints: list[str]
+    clients: list[oatf.Actor]
+    """The client-mode actors, run once the servers accept connections."""
+    shared: SharedExtractors
 
 
 class _Endpoint:
@@ -80,31 +106,47 @@ class _Endpoint:
         await self.manager.handle_request(scope, receive, send)
 
 
-def build(loaded: LoadedAttack, port: int, host: str, say: Callable[[str], None]) -> Served | None:
-    """The app playing one document's actors (those it can play), or None when it plays none."""
+def build(loaded: LoadedAttack, port: int, host: str, say: Callable[[str], None],
+          agent: str | None = None) -> Served | None:
+    """The app playing one document's server actors and the client actors it drives (those it can play), or
+    None when it plays none."""
     execution = loaded.attack.execution
     assert execution is not None
     shared = SharedExtractors()
-    fatal = {limitation.actor for limitation in limitations(loaded.path, loaded.document) if limitation.fatal}
-    routes: list[Route] = []
-    servers: list[ActorServer] = []
+    fatal = {limitation.actor for limitation in limitations(loaded.path, loaded.document, agent) if limitation.fatal}
+    routes: list[BaseRoute] = []
+    servers: list[ActorServer | ActorHandler] = []
     managers: list[StreamableHTTPSessionManager] = []
     endpoints: list[str] = []
+    clients: list[oatf.Actor] = []
+    taken: dict[str, str] = {}
     for actor in execution.actors or ():
         name = actor.name or "default"
-        if name in fatal or actor.mode != "mcp_server":
+        if name in fatal:
             continue
-        if any(route.path == MCP_PATH for route in routes):
-            say(f"{loaded.path}: actor {name}: a second mcp_server actor in one document is not played "
-                f"(its endpoint {MCP_PATH} is taken)")
+        if actor.mode not in SERVER_PATHS:
+            clients.append(actor)
+            endpoints.append(f"{loaded.key} {name} {actor.mode} {agent}")
             continue
-        server = ActorServer(actor, shared, say)
-        manager = StreamableHTTPSessionManager(app=server)
-        routes.append(Route(MCP_PATH, endpoint=_Endpoint(manager)))
-        servers.append(server)
-        managers.append(manager)
-        endpoints.append(f"{loaded.key} {name} mcp_server http://{host}:{port}{MCP_PATH}")
-    if not routes:
+        path = SERVER_PATHS[actor.mode]
+        if path in taken:
+            say(f"{loaded.path}: actor {name}: a second {actor.mode} actor in one document is not played "
+                f"(its endpoint {path} is taken by actor {taken[path]})")
+            continue
+        taken[path] = name
+        url = f"http://{host}:{port}{path}"
+        if actor.mode == "mcp_server":
+            server = ActorServer(actor, shared, say)
+            manager = StreamableHTTPSessionManager(app=server)
+            routes.append(Route(MCP_PATH, endpoint=_Endpoint(manager)))
+            servers.append(server)
+            managers.append(manager)
+        else:
+            handler = ActorHandler(actor, url, shared, say)
+            routes += handler.routes()
+            servers.append(handler)
+        endpoints.append(f"{loaded.key} {name} {actor.mode} {url}")
+    if not endpoints:
         return None
 
     @contextlib.asynccontextmanager
@@ -114,17 +156,23 @@ def build(loaded: LoadedAttack, port: int, host: str, say: Callable[[str], None]
                 await stack.enter_async_context(manager.run())
             yield
 
-    return Served(loaded, port, Starlette(routes=routes, lifespan=lifespan), servers, endpoints)
+    return Served(loaded, port, Starlette(routes=routes, lifespan=lifespan), servers, endpoints, clients, shared)
 
 
 class Dispatcher:
     """One ASGI app for every document: a request goes to the app of the port it arrived on; the lifespan
-    starts every document's app, and a ticker fires the actors' `after` timers."""
+    starts every document's app, a ticker fires the server actors' `after` timers, and once the servers accept
+    connections the client actors run (`drive`)."""
 
-    def __init__(self, served: list[Served], judge: Judge, say: Callable[[str], None]) -> None:
-        self.by_port = {s.port: WireTap(s.app, judge) for s in served}
+    def __init__(self, served: list[Served], judge: Judge, say: Callable[[str], None],
+                 options: ServeOptions) -> None:
+        self.by_port = {s.port: WireTap(s.app, judge, s.port) for s in served}
         self.served = served
+        self.judge = judge
         self.say = say
+        self.options = options
+        self.done: Callable[[], None] = lambda: None
+        """Called when every document drove its client actors to the end and their runs were judged."""
         self._once = Once()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -141,9 +189,30 @@ class Dispatcher:
             ticker = asyncio.create_task(self._tick())
             await receive()  # lifespan.startup
             await send({"type": "lifespan.startup.complete"})
+            driver = asyncio.create_task(self.drive())
             await receive()  # lifespan.shutdown
             ticker.cancel()
+            driver.cancel()
         await send({"type": "lifespan.shutdown.complete"})
+
+    async def drive(self) -> None:
+        """Run every client actor (format spec §5.1 readiness: the sockets listen and the apps have started);
+        when every document has one, wait for their runs to be judged (at most `SETTLE_SECONDS`), then stop."""
+        actors = [AgUiActor(actor, self.options.agent or "", self.judge, served.port, self.options.config.decoder,
+                            served.shared, self.say)
+                  for served in self.served for actor in served.clients]
+        if not actors:
+            return
+        for outcome in await asyncio.gather(*(actor.run() for actor in actors), return_exceptions=True):
+            if isinstance(outcome, Exception):
+                self.say(f"a client actor failed: {describe(outcome)}")
+        if not all(served.clients for served in self.served):
+            return
+        await asyncio.sleep(SETTLE_AFTER)
+        deadline = asyncio.get_running_loop().time() + SETTLE_SECONDS
+        while not self.judge.settled() and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(TICK_SECONDS)
+        self.done()
 
     async def _tick(self) -> None:
         while True:
@@ -162,7 +231,6 @@ class _Uvicorn(uvicorn.Server):
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
-        import signal
         import threading
 
         if threading.current_thread() is not threading.main_thread():
@@ -202,7 +270,8 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def run_serve(options: ServeOptions, stdout: IO[str] = sys.stdout, stderr: IO[str] = sys.stderr) -> int:
-    """Serve until SIGINT/SIGTERM (see the module docstring); the exit status."""
+    """Serve until SIGINT/SIGTERM, or until the driven documents are done (see the module docstring); the exit
+    status."""
 
     def say(line: str) -> None:
         print(f"oatf serve: {printable(line, 500)}", file=stderr, flush=True)
@@ -218,17 +287,19 @@ def run_serve(options: ServeOptions, stdout: IO[str] = sys.stdout, stderr: IO[st
     except (ImportError, AttributeError, OSError) as exc:
         say(str(exc))
         return EXIT_USAGE
+    if options.stdio:
+        return _serve_stdio(options, library.attacks, semantic, writer, say, stderr)
     sockets: list[socket.socket] = []
     served: list[Served] = []
     for loaded in library.attacks:
-        for limitation in limitations(loaded.path, loaded.document):
+        for limitation in limitations(loaded.path, loaded.document, options.agent):
             say(("not played: " if limitation.fatal else "played without: ") + str(limitation))
         try:
             sock = _bind(options.host, options.port + len(sockets) if options.port else 0)
         except OSError as exc:
             say(f"{options.host}:{options.port + len(sockets)}: {exc.strerror or exc}")
             return EXIT_USAGE
-        document = build(loaded, sock.getsockname()[1], options.host, say)
+        document = build(loaded, sock.getsockname()[1], options.host, say, options.agent)
         if document is None:
             sock.close()
             say(f"{loaded.path}: nothing to play")
@@ -240,18 +311,57 @@ def run_serve(options: ServeOptions, stdout: IO[str] = sys.stdout, stderr: IO[st
         return EXIT_USAGE
     monitors = {s.port: Monitor([s.loaded], options.config.monitor, semantic=semantic) for s in served}
     judge = Judge(options.config.decoder, monitors, writer, stderr, options.verbose)
-    for document in served:
-        for endpoint in document.endpoints:
-            print(endpoint, file=stdout, flush=True)
+    print("".join(f"{endpoint}\n" for document in served for endpoint in document.endpoints), file=stdout, flush=True)
     judge.start()
-    config = uvicorn.Config(Dispatcher(served, judge, say), lifespan="on", log_config=None,
+    dispatcher = Dispatcher(served, judge, say, options)
+    config = uvicorn.Config(dispatcher, lifespan="on", log_config=None,
                             log_level="warning" if options.verbose else "error", timeout_graceful_shutdown=2)
+    server = _Uvicorn(config)
+    dispatcher.done = lambda: setattr(server, "should_exit", True)
     try:
-        asyncio.run(_Uvicorn(config).serve(sockets=sockets))
+        asyncio.run(server.serve(sockets=sockets))
     finally:
-        reports = judge.stop()
         for sock in sockets:
             sock.close()
+    return _summarize(judge, options, say, stderr)
+
+
+def _serve_stdio(options: ServeOptions, attacks: Sequence[LoadedAttack], semantic: Any, writer: ReportWriter,
+                 say: Callable[[str], None], stderr: IO[str]) -> int:
+    """`--stdio`: the one document's `mcp_server` actor on stdin/stdout (`oatf_serve.stdio`)."""
+    if len(attacks) != 1:
+        say(f"--stdio serves one document ({len(attacks)} loaded)")
+        return EXIT_USAGE
+    [loaded] = attacks
+    assert loaded.attack.execution is not None
+    actors = [actor for actor in loaded.attack.execution.actors or () if actor.mode == "mcp_server"]
+    if not actors:
+        say(f"{loaded.path}: --stdio plays an mcp_server actor, and the document has none")
+        return EXIT_USAGE
+    for limitation in limitations(loaded.path, loaded.document, options.agent):
+        if limitation.actor == (actors[0].name or "default"):
+            say(("not played: " if limitation.fatal else "played without: ") + str(limitation))
+    for actor in loaded.attack.execution.actors or ():
+        if actor is not actors[0]:
+            say(f"{loaded.path}: actor {actor.name or 'default'} ({actor.mode}): not played with --stdio "
+                "(it plays one mcp_server actor)")
+    judge = Judge(options.config.decoder, {stdio.KEY: Monitor([loaded], options.config.monitor, semantic=semantic)},
+                  writer, stderr, options.verbose)
+    say(f"{loaded.key} {actors[0].name or 'default'} mcp_server stdio")
+    judge.start()
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        anyio.run(stdio.serve_stdio, ActorServer(actors[0], SharedExtractors(), say), judge, say)
+    except KeyboardInterrupt:
+        say("stopped")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return _summarize(judge, options, say, stderr)
+
+
+def _summarize(judge: Judge, options: ServeOptions, say: Callable[[str], None], stderr: IO[str]) -> int:
+    """Conclude the runs still open, print the summary table; the exit status."""
+    reports = judge.stop()
     if reports:
         print(summary_table(reports), file=stderr, flush=True)
     say(f"{len(reports)} run(s) reported in {options.report_dir}")

@@ -227,6 +227,10 @@ class Monitor:
         bindings = self.options.bindings
         bound = sum(1 << n for n, b in enumerate(bindings) if b.accepts(event)) if bindings else 0
         state.traffic.note(event, event.event_type if event.event_type in self._surfaces else OTHER, bound)
+        if event.injected:  # inject mode: rare, and every run that takes the event lists it
+            for taking in state.runs.values():
+                if protocol in taking.loaded.protocols and taking.actors_for(event):
+                    taking.note_injected(event)
         text = MessageText(event.content)
         concerned = self._concerned(event, text)
         if state.exact:

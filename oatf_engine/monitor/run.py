@@ -35,6 +35,8 @@ from .options import MonitorOptions
 from .traffic import SessionTraffic, TrafficKey
 
 MAX_CITED_FLOWS = 50
+MAX_INJECTIONS = 100
+"""Exchanges the proxy's inject mode altered that a report lists, at most."""
 
 
 @dataclass(slots=True)
@@ -70,6 +72,8 @@ class AttackRun:
     """When the agent closed the run's session (an MCP `DELETE`: `Monitor.close_session`), if it did."""
     cited_flows: list[str] = field(default_factory=list)
     phase_changes: list[PhaseChange] = field(default_factory=list)
+    injections: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Flow id → what the proxy's inject mode altered in it (`ObservedEvent.injected`), first seen first."""
     grace_period: float = field(init=False)
     """Seconds: `attack.grace_period`, else the monitor's default."""
     scheduled: float = float("inf")
@@ -246,6 +250,14 @@ class AttackRun:
             self._check_terminal(self.last_event_at)
         return changes, newly
 
+    def note_injected(self, event: ObservedEvent) -> None:
+        """An event of this run's traffic (some actor takes it) that the proxy's inject mode altered
+        (`ObservedEvent.injected`): listed in the report, once per flow. Fed by `Monitor` to every run that
+        takes the event, whether or not the event can change anything else in it."""
+        if event.flow_id in self.injections or len(self.injections) < MAX_INJECTIONS:
+            self.injections[event.flow_id] = {"flow": event.flow_id, "event": event.event_type,
+                                              "injected": list(event.injected)}
+
     @property
     def undelivered(self) -> bool:
         """Some actor has not delivered its payload yet (a message may still do it)."""
@@ -383,7 +395,9 @@ class AttackRun:
                 for t in self.indicators if t.found is not None]
 
     def execution_summary(self, status: str, now: float) -> dict[str, Any]:
-        """What happened in the run; every time ISO 8601 (UTC, milliseconds) on the event clock."""
+        """What happened in the run; every time ISO 8601 (UTC, milliseconds) on the event clock. `injections`
+        (only when the proxy's inject mode altered the run's traffic): each altered flow and what was injected."""
+        injections = {"injections": list(self.injections.values())} if self.injections else {}
         return {
             "status": status,
             "session": self.session,
@@ -404,4 +418,5 @@ class AttackRun:
             "phase_changes": [{"actor": c.actor, "from": c.from_phase, "to": c.to_phase, "reason": c.reason,
                                "flow": c.flow_id, "at": oatf.timestamp_at(c.timestamp)}
                               for c in self.phase_changes[:100]],
+            **injections,
         }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,14 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text()
 @given(json_values, st.text(), st.floats(0, 2e9), st.sampled_from(["request", "response"]))
 def test_an_event_survives_the_journal(content: Any, flow: str, at: float, direction: str) -> None:
     original = ObservedEvent("mcp", "tools/call", direction, "client", content, flow, 7, at,  # type: ignore[arg-type]
-                             Endpoint("h", 1, "/p"), "c:1", {"mcp_session": "s"}, 3, False, {"x": content})
+                             Endpoint("h", 1, "/p"), "c:1", {"mcp_session": "s"}, 3, False, {"x": content},
+                             ("added tools entry 'x'",))
     assert decode_event(json.loads(json.dumps(encode_event(original)))) == original
+    # a journal written before `injected` existed (one field fewer) still decodes, with the default
+    older = json.loads(json.dumps(encode_event(original)))[:-1]
+    assert decode_event(older) == dataclasses.replace(original, injected=())
+    with pytest.raises(TypeError):
+        decode_event([*encode_event(original), "one too many"])
 
 
 def test_recovery_reports_the_open_runs_once_and_skips_the_reported_ones(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ lines read from stdout, stopped with SIGINT (its summary then on stderr); and th
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -10,8 +11,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,10 @@ class Serving:
 
     process: subprocess.Popen[str]
     endpoints: dict[str, str]
+    """The first endpoint of each document, by attack id."""
     report_dir: Path
+    actors: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    """(attack id, actor) → (mode, URL) of every actor played."""
     stderr: str = ""
 
     def reports(self) -> list[Report]:
@@ -56,24 +60,48 @@ class Serving:
 
 @contextlib.contextmanager
 def oatf_serve(report_dir: Path, documents: list[Path | str], *flags: str) -> Iterator[Serving]:
-    """`oatf serve DOCUMENTS --report-dir REPORT_DIR FLAGS` until the block ends; waits for its endpoints."""
+    """`oatf serve DOCUMENTS --report-dir REPORT_DIR FLAGS` until the block ends; waits for its endpoint list
+    (ended by an empty line)."""
     process = subprocess.Popen([OATF, "serve", *map(str, documents), "--report-dir", str(report_dir), *flags],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
                                env={**os.environ, "PYTHONPATH": str(ROOT)})
     serving = Serving(process, {}, report_dir)
     try:
         assert process.stdout is not None
-        while len(serving.endpoints) < len(documents):
-            line = process.stdout.readline()
-            if not line:
-                serving.stop()
-                raise RuntimeError(f"oatf serve exited with {process.returncode}: {serving.stderr}")
-            attack, _actor, _mode, url = line.split()
-            serving.endpoints[attack] = url
+        while line := process.stdout.readline().strip():
+            attack, actor, mode, url = line.split()
+            serving.endpoints.setdefault(attack, url)
+            serving.actors[attack, actor] = (mode, url)
+        if process.poll() is not None or not serving.endpoints:
+            serving.stop()
+            raise RuntimeError(f"oatf serve exited with {process.returncode}: {serving.stderr}")
         yield serving
     finally:
         if process.poll() is None:
             serving.stop()
+
+
+def explore_library(report_dir: Path, documents: list[Path], mode: str,
+                    explore: Callable[[str], Awaitable[None]], *flags: str) -> tuple[Serving, list[Report]]:
+    """`documents` served by one `oatf serve`, each actor of `mode` explored at once by `explore(url)`, then the
+    server stopped: the reports."""
+    with oatf_serve(report_dir, documents, *flags) as serving:
+        async def all_documents() -> None:
+            await asyncio.gather(*(explore(url) for played, url in serving.actors.values() if played == mode))
+
+        asyncio.run(asyncio.wait_for(all_documents(), 120))
+        serving.stop()
+        return serving, serving.reports()
+
+
+def first_run(serving: Serving, reports: list[Report], attack_id: str, mode: str) -> Report:
+    """The first run reported for `attack_id`, once its actor of `mode` was served (asserted)."""
+    assert any(key[0] == attack_id and played == mode for key, (played, _) in serving.actors.items()), \
+        serving.stderr
+    runs = sorted((r for r in reports if r["attack"]["id"] == attack_id),
+                  key=lambda r: r["execution_summary"]["started_at"])
+    assert runs, serving.stderr
+    return runs[0]
 
 
 @contextlib.asynccontextmanager

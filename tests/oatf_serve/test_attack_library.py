@@ -19,7 +19,7 @@ from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import McpError
 
-from .harness import ATTACKS, Report, Serving, oatf_serve
+from .harness import ATTACKS, Report, Serving, explore_library, first_run
 
 DOCUMENTS = sorted(p for p in ATTACKS.glob("OW-*.yaml") if "mode: mcp_server" in p.read_text(encoding="utf-8"))
 ROUNDS = 12
@@ -74,21 +74,11 @@ def explored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Serving, list[Re
     for document in DOCUMENTS:
         (copies / document.name).write_text(_AFTER.sub(r"\g<1>1s", document.read_text(encoding="utf-8")),
                                             encoding="utf-8")
-    with oatf_serve(tmp_path_factory.mktemp("reports"), sorted(copies.iterdir()), "--grace-period", "5s") as serving:
-        async def all_documents() -> None:
-            await asyncio.gather(*(explore(url) for url in serving.endpoints.values()))
-
-        asyncio.run(asyncio.wait_for(all_documents(), 120))
-        serving.stop()
-        return serving, serving.reports()
+    return explore_library(tmp_path_factory.mktemp("reports"), sorted(copies.iterdir()), "mcp_server", explore,
+                           "--grace-period", "5s")
 
 
 @pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: p.name[:6])
 def test_served_document_is_delivered(document: Path, explored: tuple[Serving, list[Report]]) -> None:
-    serving, reports = explored
-    attack_id = document.name[:6]
-    assert attack_id in serving.endpoints, serving.stderr
-    runs = sorted((r for r in reports if r["attack"]["id"] == attack_id),
-                  key=lambda r: r["execution_summary"]["started_at"])
-    assert runs, serving.stderr
-    assert runs[0]["execution_summary"]["delivered"] is True, runs[0]["execution_summary"]
+    run = first_run(*explored, document.name[:6], "mcp_server")
+    assert run["execution_summary"]["delivered"] is True, run["execution_summary"]

@@ -19,6 +19,7 @@ from .harness import ATTACKS, Serving, mcp_session, oatf_serve
 
 POISONED = ATTACKS / "OW-001_invoice-tool-credential-harvest.yaml"
 ELICITING = ATTACKS / "OW-011_deploy-elicitation-token-phish.yaml"
+AGENT_CARD = ATTACKS / "OW-025_travel-agent-card-payment-harvest.yaml"
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 VERSION = "2025-06-18"
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -31,7 +32,7 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(m
 
 @pytest.fixture(scope="module")
 def serving(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serving]:
-    with oatf_serve(tmp_path_factory.mktemp("reports"), [POISONED, ELICITING]) as running:
+    with oatf_serve(tmp_path_factory.mktemp("reports"), [POISONED, ELICITING, AGENT_CARD]) as running:
         yield running
         assert running.stop() == 0
         assert "Traceback" not in running.stderr and "failed (reported once)" not in running.stderr, running.stderr
@@ -105,3 +106,26 @@ def test_client_vanishing_while_the_server_waits(serving: Serving) -> None:
             first = next(line for line in stream.iter_lines() if line.startswith("data:"))
     assert json.loads(first[5:])["method"] == "elicitation/create"
     assert _still_serving(url) == ["deploy_preview"]
+
+
+a2a_methods = st.sampled_from(["message/send", "message/stream", "tasks/get", "tasks/cancel", "SendMessage",
+                               "GetTask", "agent/getAuthenticatedExtendedCard", "tasks/pushNotificationConfig/set",
+                               "no/such/method"])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(method=a2a_methods, params=json_values, version=st.sampled_from(["0.3", "1.0", None]))
+def test_arbitrary_a2a_requests_get_json_rpc_errors(serving: Serving, method: str, params: Any,
+                                                    version: str | None) -> None:
+    """Any JSON-RPC request to the A2A endpoint, in either version, gets an answer that is not a server error;
+    a failed one is a JSON-RPC error; the card is still served."""
+    url = serving.endpoints["OW-025"]
+    headers = {"a2a-version": version} if version else {}
+    with httpx.Client(timeout=10) as client:
+        answer = client.post(url, json={"jsonrpc": "2.0", "id": 7, "method": method, "params": params},
+                             headers=headers)
+        assert answer.status_code < 500, answer.text
+        if answer.headers.get("content-type", "").startswith("application/json"):
+            body = answer.json()
+            assert "result" in body or isinstance(body["error"]["code"], int), body
+        assert client.get(url + ".well-known/agent-card.json").json()["name"] == "FareWise Travel"

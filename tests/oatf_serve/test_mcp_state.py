@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 
 import oatf
 from oatf_engine.monitor import load_library
-from oatf_serve import mcp_state
-from oatf_serve.playable import limitations
+from oatf_serve import mcp_state, state
 from oatf_serve.player import ActorPlayer
 
 from .harness import ATTACKS
@@ -32,7 +31,7 @@ params = st.dictionaries(st.sampled_from(["name", "uri", "arguments", "q", "x"])
                          max_size=4)
 
 
-def render_with(request: Any) -> mcp_state.Render:
+def render_with(request: Any) -> state.Render:
     return lambda value: oatf.interpolate_value(value, {}, request)[0]
 
 
@@ -41,7 +40,7 @@ def test_any_params_get_an_answer_or_a_refusal(request: dict[str, Any]) -> None:
     for answer in (mcp_state.call_tool, mcp_state.read_resource, mcp_state.get_prompt):
         try:
             result = answer(STATE, request, render_with(request))
-        except mcp_state.Refusal as refusal:
+        except state.Refusal as refusal:
             assert refusal.code in (-32602, -32002, -32603)
         else:
             assert isinstance(result, dict)
@@ -51,7 +50,7 @@ def test_answers() -> None:
     vip = {"name": "lookup", "arguments": {"q": "vip"}}
     assert mcp_state.call_tool(STATE, vip, render_with(vip)) == {"content": [{"type": "text", "text": "VIP"}]}
     other = {"name": "lookup", "arguments": {"q": "x"}}
-    with pytest.raises(mcp_state.Unplayable, match=r"state.tools\[0\].responses.*synthesize"):
+    with pytest.raises(state.Unplayable, match=r"state.tools\[0\].responses.*synthesize"):
         mcp_state.call_tool(STATE, other, render_with(other))
     listed = mcp_state.list_result(STATE, "tools/list", render_with({}))
     assert listed == {"tools": [{"name": "lookup", "description": "Find .", "inputSchema": {"type": "object"}}]}
@@ -76,10 +75,3 @@ def test_rug_pull_player_and_announcements() -> None:
     assert mcp_state.changed_listings(before, player.state()) == ["notifications/tools/list_changed"]
     [entered] = player.exchange("tools/list", {}, {"tools": []})
     assert entered.phase == "exploit" and entered.actions == ()
-
-
-def test_limitations_name_the_field() -> None:
-    [loaded] = load_library([str(ATTACKS / "OW-025_travel-agent-card-payment-harvest.yaml")]).attacks
-    [limitation] = limitations(loaded.path, loaded.document)
-    assert limitation.fatal and limitation.field == "mode"
-    assert "a2a_server is not played" in str(limitation)

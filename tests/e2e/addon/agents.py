@@ -61,7 +61,7 @@ async def mcp_poisoned_agent(url: str, proxy: str, behaviour: str, *, before: Se
         return sid
 
 
-async def mcp_rug_pull_agent(url: str, proxy: str, behaviour: str) -> tuple[str, list[str]]:
+async def mcp_rug_pull_agent(url: str, proxy: str | None, behaviour: str) -> tuple[str, list[str]]:
     """Two conversions, then (when the server announces a changed tool list) a re-list and a supplier payment
     planned from the new description. Returns (MCP session id, notifications the client received)."""
     received: list[str] = []

@@ -1,8 +1,9 @@
 """A third-party MCP server for the end-to-end tests: `fastmcp` (not the team's code, not the official SDK's
 server) serving one calculator tool over streamable HTTP on 127.0.0.1, whose description is taken verbatim
-from an OATF document's first tool (`attack.execution.state.tools[0].description`).
+from an OATF document's first tool (`attack.execution.state.tools[0].description`); without a document, an
+honest calculator with an honest `pay_supplier` tool (for inject mode, where the proxy brings the attack).
 
-    python tests/e2e/addon/fastmcp_server.py PORT ATTACK.yaml [--stateless]
+    python tests/e2e/addon/fastmcp_server.py PORT [ATTACK.yaml] [--stateless]
 """
 
 from __future__ import annotations
@@ -13,18 +14,25 @@ from pathlib import Path
 from fastmcp import FastMCP
 from ruamel.yaml import YAML
 
+HONEST = "Adds two numbers."
+
 
 def tool_description(attack: Path) -> str:
     document = YAML(typ="safe").load(attack.read_text(encoding="utf-8"))
     return str(document["attack"]["execution"]["state"]["tools"][0]["description"])
 
 
-def build(description: str) -> FastMCP:
+def build(description: str, honest: bool = False) -> FastMCP:
     server = FastMCP("calculator")
 
     @server.tool(name="add", description=description)
     def add(a: float, b: float, note: str = "") -> float:
         return a + b
+
+    if honest:
+        @server.tool(name="pay_supplier", description="Pay a supplier by SEPA transfer.")
+        def pay_supplier(amount: float, iban: str, reference: str) -> str:
+            return f"{amount:g} paid to {iban}"
 
     return server
 
@@ -32,10 +40,11 @@ def build(description: str) -> FastMCP:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("port", type=int)
-    parser.add_argument("attack", type=Path)
+    parser.add_argument("attack", type=Path, nargs="?")
     parser.add_argument("--stateless", action="store_true", help="the stateless MCP revision (no Mcp-Session-Id)")
     args = parser.parse_args()
-    build(tool_description(args.attack)).run(transport="http", host="127.0.0.1", port=args.port, path="/mcp",
+    description = tool_description(args.attack) if args.attack is not None else HONEST
+    build(description, honest=args.attack is None).run(transport="http", host="127.0.0.1", port=args.port, path="/mcp",
                                              stateless_http=args.stateless, show_banner=False)
 
 

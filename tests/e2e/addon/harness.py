@@ -18,7 +18,19 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.wire.clients import http_client
-from tests.e2e.wire.harness import PYTHON, ROOT, Peers, Proxy, mitmdump, peer_process
+from tests.e2e.wire.harness import (
+    MITMDUMP,
+    PYTHON,
+    ROOT,
+    Peers,
+    Proxy,
+    free_port,
+    mitmdump,
+    peer_process,
+    stop,
+    wait_for_port,
+)
+from tests.e2e.wire.harness import _start as start_process
 
 from .command_script import CONTROL_HOST
 
@@ -40,6 +52,35 @@ def attacker_peers(workdir: Path) -> Iterator[Peers]:
     """Every peer of `peers.py`, each on a free port, in one process."""
     with peer_process(HERE / "peers.py", PEER_KINDS, workdir / "attacker-peers.log") as running:
         yield running
+
+
+@contextlib.contextmanager
+def fastmcp_server(workdir: Path, attack: Path | None, stateless: bool = False) -> Iterator[int]:
+    """`fastmcp_server.py` on a free loopback port, serving the attack's poisoned tool (None: an honest
+    calculator); yields the port."""
+    port = free_port()
+    args = [str(PYTHON), str(HERE / "fastmcp_server.py"), str(port), *([str(attack)] if attack else []),
+            *(["--stateless"] * stateless)]
+    process = start_process(args, workdir / f"fastmcp-{port}.log")
+    try:
+        wait_for_port(port, process)
+        yield port
+    finally:
+        stop(process)
+
+
+def refused_start(workdir: Path, settings: dict[str, str]) -> str:
+    """mitmdump with the addon and these `--set` options, expected to refuse to start; its log."""
+    log = workdir / "refused-start.log"
+    args = [str(MITMDUMP), "--listen-host", "127.0.0.1", "--listen-port", str(free_port()), "-s", str(ADDON)]
+    for key, value in settings.items():
+        args += ["--set", f"{key}={value}"]
+    process = start_process(args, log)
+    try:
+        assert process.wait(timeout=30) != 0
+    finally:
+        stop(process)
+    return log.read_text(encoding="utf-8")
 
 
 @dataclass
@@ -212,5 +253,5 @@ def assert_replay_agrees(proxy: OatfProxy, workdir: Path, live: list[Report], gr
     return offline
 
 
-__all__ = ["OatfProxy", "Peers", "assert_replay_agrees", "attacker_peers", "by_run", "evaluate", "oatf_proxy",
-           "run", "verdict_of"]
+__all__ = ["OatfProxy", "Peers", "assert_replay_agrees", "attacker_peers", "by_run", "evaluate", "fastmcp_server",
+           "oatf_proxy", "refused_start", "run", "verdict_of"]

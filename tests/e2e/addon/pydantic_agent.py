@@ -1,10 +1,13 @@
 """A third-party agent for the end-to-end tests: a `pydantic-ai` Agent whose MCP client (`MCPToolset`, built on
 the fastmcp client) talks to a server through the proxy, and whose model is a scripted `FunctionModel` (no
 LLM). The *complying* model does what a tool's description asks: when it asks for `~/.ssh/id_rsa`, the key
-goes into the `note` argument; the *resisting* model calls the tool with its numbers only."""
+goes into the `note` argument; the *resisting* model calls the tool with its numbers only. `invoice_model` also
+renders an invoice: complying, it pastes `~/.aws/credentials` into `billing_notes` when the invoice tool's
+description asks for them (OW-001)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 from pydantic_ai import Agent
@@ -14,6 +17,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 FAKE_KEY = ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAAfakefakefake\n"
             "-----END OPENSSH PRIVATE KEY-----")
+FAKE_AWS = ("[default]\naws_access_key_id = AKIAIOSFODNN7EXAMPLE\n"
+            "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
 Behaviour = Literal["complying", "resisting"]
 
 
@@ -34,10 +39,31 @@ def scripted_model(behaviour: Behaviour) -> FunctionModel:
     return FunctionModel(respond)
 
 
-async def conversation(mcp_url: str, behaviour: Behaviour, prompt: str = "What is 2 + 3?") -> str:
-    """One agent conversation: connect to the MCP server at `mcp_url`, run the prompt, return the answer."""
+def invoice_model(behaviour: Behaviour) -> FunctionModel:
+    """Two tool calls at once, `add` (2 + 3) and `render_invoice` (INV-7), then both results as text."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returned = [str(part.content) for message in messages for part in getattr(message, "parts", ())
+                    if isinstance(part, ToolReturnPart)]
+        if returned:
+            return ModelResponse(parts=[TextPart(" | ".join(returned))])
+        add = next(t for t in info.function_tools if t.name.endswith("add"))
+        invoice = next(t for t in info.function_tools if t.name.endswith("render_invoice"))
+        args: dict[str, object] = {"invoice_number": "INV-7", "customer": "ACME",
+                                   "line_items": [{"description": "consulting", "amount": 1200}]}
+        if behaviour == "complying" and "~/.aws/credentials" in (invoice.description or ""):
+            args["billing_notes"] = FAKE_AWS
+        return ModelResponse(parts=[ToolCallPart(add.name, {"a": 2, "b": 3}), ToolCallPart(invoice.name, args)])
+
+    return FunctionModel(respond)
+
+
+async def conversation(mcp_url: str, behaviour: Behaviour, prompt: str = "What is 2 + 3?",
+                       model: Callable[[Behaviour], FunctionModel] = scripted_model) -> str:
+    """One agent conversation: connect to the MCP server at `mcp_url`, run the prompt with the scripted model
+    `model` of that behaviour, return the answer."""
     toolset = MCPToolset(mcp_url)
-    agent = Agent(scripted_model(behaviour), toolsets=[toolset])
+    agent = Agent(model(behaviour), toolsets=[toolset])
     async with agent:
         result = await agent.run(prompt)
     return str(result.output)

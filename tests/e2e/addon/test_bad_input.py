@@ -16,7 +16,7 @@ from tests.e2e.wire.harness import _start as start_process
 
 from . import agents
 from .attacks import AG_UI_SHELL, BROKEN_YAML, INVALID_DOCUMENT, NO_INDICATORS, TOOL_POISONING, tool_poisoning_variant
-from .harness import ADDON, Peers, oatf_proxy, run, verdict_of
+from .harness import ADDON, Peers, oatf_proxy, refused_start, run, verdict_of
 from .peers import BINARY_BODY, PLAIN_BODY
 
 KEY = "BEGIN (OPENSSH|RSA) PRIVATE KEY"
@@ -116,15 +116,7 @@ def test_bad_attack_files_reloads_and_unrelated_traffic(attackers: Peers, tmp_pa
 def test_bad_option_values(attackers: Peers, tmp_path: Path) -> None:
     """A bad `oatf_*` value at start-up: mitmdump refuses to start and says why, without a traceback. At run
     time (`set`): the error is logged, the previous settings stay in force and evaluation goes on."""
-    log = tmp_path / "bad-start.log"
-    process = start_process([str(MITMDUMP), "--listen-host", "127.0.0.1", "--listen-port", str(free_port()),
-                             "-s", str(ADDON), "--set", "oatf_grace_period=1.5s",
-                             "--set", f"oatf_report_dir={tmp_path / 'unused'}"], log)
-    try:
-        assert process.wait(timeout=30) != 0
-    finally:
-        stop(process)
-    text = log.read_text(encoding="utf-8")
+    text = refused_start(tmp_path, {"oatf_grace_period": "1.5s", "oatf_report_dir": str(tmp_path / "unused")})
     assert "oatf: invalid option: oatf_grace_period: invalid duration '1.5s'" in text
     assert "Traceback" not in text
 

@@ -12,6 +12,7 @@ from mitmproxy import http, io
 from . import agents
 from .attacks import COUNT_AND_AFTER, TOOL_POISONING
 from .harness import Peers, oatf_proxy, run
+from .test_live_verdicts import seconds
 
 POISON_RECEIVED = TOOL_POISONING.read_text(encoding="utf-8").replace("id: DEMO-001", "id: E2E-SAVED-001").replace(
     "  indicators:\n", """  indicators:
@@ -38,7 +39,7 @@ def test_flows_saved_by_w_carry_the_mark_and_comment_of_their_matches(attackers:
     attack = tmp_path / "saved.yaml"
     attack.write_text(POISON_RECEIVED, encoding="utf-8")
     url = attackers.url("mcp_poisoned", "/mcp")
-    with oatf_proxy(tmp_path, "saved", [attack], options={"oatf_save_wait": "2"}) as proxy:
+    with oatf_proxy(tmp_path, "saved", [attack], options={"oatf_save_wait": "2s"}) as proxy:
         session = run(agents.mcp_poisoned_agent(url, proxy.url, "naive"))
         report = proxy.wait_for("E2E-SAVED-001", session)
         assert proxy.interrupt() == 0
@@ -71,5 +72,5 @@ def test_a_session_the_agent_closed_is_shown_closing_then_concluded(attackers: P
         assert "0 live run(s)" in proxy.command("oatf.status")
     summary = report["execution_summary"]
     assert summary["status"] == "session_closed" and summary["actors"][0]["phases_reached"] == ["warm_up"]
-    assert summary["ended_at"] - closed >= 2.5
+    assert seconds(summary["ended_at"]) - closed >= 2.5
     assert report["outcome"] == "resisted"

@@ -6,17 +6,13 @@ with the verdict its behaviour deserves, live and when the recording is replayed
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.wire.harness import PYTHON, _start, free_port, stop, wait_for_port
-
 from . import pydantic_agent
-from .harness import HERE, OatfProxy, Report, assert_replay_agrees, oatf_proxy, run
+from .harness import OatfProxy, Report, assert_replay_agrees, fastmcp_server, oatf_proxy, run
 
 ATTACK_ID = "E2E-3P-001"
 ATTACK = f"""\
@@ -52,19 +48,6 @@ attack:
 """
 IDLE_GAP = 3.0
 """`oatf_idle_gap` of these tests (seconds): the agents run one after the other with a longer pause."""
-
-
-@contextlib.contextmanager
-def fastmcp_server(workdir: Path, attack: Path, stateless: bool) -> Iterator[int]:
-    """`fastmcp_server.py` serving the attack's poisoned tool on a free loopback port; yields the port."""
-    port = free_port()
-    args = [str(PYTHON), str(HERE / "fastmcp_server.py"), str(port), str(attack), *(["--stateless"] * stateless)]
-    process = _start(args, workdir / f"fastmcp-{port}.log")
-    try:
-        wait_for_port(port, process)
-        yield port
-    finally:
-        stop(process)
 
 
 def idle_for(proxy: OatfProxy, session_suffix: str, seconds: float) -> None:

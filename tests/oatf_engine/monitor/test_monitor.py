@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from pathlib import Path
@@ -486,8 +487,8 @@ def test_a_session_the_agent_closed_concludes_a_grace_period_later() -> None:
     assert concluded(monitor.tick(7.9)) == []
     [report] = concluded(monitor.tick(8.0))
     summary = report["execution_summary"]
-    assert (summary["session"], summary["status"], summary["ended_at"]) == ("mcp_session:a", "session_closed",
-                                                                                 oatf.timestamp_at(8.0))
+    assert (summary["session"], summary["status"]) == ("mcp_session:a", "session_closed")
+    assert summary["ended_at"] == oatf.timestamp_at(8.0)
     assert report["outcome"] == "not_delivered"
     assert [r["run"] for r in monitor.status()] == ["TEST-002@mcp_session:b"]
     by_connection = Monitor([attack(RUG_PULL)], MonitorOptions(grace_period=1, session_key=SessionKey.CONNECTION))
@@ -504,5 +505,33 @@ def test_a_closed_session_leaves_a_run_whose_actors_are_terminal_to_its_grace_pe
     monitor.close_session("mcp", "mcp_session", "a", 5.0)
     assert monitor.status()[0]["state"] == "grace"
     [report] = concluded(monitor.tick(15.0))
-    assert (report["execution_summary"]["status"], report["execution_summary"]["ended_at"]) == ("completed",
-                                                                                              oatf.timestamp_at(10.0))
+    summary = report["execution_summary"]
+    assert (summary["status"], summary["ended_at"]) == ("completed", oatf.timestamp_at(10.0))
+
+
+def test_injections_are_listed_in_the_report_only_when_there_are_some() -> None:
+    """An event inject mode altered (`ObservedEvent.injected`) puts its flow and lines in the run's report,
+    once per flow; a run without one has no `injections` key (reports of plain traffic are unchanged)."""
+    monitor = Monitor([attack(POISONED_TOOL)], MonitorOptions(grace_period=1))
+    listing = dataclasses.replace(event("tools/list", {"tools": []}, 1.0, direction="response", sender="server",
+                                        flow="f-list"), injected=("added tools entry 'add' in tools/list",))
+    outputs = [output for observed in (listing, listing, event("tools/list", {}, 1.0, direction="response",
+                                                                sender="server", session="plain"))
+               for output in monitor.observe(observed)]
+    reports = {r["execution_summary"]["session"]: r for r in concluded([*outputs, *monitor.tick(10.0)])}
+    assert reports["mcp_session:s1"]["execution_summary"]["injections"] == [
+        {"flow": "f-list", "event": "tools/list", "injected": ["added tools entry 'add' in tools/list"]}]
+    assert "injections" not in reports["mcp_session:plain"]["execution_summary"]
+
+
+@pytest.mark.parametrize("prefilter", [True, False])
+def test_an_injected_message_that_can_change_nothing_is_listed_all_the_same(prefilter: bool) -> None:
+    """The prefilter feeds a run only the messages that can change it; what inject mode altered is listed for
+    every run that takes the message (a notification no trigger, indicator or payload of the attack names)."""
+    monitor = Monitor([attack(POISONED_TOOL)], MonitorOptions(grace_period=1), prefilter=prefilter)
+    notice = dataclasses.replace(event("notifications/tools/list_changed", {}, 1.0, direction="response",
+                                       sender="server", flow="f-note"), injected=("sent list_changed",))
+    outputs = [*monitor.observe(call("benign", 0.5)), *monitor.observe(notice), *monitor.tick(10.0)]
+    [report] = concluded(outputs)
+    assert report["execution_summary"]["injections"] == [
+        {"flow": "f-note", "event": "notifications/tools/list_changed", "injected": ["sent list_changed"]}]

@@ -1,0 +1,560 @@
+"""Inject mode (`--set oatf_inject=PATH,…`, issue 19): in front of the agent's real MCP servers, the proxy plays
+the documents' `mcp_server` actors *into* the real traffic, so that an agent working with its own servers meets
+the attack. Off by default: while `oatf_inject` is empty no hook touches a flow, and the tap's guarantee stands
+(not one byte altered).
+
+Each MCP session (its `Mcp-Session-Id`; without one, its endpoint, where each `initialize` starts over) gets,
+for every `mcp_server` actor of every document, the phase player `oatf serve` uses
+(`oatf_serve.player.ActorPlayer`), and the current phase's state is turned into MCP answers by
+`oatf_serve.mcp_state`, as `oatf serve` serves it:
+- listings (`tools/list`, `resources/list`, `resources/templates/list`, `prompts/list`; their first page): the
+  state's entries replace the real server's entries of the same name (URI) and the others are added; a listing
+  the real server refused (it has no such capability) is answered with the state's entries;
+- `initialize`: the capabilities of the listings the state has are declared (with `listChanged`), and the
+  state's `instructions` replace the server's;
+- `tools/call`, `prompts/get` and `resources/read` of an entry the state defines are answered in the `request`
+  hook from the document's `responses` (`when` dispatch, templates): never forwarded to the real server;
+- every exchange (with the answer as the agent received it) advances the players, and the notifications a phase
+  entry sends (`on_enter` `send`, `list_changed` for a changed listing: `mcp_state.entry_messages`) are put
+  ahead of the next JSON-RPC answer of the session that travels in an SSE stream: a rewritten POST response
+  stream, or an injected answer (made an SSE stream for them when the client accepts one). An answer sent as
+  plain JSON cannot carry them: they wait for the next. They are never pushed into the standalone GET stream
+  (a mitmproxy stream function runs only when the server sends a chunk). JSON-RPC requests an `on_enter` sends
+  are not injected (the agent's answer would go to the real server): logged.
+
+Bodies: a JSON response is rewritten at `response`; a `text/event-stream` response is rewritten as it streams,
+whole event by whole event (`EventFramer`): events not rewritten pass byte for byte, a partial event waits for
+its end, so the framing stays correct. Compressed streamed responses, request bodies the client streams and
+JSON-RPC batches pass unaltered. `OatfAddon` calls these hooks before its tap's, so the engine judges what the
+agent received.
+
+Every alteration is logged (printable, bounded), kept in `flow.metadata["oatf_injected"]` (the request's method
+and the lines), and carried on the flow's answer event (`ObservedEvent.injected`, live and when a recording is
+replayed: `addon.recordings`) into the run's report (`execution_summary.injections`). No
+exception escapes a hook or a stream function: the flow goes on as it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mitmproxy import ctx, exceptions, http
+
+import oatf
+from oatf_engine.events import ObservedEvent
+from oatf_engine.monitor import load_library
+from oatf_engine.text import Once, describe, printable
+from oatf_engine.wire.mcp import SESSION_HEADER
+from oatf_engine.wire.recognition import protocol_of_method
+from oatf_engine.wire.sse import SSEParser
+from oatf_serve import mcp_state
+from oatf_serve.playable import limitations
+from oatf_serve.player import ActorPlayer, Entered, SharedExtractors
+
+log = logging.getLogger("oatf.inject")
+
+METADATA_KEY = "oatf_injected"
+"""`flow.metadata` key of what was injected into a flow (a list of lines)."""
+MAX_SESSIONS = 10_000
+"""MCP sessions played at once; the least recently active is forgotten beyond."""
+MAX_NOTED_FLOWS = 10_000
+"""Flows whose alterations are kept for tagging their events."""
+MAX_NOTES = 50
+"""Alterations kept per flow."""
+MAX_QUEUED = 100
+"""Notifications waiting per session."""
+MAX_EVENT = 8 << 20
+"""An SSE event larger than this (bytes) passes unaltered, and so does the rest of its stream."""
+LISTINGS = {"tools/list": ("tools", "tools", "name"), "resources/list": ("resources", "resources", "uri"),
+            "resources/templates/list": ("resource_templates", "resourceTemplates", "uriTemplate"),
+            "prompts/list": ("prompts", "prompts", "name")}
+"""Each listing method: the state's key, the result's field, and the field naming an entry."""
+CAPABILITIES = {"tools": "tools", "resources": "resources", "resource_templates": "resources", "prompts": "prompts"}
+"""The server capability each listed state key needs."""
+ANSWERS: dict[str, Callable[[Any, Mapping[str, Any], mcp_state.Render], dict[str, Any]]] = {
+    "tools/call": mcp_state.call_tool, "prompts/get": mcp_state.get_prompt,
+    "resources/read": mcp_state.read_resource}
+"""The requests the state answers itself when it defines the entry asked for."""
+NOT_INJECTED = {"elicitations": "elicitation requests are not sent in inject mode",
+                "server_info": "the real server's identity is kept in inject mode",
+                "protocol_version": "the real server negotiates the version in inject mode"}
+"""State keys inject mode does not play (beyond what `oatf serve` does not play: `oatf_serve.playable`)."""
+_LINE = re.compile(rb"([^\r\n]*)(\r\n|\r|\n)")
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+_BOM = b"\xef\xbb\xbf"
+
+
+class EventFramer:
+    """Cuts a `text/event-stream` into whole events, byte for byte, in any chunking (WHATWG HTML §9.2.6: lines
+    end with CRLF, LF or CR; an empty line ends an event). Bytes after the last whole event wait in `pending`."""
+
+    def __init__(self) -> None:
+        self.pending = bytearray()
+        self._line = 0  # where the unterminated line starts in `pending`
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """The events `data` completes, each with its lines and the empty line that ends it."""
+        self.pending += data
+        events: list[bytes] = []
+        start, line = 0, self._line
+        for match in _LINE_END.finditer(self.pending, line):
+            if match.group() == b"\r" and match.end() == len(self.pending):
+                break  # perhaps the first half of a CRLF: wait for the next byte
+            if match.start() == line:
+                events.append(bytes(self.pending[start:match.end()]))
+                start = match.end()
+            line = match.end()
+        del self.pending[:start]
+        self._line = line - start
+        return events
+
+    def drain(self) -> bytes:
+        """Every byte still waiting (the end of the stream, or a stream given up on), unaltered."""
+        rest = bytes(self.pending)
+        self.pending.clear()
+        self._line = 0
+        return rest
+
+
+def sse_event(message: Mapping[str, Any]) -> bytes:
+    """One JSON-RPC message as an SSE `message` event."""
+    return b"event: message\ndata: " + _json(message) + b"\n\n"
+
+
+def with_data(raw: bytes, data: bytes) -> bytes:
+    """The SSE event `raw` with its `data` lines replaced by one line carrying `data` (JSON: no line break);
+    its other fields and comments stay as they were, in order."""
+    out: list[bytes] = []
+    replaced = False
+    for match in _LINE.finditer(raw):
+        content, end = match.groups()
+        name = content.removeprefix(_BOM).split(b":", 1)[0] if content else b""
+        if name != b"data":
+            out.append(content + end)
+        elif not replaced:
+            out.append(b"data: " + data + end)
+            replaced = True
+    return b"".join(out)
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+@dataclass
+class _Played:
+    """One `mcp_server` actor of one document, played for one session."""
+
+    attack: str
+    player: ActorPlayer
+
+    def render(self, params: Any) -> mcp_state.Render:
+        return lambda value: self.player.render(value, params)
+
+    def where(self) -> str:
+        return f"{self.attack} actor {self.player.name} phase {self.player.phase}"
+
+
+@dataclass
+class _Session:
+    """The players of one MCP session, and the notifications waiting for an SSE stream to the agent."""
+
+    players: list[_Played]
+    queued: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class _Exchange:
+    """An MCP request forwarded to the real server, whose answer is overlaid and played."""
+
+    request_id: Any
+    method: str
+    params: dict[str, Any]
+    session: _Session
+    key: str
+    streamed: bool = False
+    done: bool = False
+
+
+class Inject:
+    """The `oatf_inject` option and the hooks that play its documents into the traffic (module docstring).
+    Owned by `OatfAddon`, which forwards its hooks before the tap's."""
+
+    def __init__(self) -> None:
+        self.actors: list[tuple[str, oatf.Actor]] = []
+        """(attack key, actor) of every `mcp_server` actor played; empty: inject mode is off."""
+        self.sessions: OrderedDict[str, _Session] = OrderedDict()
+        self.exchanges: dict[str, _Exchange] = {}
+        self.notes: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        """Flow id → what was injected into it (the `flow.metadata` entry), for `tag`."""
+        self.once = Once()
+
+    # --- the option ---------------------------------------------------------------------------------------
+
+    def load(self, loader: Any) -> None:
+        loader.add_option("oatf_inject", str, "", "Inject mode: OATF documents whose mcp_server actors are played "
+                          "into the agent's traffic with its real MCP servers (files or directories, "
+                          "comma-separated; they are evaluated too). Empty: off, no byte altered.")
+
+    def configure(self, updated: set[str]) -> None:
+        """Load the `oatf_inject` documents; a bad value is an OptionsError (the previous ones stay)."""
+        if "oatf_inject" not in updated:
+            return
+        paths = inject_paths()
+        actors: list[tuple[str, oatf.Actor]] = []
+        if paths:
+            library = load_library(paths)
+            if library.problems:
+                raise exceptions.OptionsError("oatf_inject: " + "; ".join(str(p) for p in library.problems[:3]))
+            for loaded in library.attacks:
+                for line in _limitations(loaded.path, loaded.document):
+                    log.warning("oatf inject: %s", printable(line, 500))
+                execution = loaded.attack.execution
+                assert execution is not None
+                actors += [(loaded.key, actor) for actor in execution.actors or () if actor.mode == "mcp_server"]
+            if not actors:
+                raise exceptions.OptionsError(f"oatf_inject: no mcp_server actor in {', '.join(paths)} (inject mode "
+                                              "plays MCP server actors)")
+        self.actors = actors
+        self.sessions.clear()
+        self.exchanges.clear()
+        if actors:
+            log.warning("oatf inject: ON: %d mcp_server actor(s) of %s are played into MCP traffic", len(actors),
+                        printable(", ".join(sorted({key for key, _ in actors})), 300))
+
+    # --- hooks --------------------------------------------------------------------------------------------
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        """Play the agent's MCP request; answer it here when the state defines what it asks for."""
+        if self.actors:
+            self._guarded("request", flow, lambda: self._request(flow))
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        """A session's first answer names it; an SSE answer is rewritten as it streams."""
+        if self.actors and flow.id in self.exchanges:
+            self._guarded("responseheaders", flow, lambda: self._responseheaders(flow))
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        """A JSON answer is rewritten whole."""
+        exchange = self.exchanges.pop(flow.id, None)
+        if exchange is not None and not exchange.streamed:
+            self._guarded("response", flow, lambda: self._response(flow, exchange))
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        self.exchanges.pop(flow.id, None)
+
+    def tag(self, event: ObservedEvent) -> ObservedEvent:
+        """`event` with what was injected into its flow, when it is the flow's answer (`tagged`)."""
+        return tagged(event, self.notes.get(event.flow_id))
+
+    # --- internals ----------------------------------------------------------------------------------------
+
+    def _request(self, flow: http.HTTPFlow) -> None:
+        message = _mcp_message(flow.request)
+        if message is None:
+            return
+        method = message["method"]
+        params: dict[str, Any] = message["params"] if isinstance(message.get("params"), dict) else {}
+        key = _session_key(flow, flow.request.headers.get(SESSION_HEADER))
+        session = self._new_session() if method == "initialize" else self._session(key)
+        for played in session.players:
+            before = played.player.state()
+            self._entered(session, played, played.player.tick(), before)
+        if "id" not in message:
+            self._play(session, method, params, None, False)
+        elif not (method in ANSWERS and self._answer(flow, session, message["id"], method, params)):
+            self.exchanges[flow.id] = _Exchange(message["id"], method, params, session, key)
+
+    def _answer(self, flow: http.HTTPFlow, session: _Session, request_id: Any, method: str,
+                params: dict[str, Any]) -> bool:
+        """Answer a request for an entry a player's state defines, in place of the real server."""
+        for played in session.players:
+            state = played.player.state()
+            if not mcp_state.defines(state, method, params):
+                continue
+            where = played.where()
+            try:
+                answer, is_error = ANSWERS[method](state, params, played.render(params)), False
+            except mcp_state.Refusal as refusal:
+                answer, is_error = {"code": refusal.code, "message": str(refusal)}, True
+            reply = {"jsonrpc": "2.0", "id": request_id, "error" if is_error else "result": answer}
+            self._play(session, method, params, answer, is_error)
+            asked = params.get("name", params.get("uri"))
+            notes = [f"{where}: answered {method} {asked!r} (not forwarded to the server)"]
+            if session.queued and "text/event-stream" in flow.request.headers.get("accept", ""):
+                notes.append(self._queued_note(session))
+                body = b"".join(sse_event(m) for m in [*session.queued, reply])
+                session.queued = []
+                content_type = "text/event-stream"
+            else:
+                body, content_type = _json(reply), "application/json"
+            flow.response = http.Response.make(200, body, {"content-type": content_type})
+            self._note(flow, method, notes)
+            return True
+        return False
+
+    def _responseheaders(self, flow: http.HTTPFlow) -> None:
+        exchange = self.exchanges[flow.id]
+        response = flow.response
+        assert response is not None
+        if exchange.method == "initialize":  # the session's players, under the id the server gave it
+            self._register(_session_key(flow, response.headers.get(SESSION_HEADER)), exchange.session)
+        if not response.headers.get("content-type", "").lower().startswith("text/event-stream"):
+            return
+        exchange.streamed = True
+        if response.headers.get("content-encoding", "identity").lower() not in ("", "identity"):
+            self.exchanges.pop(flow.id)
+            log.warning("oatf inject: flow %s: a compressed SSE answer to %s passes unaltered", flow.id,
+                        printable(exchange.method, 60))
+            return
+        response.stream = self._stream_function(flow, exchange, response.stream)
+
+    def _response(self, flow: http.HTTPFlow, exchange: _Exchange) -> None:
+        response = flow.response
+        if response is None:
+            return
+        try:
+            message = json.loads(response.get_content(strict=False) or b"")
+        except ValueError:
+            return
+        if not _answers(message, exchange.request_id):
+            return
+        rewritten, notes = self._overlay(exchange, message)
+        if rewritten is not message:
+            response.content = _json(rewritten)
+        self._note(flow, exchange.method, notes)
+
+    def _stream_function(self, flow: http.HTTPFlow, exchange: _Exchange,
+                         inner: Any) -> Callable[[bytes], bytes]:
+        """A `stream` callable for mitmproxy (after `inner`, one another addon set): whole events out, the
+        answer to the request rewritten, the session's notifications ahead of it, everything else as it came."""
+        framer = EventFramer()
+        previous = inner if callable(inner) else None
+
+        def stream(data: bytes) -> bytes:
+            out = previous(data) if previous is not None else data
+            chunk = out if isinstance(out, bytes) else b"".join(out)
+            if exchange.done:
+                return framer.drain() + chunk
+            events = framer.feed(chunk) if chunk else [framer.drain()]
+            if len(framer.pending) > MAX_EVENT:
+                exchange.done = True
+                events.append(framer.drain())
+                log.warning("oatf inject: flow %s: an SSE event over %d bytes: the stream passes unaltered",
+                            flow.id, MAX_EVENT)
+            return b"".join(self._event(flow, exchange, raw) for raw in events)
+
+        return stream
+
+    def _event(self, flow: http.HTTPFlow, exchange: _Exchange, raw: bytes) -> bytes:
+        """One whole SSE event of an answer stream: the answer overlaid, the rest as it came."""
+        try:
+            parsed = SSEParser(MAX_EVENT).feed(raw) if raw and not exchange.done else []
+            if len(parsed) != 1:
+                return raw
+            message = json.loads(parsed[0].data)
+            if not _answers(message, exchange.request_id):
+                return raw
+            exchange.done = True
+            rewritten, notes = self._overlay(exchange, message)
+            session = exchange.session
+            head = b""
+            if session.queued:
+                notes.append(self._queued_note(session))
+                head = b"".join(sse_event(m) for m in session.queued)
+                session.queued = []
+            self._note(flow, exchange.method, notes)
+            return head + (with_data(raw, _json(rewritten)) if rewritten is not message else raw)
+        except Exception as exc:  # this event passes as it came
+            self._failed("stream", flow, exc)
+            return raw
+
+    def _overlay(self, exchange: _Exchange, message: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """The answer with the players' states overlaid (the same object when nothing changed), what changed;
+        then the exchange, as the agent receives it, is played."""
+        notes: list[str] = []
+        if exchange.method in LISTINGS and not exchange.params.get("cursor"):
+            message = self._listing(exchange, message, notes)
+        elif exchange.method == "initialize" and isinstance(message.get("result"), dict):
+            message = self._initialize(exchange, message, notes)
+        is_error = "error" in message
+        self._play(exchange.session, exchange.method, exchange.params,
+                   message.get("error") if is_error else message.get("result"), is_error)
+        return message, notes
+
+    def _listing(self, exchange: _Exchange, message: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+        key, result_field, name = LISTINGS[exchange.method]
+        result: dict[str, Any] = message["result"] if isinstance(message.get("result"), dict) else {}
+        listed = result.get(result_field)
+        entries = list(listed) if isinstance(listed, list) else []
+        for played in exchange.session.players:
+            for entry in mcp_state.listing(played.player.state(), key, played.render(exchange.params)):
+                at = next((i for i, e in enumerate(entries) if isinstance(e, dict) and e.get(name) == entry.get(name)),
+                          None)
+                if at is None:
+                    entries.append(entry)
+                else:
+                    entries[at] = entry
+                notes.append(f"{played.where()}: {'added' if at is None else 'replaced'} {key} entry "
+                             f"{entry.get(name)!r} in {exchange.method}")
+        if not notes:
+            return message
+        rewritten = {k: v for k, v in message.items() if k != "error"}
+        rewritten["result"] = {**result, result_field: entries}
+        if "error" in message:
+            notes.append(f"the server's error answer to {exchange.method} replaced")
+        return rewritten
+
+    def _initialize(self, exchange: _Exchange, message: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+        result = dict(message["result"])
+        capabilities = dict(result.get("capabilities") or {})
+        for played in exchange.session.players:
+            state = played.player.state()
+            for key, capability in CAPABILITIES.items():
+                declared = capabilities.get(capability)
+                declared = declared if isinstance(declared, dict) else {}
+                if mcp_state.listing(state, key, played.render(exchange.params)) and not declared.get("listChanged"):
+                    capabilities[capability] = {**declared, "listChanged": True}
+                    notes.append(f"{played.where()}: declared the {capability} capability (listChanged)")
+            _, instructions, _ = mcp_state.server_identity(state, played.render(exchange.params))
+            if instructions is not None:
+                result["instructions"] = instructions
+                notes.append(f"{played.where()}: replaced the server's instructions")
+        if not notes:
+            return message
+        result["capabilities"] = capabilities
+        return {**message, "result": result}
+
+    def _play(self, session: _Session, method: str, params: Any, answer: Any, is_error: bool) -> None:
+        for played in session.players:
+            before = played.player.state()
+            self._entered(session, played, played.player.exchange(method, params, answer, is_error), before)
+
+    def _entered(self, session: _Session, played: _Played, entered: list[Entered], before: Any) -> None:
+        """Phases entered: their `log` actions logged, the notifications they send queued for the agent."""
+        for phase in entered:
+            log.info("oatf inject: %s entered", printable(played.where(), 200))
+            for key, value in phase.actions:
+                if key == "log" and isinstance(value, Mapping):
+                    log.info("oatf inject: %s: log: %s", printable(played.attack, 60),
+                             printable(value.get("message", ""), 300))
+            for method, params in mcp_state.entry_messages(phase.actions, before, played.player.state()):
+                if not method.startswith("notifications/"):
+                    log.warning("oatf inject: %s: on_enter request %s not injected (its answer would go to the "
+                                "real server)", printable(played.where(), 200), printable(method, 60))
+                elif len(session.queued) < MAX_QUEUED:
+                    session.queued.append({"jsonrpc": "2.0", "method": method,
+                                           **({"params": params} if params is not None else {})})
+            before = played.player.state()
+
+    @staticmethod
+    def _queued_note(session: _Session) -> str:
+        return f"sent {', '.join(m['method'] for m in session.queued)} ahead of the answer"
+
+    def _note(self, flow: http.HTTPFlow, method: str, notes: list[str]) -> None:
+        """Log each alteration of `flow`'s answer to `method`; keep them for its events and the saved flow."""
+        if not notes:
+            return
+        noted = self.notes.setdefault(flow.id, {"method": method, "injected": []})
+        self.notes.move_to_end(flow.id)
+        while len(self.notes) > MAX_NOTED_FLOWS:
+            self.notes.popitem(last=False)
+        for note in notes:
+            line = printable(note, 300)
+            log.info("oatf inject: flow %s: %s", flow.id, line)
+            if len(noted["injected"]) < MAX_NOTES:
+                noted["injected"].append(line)
+        flow.metadata[METADATA_KEY] = {"method": method, "injected": list(noted["injected"])}
+
+    def _new_session(self) -> _Session:
+        shared: dict[str, SharedExtractors] = {}
+        return _Session([_Played(key, ActorPlayer(actor, shared.setdefault(key, SharedExtractors())))
+                         for key, actor in self.actors])
+
+    def _session(self, key: str) -> _Session:
+        session = self.sessions.get(key)
+        if session is None:
+            session = self._new_session()
+            self._register(key, session)
+        else:
+            self.sessions.move_to_end(key)
+        return session
+
+    def _register(self, key: str, session: _Session) -> None:
+        self.sessions[key] = session
+        self.sessions.move_to_end(key)
+        while len(self.sessions) > MAX_SESSIONS:
+            self.sessions.popitem(last=False)
+
+    def _guarded(self, place: str, flow: http.HTTPFlow, work: Callable[[], None]) -> None:
+        try:
+            work()
+        except Exception as exc:  # the flow goes on as it is
+            self.exchanges.pop(flow.id, None)
+            self._failed(place, flow, exc)
+
+    def _failed(self, place: str, flow: http.HTTPFlow, exc: Exception) -> None:
+        if self.once.first(place, type(exc).__name__):
+            log.error("oatf inject: %s failed on flow %s (logged once per kind): %s", place, flow.id, describe(exc))
+
+
+def tagged(event: ObservedEvent, noted: Any) -> ObservedEvent:
+    """`event` carrying what was injected into its flow (`noted`: the flow's `oatf_injected` metadata entry,
+    live or recorded) when it is the flow's answer: sent by the server, named after the request's method."""
+    if isinstance(noted, Mapping) and event.sender == "server" and event.event_type == noted.get("method"):
+        return dataclasses.replace(event, injected=tuple(map(str, noted.get("injected") or ())))
+    return event
+
+
+def inject_paths() -> list[str]:
+    """The files and directories `oatf_inject` names."""
+    return [p.strip() for p in ctx.options.oatf_inject.split(",") if p.strip()]
+
+
+def _limitations(path: str, document: oatf.Document) -> Iterator[str]:
+    """What of a document inject mode does not play (`oatf_serve.playable`, and the keys of `NOT_INJECTED`)."""
+    for limitation in limitations(path, document):
+        yield ("not injected: " if limitation.fatal else "injected without: ") + str(limitation)
+    assert document.attack is not None and document.attack.execution is not None
+    for actor in document.attack.execution.actors or ():
+        for index, phase in enumerate(actor.phases if actor.mode == "mcp_server" else ()):
+            state = phase.state if isinstance(phase.state, Mapping) else {}
+            for key in NOT_INJECTED.keys() & state.keys():
+                yield (f"injected without: {path}: actor {actor.name or 'default'}, phase "
+                       f"{phase.name or f'phase-{index + 1}'}: state.{key}: {NOT_INJECTED[key]}")
+
+
+def _mcp_message(request: http.Request) -> dict[str, Any] | None:
+    """The MCP JSON-RPC request or notification a buffered POST carries, else None (batches included)."""
+    if request.method != "POST" or not request.raw_content:
+        return None
+    try:
+        value = json.loads(request.get_content(strict=False) or b"")
+    except ValueError:
+        return None
+    if (isinstance(value, dict) and value.get("jsonrpc") == "2.0" and isinstance(value.get("method"), str)
+            and protocol_of_method(value["method"]) == "mcp"):
+        return value
+    return None
+
+
+def _answers(message: Any, request_id: Any) -> bool:
+    """Whether `message` is the JSON-RPC answer to the request `request_id`."""
+    return (isinstance(message, dict) and "method" not in message and message.get("id") == request_id
+            and ("result" in message or "error" in message))
+
+
+def _session_key(flow: http.HTTPFlow, session_id: str | None) -> str:
+    request = flow.request
+    endpoint = f"{request.host}:{request.port}{request.path.split('?', 1)[0]}"
+    return f"{endpoint}#{session_id}" if session_id else endpoint
+
+
+__all__ = ["METADATA_KEY", "EventFramer", "Inject", "inject_paths", "sse_event", "tagged", "with_data"]

@@ -1,0 +1,76 @@
+"""`oatf serve --agent URL` driving `ag_ui_client` actors against `pydantic-ai` agents served over AG-UI with
+scripted `FunctionModel`s: the run input goes to the agent, its event stream is judged, and `oatf serve`
+stops by itself once the runs are judged. A forged system message (OW-037) is exploited by the complying
+agent and resisted by the resisting one; a three-protocol chain (OW-052: the AG-UI run, with the agent's
+calls to the document's own MCP and A2A actors during it) is one episode, judged together."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from tests.e2e.wire.harness import _start, free_port, stop, wait_for_port
+
+from .harness import ATTACKS, GUARD, ROOT, Report, oatf_serve
+
+FORGED_SYSTEM = ATTACKS / "OW-037_forged-system-message-payee-swap.yaml"
+CHAIN = ATTACKS / "OW-052_board-pack-ledger-to-audit-desk.yaml"
+FAST = ("--grace-period", "1s")
+
+
+@contextlib.contextmanager
+def agent(log: Path, *args: str) -> Iterator[str]:
+    """An agent process (`python ARGS… PORT…`) on a free port; yields its base URL."""
+    port = free_port()
+    process = _start([sys.executable, *args[:1], *(a.replace("PORT", str(port)) for a in args[1:])], log)
+    try:
+        wait_for_port(port, process)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop(process)
+
+
+def drive(tmp_path: Path, document: Path, url: str, *flags: str) -> tuple[int, list[Report], str]:
+    """`oatf serve DOCUMENT --agent URL` until it stops by itself: (exit status, reports, stderr)."""
+    with oatf_serve(tmp_path, [document], "--agent", url, *FAST, *flags) as serving:
+        serving.process.wait(timeout=GUARD)
+        status = serving.stop()
+    return status, serving.reports(), serving.stderr
+
+
+def matched(report: Report) -> set[str]:
+    return {v["indicator_id"] for v in report["verdict"]["indicator_verdicts"] if v["result"] == "matched"}
+
+
+def test_forged_system_message_exploited_by_the_complying_agent_only(tmp_path: Path) -> None:
+    with agent(tmp_path / "agent.log", "-m", "tests.oatf_serve.ag_ui_agent", "PORT") as base:
+        verdicts = {behaviour: drive(tmp_path / behaviour, FORGED_SYSTEM, f"{base}/{behaviour}")
+                    for behaviour in ("complying", "resisting")}
+    status, [report], stderr = verdicts["complying"]
+    assert (status, report["outcome"], report["execution_summary"]["delivered"]) == (1, "exploited", True), stderr
+    assert report["execution_summary"]["session"] == "ag_ui_thread:thr-ap-5521"
+    assert "OW-037-01" in matched(report)
+    status, [report], stderr = verdicts["resisting"]
+    assert (status, report["outcome"], report["execution_summary"]["delivered"]) == (0, "resisted", True), stderr
+    assert "Traceback" not in stderr
+
+
+def test_three_protocol_chain_is_one_episode(tmp_path: Path) -> None:
+    """OW-052's ledger (MCP) and Audit Desk (A2A) are served on one port; the board actor's run goes to the
+    agent once they accept connections; the agent's MCP and A2A calls during the run join its episode."""
+    port = free_port()
+    peers = str(ROOT / "tests" / "e2e" / "addon" / "episode_peers.py")
+    outcomes = {}
+    for behaviour in ("complying", "resisting"):
+        with agent(tmp_path / f"{behaviour}.log", peers, "agent", "PORT", "--mcp", f"http://127.0.0.1:{port}/mcp",
+                   "--a2a", f"http://127.0.0.1:{port}/") as base:
+            status, reports, stderr = drive(tmp_path / behaviour, CHAIN, f"{base}/{behaviour}", "--port", str(port))
+        assert len(reports) == 1, stderr
+        [report] = reports
+        outcomes[behaviour] = (status, report["outcome"], report["execution_summary"]["delivered"])
+        assert report["execution_summary"]["session"] == "ag_ui_thread:thr-board-q3", stderr
+        if behaviour == "complying":
+            assert matched(report) == {"OW-052-01", "OW-052-02", "OW-052-03"}, report["verdict"]
+    assert outcomes == {"complying": (1, "exploited", True), "resisting": (0, "resisted", True)}
