@@ -104,6 +104,8 @@ class AttackRun:
                         for a in same}
         """Actors sharing a protocol and role with others, by id: each binds to the peer that delivers its
         payload (`actors.peer_of`)."""
+        self._seen_noted = -1
+        self._seen_cache: dict[TrafficKey, int] = {}
         self._own = _OwnCounts(self.started_at, {id(a): 0 for a in self.actors}, [0] * len(plan.indicators)) \
             if self._rivals or self.count_own else None
         """The run's own counters when it has rival actors or `count_own` (`exact`), else None: they are read from
@@ -169,9 +171,15 @@ class AttackRun:
         return actor.protocol == key[0] and (bit is None or bool(key[3] & bit))
 
     def _seen(self) -> dict[TrafficKey, int]:
-        """The session's events since the run started that some actor of the run sees, by key."""
-        return {key: n for key, n in self.traffic.since(self.baseline).items()
-                if any(self.takes(actor, key) for actor in self._by_protocol.get(key[0], ()))}
+        """The session's events since the run started that some actor of the run sees, by key (worked out
+        once per event the session counts: timers, grace periods and reports read it many times; not to be
+        changed)."""
+        noted = self.traffic.noted
+        if self._seen_noted != noted:
+            self._seen_cache = {key: n for key, n in self.traffic.since(self.baseline).items()
+                                if any(self.takes(actor, key) for actor in self._by_protocol.get(key[0], ()))}
+            self._seen_noted = noted
+        return self._seen_cache
 
     @property
     def messages(self) -> int:
@@ -184,7 +192,7 @@ class AttackRun:
         """Messages of `actor`'s traffic seen so far."""
         if self._own is not None:
             return self._own.actors[id(actor)]
-        return sum(n for key, n in self.traffic.since(self.baseline).items() if self.takes(actor, key))
+        return sum(n for key, n in self._seen().items() if self.takes(actor, key))
 
     def examined(self, tracker: IndicatorTracker) -> int:
         """Messages the indicator's trace filter kept so far (format spec §6.1 steps 1–4; see `traffic`)."""

@@ -42,15 +42,18 @@ TrafficKey = tuple[str, str, str, int]
 class SessionTraffic:
     """The events of one session, counted by `TrafficKey`, and the latest time per (protocol, bindings)."""
 
-    __slots__ = ("counts", "last_at")
+    __slots__ = ("counts", "last_at", "noted")
 
     def __init__(self) -> None:
         self.counts: dict[TrafficKey, int] = {}
         self.last_at: dict[tuple[str, int], float] = {}
+        self.noted = 0
+        """Events counted so far: what a run's counters read from `counts` stay valid while it is unchanged."""
 
     def note(self, event: ObservedEvent, event_type: str, bound: int) -> None:
         """Count `event` (`event_type`: its own or `OTHER`; `bound`: the bindings accepting its endpoint)."""
         key = (event.protocol, event_type, event.direction, bound)
+        self.noted += 1
         counts = self.counts
         counts[key] = counts.get(key, 0) + 1
         latest = (event.protocol, bound)
