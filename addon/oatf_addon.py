@@ -78,6 +78,8 @@ log = logging.getLogger("oatf")
 TICK_SECONDS = 0.25
 RELOAD_POLL_SECONDS = 2.0
 MARK = ":warning:"
+MARK_TURNS = 100
+"""Turns of the event loop a flow's saving waits at most for marks already scheduled (each takes one)."""
 MAX_SUMMARY_ROWS = 1_000
 MAX_BATCH = 256
 """Events sent to the monitor process in one message, at most."""
@@ -123,9 +125,12 @@ class OatfAddon:
         self.saving: dict[str, asyncio.Future[None]] = {}
         """Flows whose saving by `-w` waits until `unevaluated` has none of their events (see the module
         docstring)."""
+        self.marking: Counter[str] = Counter()
+        """Marks of each flow the receiver thread scheduled on the event loop and not yet applied: a flow
+        whose events were all evaluated before its `response` hook may still be waiting for its mark."""
         self.flight_lock = threading.Lock()
-        """Guards `in_evaluation`, `events_in_flight`, `unevaluated` and `saving` (event loop, worker and
-        receiver threads)."""
+        """Guards `in_evaluation`, `events_in_flight`, `unevaluated`, `saving` and `marking` (event loop, worker
+        and receiver threads)."""
         self.closed_sessions: queue.SimpleQueue[tuple[str, float]] = queue.SimpleQueue()
         self.save_wait = 0.0
         """`oatf_save_wait` in seconds."""
@@ -323,9 +328,18 @@ class OatfAddon:
             return None
         with self.flight_lock:
             if not self.unevaluated[flow.id]:
-                return None
+                return self._marked_before_save(flow.id) if self.marking[flow.id] else None
             waiter = self.saving[flow.id] = self.loop.create_future()
         return self._saved_after(flow.id, waiter, wait)
+
+    async def _marked_before_save(self, flow_id: str) -> None:
+        """The flow's events are evaluated, but marks scheduled on the event loop are not applied yet (they
+        were scheduled before this hook ran: each turn of the loop runs them first)."""
+        for _ in range(MARK_TURNS):
+            await asyncio.sleep(0)
+            with self.flight_lock:
+                if not self.marking[flow_id]:
+                    return
 
     async def _saved_after(self, flow_id: str, waiter: asyncio.Future[None], wait: float) -> None:
         try:
@@ -547,6 +561,12 @@ class OatfAddon:
             return
 
         def apply() -> None:
+            with self.flight_lock:
+                left = self.marking[output.flow_id] - 1
+                if left > 0:
+                    self.marking[output.flow_id] = left
+                else:
+                    del self.marking[output.flow_id]
             flow.marked = MARK
             note = f"OATF {printable(output.indicator_id)} matched: {printable(output.evidence, 300)}"
             flow.comment = f"{flow.comment}\n{note}" if flow.comment else note
@@ -556,6 +576,8 @@ class OatfAddon:
                                 "evidence": printable(output.evidence, 300)})
             ctx.master.addons.trigger(_update_hook(flow))
 
+        with self.flight_lock:
+            self.marking[output.flow_id] += 1
         self.loop.call_soon_threadsafe(apply)
 
     # --- library ---------------------------------------------------------------------------------------

@@ -142,3 +142,32 @@ def test_with_w_a_flow_is_saved_once_its_evaluation_has_marked_it(tmp_path: Path
     else:
         assert marked["saved"] == ("", "")
     assert not addon.saving and not addon.unevaluated
+
+
+def test_with_w_a_flow_evaluated_before_its_response_hook_waits_for_the_mark_already_scheduled(
+        tmp_path: Path) -> None:
+    """The monitor can answer before mitmproxy runs the `response` hook (a streamed answer's events go out as
+    they arrive): nothing of the flow is left to evaluate, but its mark, scheduled on the event loop, is not
+    applied yet. The hook still hands mitmproxy an awaitable, which ends once the mark is on the flow."""
+    from oatf_engine.monitor import IndicatorMatched
+
+    addon = OatfAddon()
+    flow = tflow.tflow(resp=True)
+    saved: dict[str, Any] = {}
+
+    async def proxy() -> None:
+        addon.loop = asyncio.get_running_loop()
+        addon.flows[flow.id] = flow
+        addon._mark(IndicatorMatched("TEST-001@s", "TEST-001", "TEST-001-01", flow.id, "matched"))
+        saving = addon.response(flow)
+        assert saving is not None and flow.marked == ""
+        await saving
+        saved["flow"] = (flow.marked, flow.comment)
+
+    with taddons.context(Save(), addon) as context:
+        configured(addon, context, tmp_path)
+        context.configure(addon, save_stream_file=str(tmp_path / "flows.mitm"), oatf_save_wait="2s")
+        asyncio.run(proxy())
+        addon.done()
+    assert saved["flow"] == (oatf_addon.MARK, "OATF TEST-001-01 matched: matched")
+    assert not addon.marking
