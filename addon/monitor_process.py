@@ -12,10 +12,16 @@ Pickled messages, in order, one pipe each way:
     parent → child: ("start", (MonitorOptions, semantic spec, report directory)) first, then
                     ("events", [event, ...]) | ("tick", now) | ("options", MonitorOptions)
                     | ("reports", report directory) | ("attacks", [LoadedAttack, ...]) | ("status", None)
-                    | ("close", (protocol, session key name, value, time)) | ("shutdown", None) | ("ping", None)
+                    | ("close", (protocol, session key name, value, time))
+                    | ("recover", (report directory, [journal segment, ...], origin)) | ("shutdown", None)
+                    | ("ping", None)
     child → parent: ("evaluated", [Output, ...]) after each "events" message, in order (possibly empty)
                     | ("outputs", [Output, ...]) | ("reported", [Reported, ...]) | ("status", [run snapshot, ...])
                     | ("failed", message) | ("done", [Reported, ...]) | ("pong", None)
+
+`recover` concludes, with this process's library and options, the runs that the given journal segments show
+were left open (`oatf_engine.recovery`: a proxy that did not stop cleanly, a monitor process that died or
+stalled), writes their reports at once and answers `reported` with them, then `outputs` with a `Recovered`.
 
 The child runs in a session of its own: a Ctrl-C or a signal to the proxy's process group does not reach it,
 so it lives to conclude its runs when the proxy shuts down. It ends after `shutdown` — whose answer carries
@@ -51,7 +57,9 @@ from pathlib import Path
 from typing import Any
 
 from oatf_engine.events import ObservedEvent
+from oatf_engine.journal import run_key
 from oatf_engine.monitor import LoadedAttack, Monitor, MonitorOptions, Output, RunConcluded
+from oatf_engine.recovery import Recovered, recover_runs
 from oatf_engine.reports import Reported, ReportWriter
 from oatf_engine.semantic import load_semantic_evaluator
 from oatf_engine.text import Once, describe, printable
@@ -65,7 +73,7 @@ HEARTBEAT_SECONDS = 0.5
 COMMIT_SECONDS = 0.2
 """The child makes the reports it wrote durable (`ReportWriter.commit`) at most this often, and at shutdown."""
 
-OutputsHandler = Callable[[list[Output | Reported]], None]
+OutputsHandler = Callable[[list[Output | Reported | Recovered]], None]
 Message = tuple[str, Any]
 
 
@@ -188,6 +196,9 @@ def _handle(monitor: Monitor, reporting: Reporting, kind: str, payload: Any,
     if kind == "status":
         answer(("status", monitor.status()))
         return True
+    if kind == "recover":
+        _recover(monitor, reporting, *payload, answer=answer)
+        return True
     if kind in ("commit", "reports"):
         reported = reporting.commit() if kind == "commit" else reporting.move(payload)
         if reported:
@@ -214,6 +225,24 @@ def _handle(monitor: Monitor, reporting: Reporting, kind: str, payload: Any,
     elif outputs:
         answer(("outputs", outputs))
     return True
+
+
+def _recover(monitor: Monitor, reporting: Reporting, report_dir: str, segments: list[str], origin: str, *,
+             answer: Callable[[Message], None]) -> None:
+    """Conclude and report the runs the journal `segments` show were left open (see the module docstring)."""
+    try:
+        runs = recover_runs(report_dir, monitor.attacks, monitor.options, monitor.semantic,
+                            [Path(segment) for segment in segments])
+    except Exception:  # a journal that cannot be replayed: kept (incomplete) for the next start
+        answer(("failed", traceback.format_exc(limit=8)))
+        answer(("outputs", [Recovered(tuple(segments), origin, 0, False)]))
+        return
+    reporting.conclude(list(runs))
+    reported = reporting.commit()
+    answer(("reported", reported))
+    keys = {run_key(run.report) for run in runs}
+    complete = all(r.path is not None for r in reported if r.key in keys)
+    answer(("outputs", [Recovered(tuple(segments), origin, len(runs), complete)]))
 
 
 class MonitorProcess:
@@ -292,6 +321,10 @@ class MonitorProcess:
     def close_session(self, protocol: str, name: str, value: str, at: float) -> None:
         """The agent closed a session (`Monitor.close_session`)."""
         self._outbox.put(("close", (protocol, name, value, at)))
+
+    def recover(self, report_dir: str, segments: list[str], origin: str) -> None:
+        """Conclude the runs the journal `segments` show were left open by `origin` (see the module docstring)."""
+        self._outbox.put(("recover", (report_dir, segments, origin)))
 
     def status(self, timeout: float) -> list[dict[str, Any]] | None:
         """The child's snapshot of its live runs, or None when it does not answer within `timeout` seconds

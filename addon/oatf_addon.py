@@ -23,6 +23,8 @@ that do one thing, commands for users):
   the flow in the UIs, not in the file;
 - an MCP session the agent closed (a `DELETE` with its `Mcp-Session-Id`, accepted by the server) concludes
   its runs a grace period later (`Monitor.close_session`) rather than at the end of their lifetime;
+- `oatf_listen`: the events of `oatf tap --monitor PATH` (stdio servers, `oatf_engine.feed`) join the same queue,
+  so one monitor judges an agent's stdio and HTTP traffic in one episode;
 - on shutdown every open run is concluded and reported: nothing observed is lost; the summary table is logged,
   and printed to the terminal once the `mitmproxy` console has given it back (the console shows no log
   after it exits).
@@ -57,8 +59,8 @@ from addon.views import MAX_MATCHES, METADATA_KEY, ContentViews
 from oatf_engine.attest_traces import TraceCollector, write_traces
 from oatf_engine.engine_config import SETTINGS, engine_config
 from oatf_engine.events import ObservedEvent
-from oatf_engine.journal import JOURNAL_DIR, Journal
-from oatf_engine.journal import clear as clear_journal
+from oatf_engine.feed import SOCKET_NAME, FeedServer
+from oatf_engine.journal import Journal
 from oatf_engine.monitor import (
     IndicatorMatched,
     Library,
@@ -67,8 +69,8 @@ from oatf_engine.monitor import (
     PhaseChanged,
     load_library,
 )
-from oatf_engine.recovery import pending_journal, recover
-from oatf_engine.reports import Reported, ReportWriter, columns, summary_table
+from oatf_engine.recovery import Recovered
+from oatf_engine.reports import Reported, columns, summary_table
 from oatf_engine.semantic import load_semantic_evaluator
 from oatf_engine.text import Once, describe, printable
 from oatf_engine.wire.mcp import SESSION_HEADER, closed_session
@@ -98,6 +100,9 @@ class OatfAddon:
     """The `oatf_*` options, hooks and `oatf.*` commands."""
 
     def __init__(self) -> None:
+        # Inject mode and the tap are called by this addon's hooks, in that order, rather than registered as
+        # sub-addons: mitmproxy runs a parent's hook before its sub-addons', and the tap must decode what inject
+        # mode rewrote (what the agent received). The content views have no such order: a sub-addon (`addons`).
         self.inject = Inject()
         self.tap = MitmTap(on_event=lambda event: self._enqueue(self.inject.tag(event)))
         self.events: queue.Queue[ObservedEvent | None] = queue.Queue()
@@ -110,6 +115,8 @@ class OatfAddon:
         self.concluded: deque[Reported] = deque(maxlen=MAX_SUMMARY_ROWS)
         """The latest concluded runs, for the summary table (all of their reports are on disk, unless
         `unwritten`); appended by the receiver thread, read through `concluded_reports` only."""
+        self.outcomes: Counter[str] = Counter()
+        """Outcome → runs concluded in the proxy's life, all of them (the summary's last line counts these)."""
         self.unwritten = 0
         """Reports the monitor process could not write: their runs stay in the journal, which shutdown keeps."""
         self.concluded_lock = threading.Lock()
@@ -143,9 +150,11 @@ class OatfAddon:
         self.journal: Journal | None = None
         """The monitor's inputs and the reported runs, for recovery after a crash (`oatf_engine.journal`)."""
         self.semantic_spec = ""
-        self.monitor_lost = False
-        """A monitor process died or stalled: its runs are only in the journal, which shutdown then keeps."""
+        self.unrecovered: set[str] = set()
+        """Journal segments whose runs a recovery has not reported yet (`_recover`): shutdown keeps the journal."""
         self.once = Once()
+        self.feed: FeedServer | None = None
+        """The socket `oatf tap --monitor` feeds (`oatf_listen`), when listening."""
         self.addons = [ContentViews()]
         """Sub-addons: the MCP, A2A and AG-UI content views (`addon.views`)."""
 
@@ -158,6 +167,8 @@ class OatfAddon:
             if not setting.name.startswith("wire_"):  # those are the tap's (`MitmTap.load`)
                 loader.add_option(setting.option, setting.kind, setting.default, setting.help, setting.choices)
         loader.add_option("oatf_watch", bool, True, "Reload attack documents when they change on disk.")
+        loader.add_option("oatf_listen", str, "", "Unix socket where `oatf tap --monitor PATH` sends its stdio "
+                          "servers' events, judged with the proxy's traffic (`auto`: monitor.sock in oatf_report_dir).")
         loader.add_option("oatf_trace_dir", str, "", "Write each observed agent session as an Attest v1 trace "
                           "into this directory when the proxy stops.")
         loader.add_option("oatf_save_wait", str, "0s", "With -w (save_stream_file): how long a flow's response "
@@ -179,6 +190,8 @@ class OatfAddon:
         except Exception as exc:  # the tap's option errors: reported without a traceback (see below)
             log.error("oatf: invalid option: %s", exc)
             return
+        if updated & {"oatf_listen", "oatf_report_dir"}:
+            self._listen()
         if not updated & {"oatf_attacks", "oatf_inject", "oatf_report_dir", *(s.option for s in SETTINGS)}:
             return
         try:
@@ -208,28 +221,54 @@ class OatfAddon:
         if self.journal is None or "oatf_report_dir" in updated:
             self._open_journal()
 
+    def _listen(self) -> None:
+        """Serve the feed at `oatf_listen` (stopping the previous one)."""
+        if self.feed is not None:
+            self.feed.close()
+            self.feed = None
+        path = ctx.options.oatf_listen
+        if path == "auto":
+            path = str(Path(ctx.options.oatf_report_dir) / SOCKET_NAME)
+        if not path:
+            return
+        try:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            self.feed = FeedServer(path, self._enqueue_all, lambda message: log.info("oatf %s", printable(message)))
+        except OSError as exc:
+            log.error("oatf: invalid option: oatf_listen: %s", describe(exc))
+            return
+        log.info("oatf: listening for `oatf tap --monitor %s`", path)
+
+    def _enqueue_all(self, events: list[ObservedEvent]) -> None:
+        for event in events:
+            self._enqueue(event)
+
     def _open_journal(self) -> None:
-        """Journal the monitor's inputs in the report directory (`oatf_engine.journal`); first conclude and report
-        the runs a previous proxy that did not stop cleanly left in it (`oatf_engine.recovery`)."""
+        """Journal the monitor's inputs in the report directory (`oatf_engine.journal`); first have the monitor
+        process conclude and report the runs a previous proxy that did not stop cleanly left in it."""
         directory = ctx.options.oatf_report_dir
         try:
-            if pending_journal(directory):
-                reports = recover(directory, list(self.library.attacks), self.options,
-                                  load_semantic_evaluator(self.semantic_spec))
-                writer = ReportWriter(directory)
-                for report in reports:
-                    writer.write(report)
-                writer.commit()
-                log.warning("oatf: %d run(s) left open by a proxy that did not stop cleanly were concluded from "
-                            "its journal (status `recovered`) into %s", len(reports), directory)
-                clear_journal(Path(directory) / JOURNAL_DIR)
             with self.lock:
                 if self.journal is not None:
                     self.journal.close()
                 self.journal = Journal(directory)
-        except (OSError, ImportError, AttributeError) as exc:
+                self._recover("a proxy that did not stop cleanly")
+        except OSError as exc:
             log.error("oatf: the evaluation journal is unavailable (a crash would lose open runs): %s",
                       describe(exc))
+
+    def _recover(self, origin: str) -> None:
+        """Have the monitor process conclude the runs that every journal segment so far shows were left open by
+        `origin` — status `recovered`, reported once, now (`oatf_engine.recovery`) — while the journal goes on
+        in a new segment; the segments are dropped once their reports are durable (`_recovered`). Called with
+        `lock` held."""
+        if self.journal is None or self.monitor is None:
+            return
+        segments = [str(segment) for segment in self.journal.cut()]
+        if segments:
+            with self.concluded_lock:
+                self.unrecovered.update(segments)
+            self.monitor.recover(str(self.journal.path.parent), segments, origin)
 
     def _start_monitor(self) -> MonitorProcess:
         """A monitor process with the current options, semantic evaluator and library."""
@@ -259,6 +298,8 @@ class OatfAddon:
 
     def done(self) -> None:
         """Shutdown (SIGINT/SIGTERM or end of a replay): conclude and report every open run."""
+        if self.feed is not None:
+            self.feed.close()  # what the taps already sent is queued first; the rest they judge themselves
         self.stopping.set()
         self.events.put_nowait(None)
         if self.worker is not None:
@@ -271,14 +312,14 @@ class OatfAddon:
                     log.error("oatf: %d report(s) could not be written: the journal in %s keeps their runs; the "
                               "next start with a writable report directory (or `oatf recover`) reports them",
                               self.unwritten, self.report_dir)
-                elif stopped and self.journal is not None and not self.monitor_lost:
+                elif stopped and self.journal is not None and not self.unrecovered:
                     self.journal.clear()  # every run is reported: nothing left to recover
         if ctx.options.oatf_trace_dir and self.traces.sessions:
             paths = write_traces(self.traces.traces(), ctx.options.oatf_trace_dir)
             log.info("oatf: %d Attest trace(s) in %s", len(paths), ctx.options.oatf_trace_dir)
-        concluded = self.concluded_reports()
+        concluded, outcomes = self.concluded_reports()
         if concluded:
-            table = summary_table((r.summary for r in concluded), _terminal_width())
+            table = summary_table((r.summary for r in concluded), _terminal_width(), outcomes)
             log.info("oatf verdicts:\n%s", table)
             where = f"oatf reports in {self.report_dir.resolve()}" if self.report_dir is not None else ""
             if where:
@@ -324,7 +365,7 @@ class OatfAddon:
         """With `-w`, while events of `flow` are still being evaluated: an awaitable that ends once they are
         (and their marks are set), or after `oatf_save_wait` seconds (see the module docstring); else None."""
         wait = self.save_wait
-        if not ctx.options.save_stream_file or wait <= 0 or self.loop is None:
+        if wait <= 0 or self.loop is None or not ctx.options.save_stream_file:
             return None
         with self.flight_lock:
             if not self.unevaluated[flow.id]:
@@ -398,19 +439,20 @@ class OatfAddon:
                               describe(exc))
 
     def _replace_if_gone(self, monitor: MonitorProcess) -> None:
-        """A new monitor process for one that ended or stalled: what the old one followed is gone with it."""
+        """A new monitor process for one that ended or stalled; the runs the old one followed are concluded from
+        the journal at once, by the new one (`_recover`)."""
         if monitor.alive and not monitor.stalled:
             return
         if monitor.alive:
             log.error("oatf: the monitor process did not answer for %g s (%d event(s) waiting): ending it",
                       monitor.stall_seconds, self.waiting())
             monitor.kill()
-        # A death is logged by the receiver thread. Its runs are in the journal, kept for the next start.
-        self.monitor_lost = True
-        log.error("oatf: starting a new monitor process; evaluation goes on with new runs (the lost ones are "
-                  "recovered from the journal at the next start, or with `oatf recover`)")
+        # A death is logged by the receiver thread.
+        log.error("oatf: starting a new monitor process; the runs the lost one followed are concluded from the "
+                  "journal (status `recovered`), and evaluation goes on with new runs")
         self._stop_monitor(monitor)
         self.monitor = self._start_monitor()
+        self._recover("a monitor process that was lost")
 
     def _close_sessions(self, monitor: MonitorProcess) -> None:
         """Tell the monitor of the MCP sessions the agent closed (a close not journaled: a run recovered after a
@@ -469,8 +511,7 @@ class OatfAddon:
         and end it; whether it concluded them all."""
         concluded = False
         if not monitor.alive:
-            log.error("oatf: the monitor process had ended: the runs it followed are not reported (the journal "
-                      "keeps them for `oatf recover`)")
+            log.error("oatf: the monitor process had ended: the runs it followed are left to the journal")
             monitor.shutdown(timeout=1.0)
         elif not monitor.shutdown(SHUTDOWN_SECONDS):
             log.error("oatf: the monitor did not conclude its runs (it stalled, or took over %d s); some reports "
@@ -513,7 +554,7 @@ class OatfAddon:
         if self.monitor is not None and not self.monitor.alive:
             self._forget_in_flight()  # no answer will come for them
 
-    def _handle(self, outputs: Sequence[Output | Reported]) -> None:
+    def _handle(self, outputs: Sequence[Output | Reported | Recovered]) -> None:
         for output in outputs:
             # Everything shown comes from the traffic or an attack file: printable, bounded.
             if isinstance(output, PhaseChanged):
@@ -526,12 +567,15 @@ class OatfAddon:
                 self._mark(output)
             elif isinstance(output, Reported):
                 self._reported(output)
+            elif isinstance(output, Recovered):
+                self._recovered(output)
 
     def _reported(self, output: Reported) -> None:
         """A run the monitor process concluded and reported: its report is written and durable, or could not
         be written (its run stays in the journal; each kind of failure is logged once)."""
         with self.concluded_lock:
             self.concluded.append(output)
+            self.outcomes[output.summary.outcome] += 1
         if output.path is None:
             self.unwritten += 1
             if self.once.first("report", (output.error or "").partition(":")[0]):
@@ -542,6 +586,21 @@ class OatfAddon:
         log.log(logging.WARNING if output.summary.outcome in ATTENTION else logging.INFO, "oatf %s: %s (%s) -> %s",
                 printable(output.run), output.summary.outcome, printable(output.summary.status), output.path or "-")
 
+    def _recovered(self, output: Recovered) -> None:
+        """The monitor process concluded the runs of a recovery (`_recover`): the segments are dropped once every
+        report is durable; else they stay, and shutdown keeps the journal for the next start."""
+        if not output.complete:
+            log.error("oatf: %d run(s) left open by %s were concluded from the journal, not all reported: the "
+                      "journal keeps them for the next start (or `oatf recover`)", output.runs, output.origin)
+            return
+        if self.journal is not None:
+            self.journal.drop([Path(segment) for segment in output.segments])
+        with self.concluded_lock:
+            self.unrecovered.difference_update(output.segments)
+        if output.runs:
+            log.warning("oatf: %d run(s) left open by %s were concluded from its journal (status `recovered`) "
+                        "into %s", output.runs, output.origin, self.report_dir)
+
     def _journal(self, write: Callable[[Any], None], value: Any) -> None:
         """One journal record; a full or read-only disk is logged once per kind and evaluation goes on."""
         try:
@@ -550,10 +609,11 @@ class OatfAddon:
             if self.once.first("journal", type(exc).__name__):
                 log.error("oatf: journal write failed (each kind of failure is logged once): %s", describe(exc))
 
-    def concluded_reports(self) -> list[Reported]:
-        """A snapshot of the latest concluded runs (the receiver thread appends meanwhile)."""
+    def concluded_reports(self) -> tuple[list[Reported], Counter[str]]:
+        """A snapshot of the latest concluded runs and of the outcomes of all (the receiver thread appends
+        meanwhile)."""
         with self.concluded_lock:
-            return list(self.concluded)
+            return list(self.concluded), Counter(self.outcomes)
 
     def _mark(self, output: IndicatorMatched) -> None:
         flow = self.flows.get(output.flow_id)
@@ -651,15 +711,17 @@ class OatfAddon:
         """What was not inspected or not evaluated as sent, if anything: the decoder's diagnostics by code (an
         `oversize_batch` drops batch members), events the monitor could not be sent, trace sessions evicted."""
         counts = {**self.tap.diagnostics, "unsent_events": self.monitor.unsent if self.monitor is not None else 0,
-                  "evicted_trace_sessions": self.traces.evicted}
+                  "evicted_trace_sessions": self.traces.evicted,
+                  "rejected_feeds": self.feed.rejected if self.feed is not None else 0}
         shown = ", ".join(f"{code} {count}" for code, count in sorted(counts.items()) if count)
         return [f"diagnostics: {shown}"] if shown else []
 
     @command.command("oatf.verdicts")
     def verdicts(self) -> Sequence[str]:
         """The verdicts of the runs concluded so far, most severe first, with the count of each outcome."""
-        concluded = self.concluded_reports()
-        table = summary_table(r.summary for r in concluded) if concluded else "no run has concluded yet"
+        concluded, outcomes = self.concluded_reports()
+        table = (summary_table((r.summary for r in concluded), counts=outcomes) if concluded
+                 else "no run has concluded yet")
         return _shown("oatf.verdicts", table.splitlines())
 
 

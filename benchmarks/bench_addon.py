@@ -84,7 +84,7 @@ def bench(calls: int, rounds: int) -> tuple[dict[str, list[float]], dict[str, li
     of each configuration; what the library proxy reported at shutdown."""
     from contextlib import ExitStack
 
-    from tests.e2e.wire.harness import mitmdump, peers
+    from testing.processes import mitmdump, peers
 
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)

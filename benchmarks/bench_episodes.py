@@ -3,7 +3,7 @@
 
     .venv/bin/python benchmarks/bench_episodes.py [--sessions 1000] [--attack OW-001] [--max-runs N]
 
-Traffic: the recorded complying and resisting sessions of `--attack` (`tests/attacks/sessions.py`, the
+Traffic: the recorded complying and resisting sessions of `--attack` (`testing/sessions.py`, the
 events the decoders emit), copied `--sessions` times (alternating complying and resisting), each copy with its
 own MCP session id, client port, flow ids and a start offset so that every episode is open at once (copies
 interleaved in time). Every event goes through `SessionResolver.place` and `Monitor.observe` (as live and
@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from oatf_engine.events import ObservedEvent  # noqa: E402
 from oatf_engine.monitor import Monitor, MonitorOptions, RunConcluded, load_library  # noqa: E402
 from oatf_engine.monitor.library import LoadedAttack  # noqa: E402
-from tests.attacks import sessions  # noqa: E402
+from testing import sessions  # noqa: E402
 
 
 def rss() -> int:

@@ -10,7 +10,7 @@ over a long stream of traffic.
    `--per-attack` runs of every library attack (median and largest), and per idle session with the whole
    library loaded (every attack of the session's protocol opens a run).
 2. Memory over traffic (target: flat): `--messages` messages from the library's recorded sessions
-   (`tests/attacks/sessions.py`: the complying and resisting agent of every attack, as the decoders emit
+   (`testing/sessions.py`: the complying and resisting agent of every attack, as the decoders emit
    them) fed in a loop to one monitor with the whole library, spread over a bounded number (`--sessions`) of
    session ids and client addresses, one message every `--interval` seconds of event time, runs concluded
    `--max-run-lifetime` seconds after they start (and opened again by the slot's next message), so runs are
@@ -42,7 +42,7 @@ import oatf  # noqa: E402
 from oatf_engine.events import Endpoint, ObservedEvent  # noqa: E402
 from oatf_engine.monitor import Monitor, MonitorOptions, RunConcluded, load_library  # noqa: E402
 from oatf_engine.monitor.library import LoadedAttack  # noqa: E402
-from tests.attacks import sessions  # noqa: E402
+from testing import sessions  # noqa: E402
 
 KEYS = {"mcp": "mcp_session", "a2a": "a2a_context", "ag_ui": "ag_ui_thread"}
 OPENING = {  # a benign first message of each protocol, from the agent

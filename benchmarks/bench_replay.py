@@ -4,7 +4,7 @@
         [--stagger 1.0] [--workers N] [--profile 0]
 
 Two recordings, each written to one mitmproxy flow file:
-- `library`: every attack's recorded sessions (`tests/attacks/sessions.py`: each document's complying and
+- `library`: every attack's recorded sessions (`testing/sessions.py`: each document's complying and
   resisting agent, the traffic the library's own replay tests use) played `--repeats` times, each copy with
   its own session ids (Mcp-Session-Id, contextId, taskId, threadId, runId), client address and flow ids, the
   sessions starting `--stagger` seconds of recorded time apart (so they overlap and runs conclude as the
@@ -54,7 +54,7 @@ from oatf_engine.events import ObservedEvent  # noqa: E402
 from oatf_engine.monitor import load_library  # noqa: E402
 from oatf_engine.replay import available_cpus, collector_paused, evaluate_events  # noqa: E402
 from oatf_engine.wire import WireDecoder  # noqa: E402
-from tests.attacks import sessions  # noqa: E402
+from testing import sessions  # noqa: E402
 
 ATTACKS = str(ROOT / "attacks")
 

@@ -33,9 +33,9 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.e2e.addon.harness import HERE, OatfProxy  # noqa: E402
-from tests.e2e.wire.clients import http_client  # noqa: E402
-from tests.e2e.wire.harness import mitmdump, peers  # noqa: E402
+from testing.clients import http_client  # noqa: E402
+from testing.oatf_proxy import COMMAND_SCRIPT, OatfProxy  # noqa: E402
+from testing.processes import mitmdump, peers  # noqa: E402
 
 ATTACKS = ROOT / "attacks"
 ADDON = ROOT / "addon" / "oatf_addon.py"
@@ -86,7 +86,7 @@ def status(proxy: OatfProxy) -> tuple[int, int, int]:
 def measure(workdir: Path, name: str, attacks: str, url: str, sessions: int,
             concurrency: int) -> dict[str, float]:
     report_dir = workdir / f"{name}-reports"
-    extra = ("--set", "termlog_verbosity=warn", "-s", str(ADDON), "-s", str(HERE / "command_script.py"),
+    extra = ("--set", "termlog_verbosity=warn", "-s", str(ADDON), "-s", str(COMMAND_SCRIPT),
              "--set", f"oatf_attacks={attacks}", "--set", f"oatf_report_dir={report_dir}",
              "--set", "oatf_grace_period=1h", "--set", "oatf_watch=false", "--set", "oatf_max_runs=1000000")
     with mitmdump(workdir, tap=False, name=name, extra=extra) as running:

@@ -79,7 +79,7 @@ async def _calls(url: str, proxy: str | None, calls: int) -> list[float]:
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
-    from tests.e2e.wire.clients import http_client
+    from testing.clients import http_client
 
     latencies = []
     async with http_client(proxy) as client, streamable_http_client(url, http_client=client) as (read, write, _), \
@@ -103,7 +103,7 @@ addons = [StreamOnly()]
 
 async def _sse_rate(url: str, proxy: str | None) -> float:
     """Events per second a client receives from one long AG-UI stream."""
-    from tests.e2e.wire.clients import http_client, run_agent_input
+    from testing.clients import http_client, run_agent_input
 
     count = 0
     start = time.perf_counter()
@@ -115,7 +115,7 @@ async def _sse_rate(url: str, proxy: str | None) -> float:
 
 def bench_proxies(calls: int, rounds: int, sse_events: int) -> tuple[dict[str, list[float]], dict[str, float]]:
     """Per-call tools/call latencies and SSE events/s, direct and through each mitmdump, alternating rounds."""
-    from tests.e2e.wire.harness import mitmdump, peers
+    from testing.processes import mitmdump, peers
 
     quiet = ("--set", "termlog_verbosity=warn")
     with tempfile.TemporaryDirectory() as tmp:

@@ -10,6 +10,7 @@
 - `oatf export-trace --flows FILE… --out DIR`: each recorded agent session as an Attest v1 trace.
 - `oatf tap [--attacks PATH…] [--report-dir DIR] [--record FILE] -- COMMAND…`: run an MCP stdio server,
   relaying and evaluating its traffic (`oatf_cli.tap`); exits as the server did.
+- `oatf monitor [--listen PATH] [--attacks PATH…]`: one judge for several taps (`oatf_cli.judge`).
 - `oatf serve DOC… [--host H] [--port N] [--report-dir DIR] [--agent URL] [--stdio]`: play the documents' attackers
   against an agent and judge what was served (`oatf_serve`).
 """
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import oatf
-from oatf_engine.engine_config import SETTINGS
+from oatf_engine.engine_config import SETTINGS, EngineConfig
 
 from . import diagnostics
 from .diagnostics import Finding, error_findings, parse_findings, validation_findings
@@ -128,11 +129,27 @@ def _positive(text: str) -> int:
     return value
 
 
+def _engine_config(args: argparse.Namespace, program: str) -> EngineConfig | None:
+    """The engine settings of `args` (every `SETTINGS` flag, as the addon's `oatf_*` options); None, said on
+    stderr as `oatf PROGRAM: …`, when one is invalid."""
+    from oatf_engine.engine_config import engine_config
+
+    try:
+        return engine_config({s.name: getattr(args, s.name) for s in SETTINGS})
+    except ValueError as exc:
+        print(f"oatf {program}: {exc}", file=sys.stderr)
+        return None
+
+
+def _paths(values: list[str] | None) -> list[str]:
+    """Paths given as repeated arguments, each possibly a comma-separated list."""
+    return [p for arg in values or [] for p in arg.split(",") if p]
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """Replay recordings through the decoders and monitor; print the verdict table (or another format); write
     reports and CI files; exit as `EVALUATE_EXIT_STATUSES` says."""
     from addon.recordings import ReplayError, replay
-    from oatf_engine.engine_config import engine_config
     from oatf_engine.replay import available_cpus
     from oatf_engine.reports import (
         DEFAULT_FAIL_ON,
@@ -144,12 +161,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         undelivered_attacks,
     )
 
-    try:
-        config = engine_config({s.name: getattr(args, s.name) for s in SETTINGS})
-    except ValueError as exc:
-        print(f"oatf evaluate: {exc}", file=sys.stderr)
+    config = _engine_config(args, "evaluate")
+    if config is None:
         return EXIT_UNREADABLE
-    attack_paths = [p for arg in args.attacks for p in arg.split(",") if p]
+    attack_paths = _paths(args.attacks)
     show_progress = args.progress if args.progress is not None else sys.stderr.isatty()
     try:
         result = replay(attack_paths, args.flows, config, args.jobs or available_cpus(),
@@ -263,37 +278,40 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
                                 help=f"{setting.help} (default: {setting.default or 'none'})")
 
 
+def add_live_arguments(parser: argparse.ArgumentParser) -> None:
+    """A live front door's attacks, report directory and engine settings (`tap`, `monitor`)."""
+    parser.add_argument("--attacks", action="append", metavar="PATH",
+                        help="attack documents: files or directories (repeat or comma-separate)")
+    parser.add_argument("--report-dir", default="oatf-reports",
+                        help="write one JSON report per run and verdicts.jsonl here (default: oatf-reports)")
+    add_settings(parser)
+
+
 def cmd_recover(args: argparse.Namespace) -> int:
     """Conclude and report the runs a proxy that did not stop cleanly left open in its report directory."""
-    from oatf_engine.engine_config import engine_config
-    from oatf_engine.journal import JOURNAL_DIR
-    from oatf_engine.journal import clear as clear_journal
     from oatf_engine.monitor import load_library
-    from oatf_engine.recovery import pending_journal, recover
-    from oatf_engine.reports import ReportWriter, exit_status, summary_table
+    from oatf_engine.recovery import conclude_pending, pending_journal
+    from oatf_engine.reports import exit_status, summary_table
     from oatf_engine.semantic import load_semantic_evaluator
 
     if not pending_journal(args.report_dir):
         print(f"oatf recover: no journal in {args.report_dir}: nothing to recover", file=sys.stderr)
         return EXIT_OK
+    config = _engine_config(args, "recover")
+    if config is None:
+        return EXIT_UNREADABLE
     try:
-        config = engine_config({s.name: getattr(args, s.name) for s in SETTINGS})
         semantic = load_semantic_evaluator(config.semantic_evaluator)
-    except (ValueError, ImportError, AttributeError) as exc:
+    except (ImportError, AttributeError) as exc:
         print(f"oatf recover: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
-    library = load_library([p for arg in args.attacks for p in arg.split(",") if p], config.lenient)
+    library = load_library(_paths(args.attacks), config.lenient)
     for problem in library.problems:
         print(f"not loaded: {problem}", file=sys.stderr)
     if library.problems:
         print("oatf recover: the journal is kept; fix the documents and run again", file=sys.stderr)
         return EXIT_UNREADABLE
-    reports = recover(args.report_dir, list(library.attacks), config.monitor, semantic)
-    writer = ReportWriter(args.report_dir)
-    for report in reports:
-        writer.write(report)
-    writer.commit()
-    clear_journal(Path(args.report_dir) / JOURNAL_DIR)
+    reports = conclude_pending(args.report_dir, list(library.attacks), config.monitor, semantic)
     print(summary_table(reports) if reports else "every run had been reported: nothing left open")
     print(f"{len(reports)} run(s) recovered into {args.report_dir}", file=sys.stderr)
     return exit_status(reports)
@@ -302,29 +320,37 @@ def cmd_recover(args: argparse.Namespace) -> int:
 def cmd_tap(args: argparse.Namespace) -> int:
     """Relay an MCP stdio server's traffic (`oatf_cli.tap`), evaluating it; exit as the server did."""
     from oatf_cli.tap import TapOptions, exit_like, run_tap
-    from oatf_engine.engine_config import engine_config
 
-    try:
-        config = engine_config({s.name: getattr(args, s.name) for s in SETTINGS})
-    except ValueError as exc:
-        print(f"oatf tap: {exc}", file=sys.stderr)
+    config = _engine_config(args, "tap")
+    if config is None:
         return EXIT_UNREADABLE
-    attack_paths = [p for arg in args.attacks or [] for p in arg.split(",") if p]
-    options = TapOptions(args.command, attack_paths, args.report_dir, config, args.record, args.verbose)
+    attack_paths = _paths(args.attacks)
+    options = TapOptions(args.command, attack_paths, args.report_dir, config, args.record, args.verbose,
+                         args.agent, args.monitor)
     return exit_like(run_tap(options))
+
+
+def cmd_monitor(args: argparse.Namespace) -> int:
+    """The shared monitor that `oatf tap --monitor PATH` feeds (`oatf_cli.judge.serve_monitor`)."""
+    from oatf_cli.judge import serve_monitor
+    from oatf_engine.feed import SOCKET_NAME
+
+    config = _engine_config(args, "monitor")
+    if config is None:
+        return EXIT_UNREADABLE
+    attack_paths = _paths(args.attacks)
+    listen = args.listen or str(Path(args.report_dir) / SOCKET_NAME)
+    return serve_monitor(listen, attack_paths, args.report_dir, config, args.verbose)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Play the documents' attackers and judge what was served (`oatf_serve.serve`)."""
-    from oatf_engine.engine_config import engine_config
     from oatf_serve.serve import ServeOptions, run_serve
 
-    try:
-        config = engine_config({s.name: getattr(args, s.name) for s in SETTINGS})
-    except ValueError as exc:
-        print(f"oatf serve: {exc}", file=sys.stderr)
+    config = _engine_config(args, "serve")
+    if config is None:
         return EXIT_UNREADABLE
-    documents = [p for arg in args.documents for p in arg.split(",") if p]
+    documents = _paths(args.documents)
     return run_serve(ServeOptions(documents, config, args.host, args.port, args.report_dir, args.verbose, args.agent,
                                   args.stdio))
 
@@ -396,16 +422,24 @@ def build_parser() -> argparse.ArgumentParser:
     tap = sub.add_parser("tap", help="run an MCP stdio server (COMMAND) relaying the agent's traffic to it and "
                          "evaluating that traffic; exits with the server's status",
                          usage="oatf tap [--attacks PATH] [options] -- COMMAND [ARGS...]")
-    tap.add_argument("--attacks", action="append", metavar="PATH",
-                     help="attack documents: files or directories (repeat or comma-separate)")
-    tap.add_argument("--report-dir", default="oatf-reports",
-                     help="write one JSON report per run and verdicts.jsonl here (default: oatf-reports)")
-    add_settings(tap)
+    add_live_arguments(tap)
     tap.add_argument("--record", metavar="FILE",
                      help="write the observed messages here as NDJSON (replayable by oatf evaluate --flows)")
+    tap.add_argument("--agent", default="127.0.0.1", metavar="NAME",
+                     help="the agent the server serves, whose other traffic its exchanges join in episodes: a name "
+                          "of oatf_agents, or a host (default: the local host, 127.0.0.1)")
+    tap.add_argument("--monitor", metavar="PATH",
+                     help="send the events to the shared monitor listening at PATH (the proxy's oatf_listen, or "
+                          "oatf monitor --listen) instead of judging alone; judges alone when it cannot")
     tap.add_argument("-v", "--verbose", action="store_true", help="diagnostics and reports written, on stderr")
     tap.add_argument("command", nargs="+", metavar="COMMAND", help="the server's command line, after --")
     tap.set_defaults(func=cmd_tap)
+    monitor = sub.add_parser("monitor", help="one judge for several taps (oatf tap --monitor PATH): judge the "
+                             "events they send to a Unix socket, until SIGINT/SIGTERM")
+    monitor.add_argument("--listen", metavar="PATH", help="the socket (default: monitor.sock in --report-dir)")
+    add_live_arguments(monitor)
+    monitor.add_argument("-v", "--verbose", action="store_true", help="connections and reports written, on stderr")
+    monitor.set_defaults(func=cmd_monitor)
     serve = sub.add_parser("serve", help="play the documents' attackers (mcp_server and a2a_server actors, and "
                            "ag_ui_client actors with --agent) against an agent and judge what was served; one port "
                            "per document; stop with Ctrl-C (or, when every document drives the agent, when done)")

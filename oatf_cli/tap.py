@@ -5,17 +5,24 @@ The tap starts COMMAND as its child and stands between the agent and it:
   each chunk written on as soon as it is read (two relay threads doing only `os.read`/`os.write`); the
   child's stderr is ours. The tap writes nothing else to stdout (it is the protocol).
 - **Evaluation.** Each relayed chunk is queued, with the time it was read, for an evaluation thread: NDJSON
-  framing and MCP decoding (`oatf_engine.wire.ndjson`, the HTTP transports' JSON-RPC logic), the `Monitor` built
-  from the engine settings (`oatf_engine.engine_config`), reports by `ReportWriter`, and `--record`'s capture. The
-  relay never waits for it. The clock ticks every `TICK_SECONDS` while the traffic is quiet, so grace
-  periods end live.
+  framing and MCP decoding (`oatf_engine.wire.ndjson`, the HTTP transports' JSON-RPC logic; the events' client
+  is `<agent>:<pid>`, `--agent`), and `--record`'s capture. The events are then judged alone (`Judge`: the
+  `Monitor` built from the engine settings, reports, a journal for `oatf recover`), or, with `--monitor PATH`,
+  sent to a shared monitor (`oatf_engine.feed`: the addon's `oatf_listen`, or `oatf monitor --listen`) that
+  judges the agent's other traffic too. A tap that cannot reach the shared monitor, or loses it, says so and
+  judges alone, the events the monitor had not acknowledged included. The clock ticks every `TICK_SECONDS`
+  while the traffic is quiet, so grace periods end live.
+- **Never blocked.** The relay never waits for the evaluation: the queue holds at most `MAX_QUEUED_BYTES`;
+  a chunk beyond it is relayed but not evaluated, counted and said on stderr (with the total at the end), and
+  its direction's framing resumes at its next line.
 - **Lifetime.** SIGINT, SIGTERM and SIGHUP are forwarded to the child (which runs in a process group of its
   own, so a terminal's Ctrl-C reaches it once); on Linux the child also gets SIGTERM if the tap itself is
   killed (`PR_SET_PDEATHSIG`), so it is never orphaned. When the child ends (the agent closed stdin, a
   signal, a crash), the rest of its stdout is relayed, every open run is concluded (status `interrupted`)
   and reported, and the tap exits with the child's status (dying of the child's signal when it died of one).
 - Diagnostics (undecodable traffic, the reports written) go to stderr only with `verbose`; errors of the
-  tap itself (an attack not loaded, a report not written) always do, each kind once.
+  tap itself (an attack not loaded, a report not written, the shared monitor lost, evaluation behind) always
+  do, each kind once.
 """
 
 from __future__ import annotations
@@ -32,28 +39,32 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO
 
+from oatf_cli.judge import TICK_SECONDS, Judge, Say
 from oatf_engine.engine_config import EngineConfig
-from oatf_engine.events import Side
-from oatf_engine.monitor import Monitor, RunConcluded, load_library
-from oatf_engine.reports import ReportWriter
+from oatf_engine.events import ObservedEvent, Side
+from oatf_engine.feed import FeedClient, FrameError
+from oatf_engine.monitor import load_library
 from oatf_engine.semantic import load_semantic_evaluator
 from oatf_engine.wire import Diagnostic, WireDecoder
 from oatf_engine.wire.ndjson import StdioSession, endpoint_of, record_header, record_line
 
 CHUNK = 1 << 16
-TICK_SECONDS = 1.0
-"""How often the evaluation thread advances the clock while no traffic comes."""
+MAX_QUEUED_BYTES = 64 << 20
+"""Relayed bytes waiting for evaluation, at most (see the module docstring)."""
 DRAIN_SECONDS = 5.0
 """How long, after the child exited, the tap waits for the end of its stdout (a process the child started may
 still hold it open)."""
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 EXIT_USAGE, EXIT_NOT_FOUND, EXIT_NOT_EXECUTABLE = 2, 127, 126
+LOCAL_AGENT = "127.0.0.1"
 _PR_SET_PDEATHSIG = 1
+GAP = b""
+"""Queued in place of the chunks left out: the direction's framing resumes at its next line."""
 
 Chunk = tuple[Side, bytes | None, float]
-"""Bytes one side sent (None: its stream ended), and when they were read."""
+"""Bytes one side sent (None: its stream ended; `GAP`: bytes were left out), and when they were read."""
 
 
 @dataclass(frozen=True)
@@ -66,41 +77,54 @@ class TapOptions:
     config: EngineConfig
     record: str | None = None
     verbose: bool = False
-
-
-class _Once:
-    """Writes each kind of message to stderr once."""
-
-    def __init__(self, stderr: IO[str]) -> None:
-        self.stderr = stderr
-        self.seen: set[str] = set()
-
-    def say(self, kind: str, message: str) -> None:
-        if kind not in self.seen:
-            self.seen.add(kind)
-            print(f"oatf tap: {message}", file=self.stderr, flush=True)
+    agent: str = LOCAL_AGENT
+    """The agent the server serves (`--agent`): an `oatf_agents` name, or a host."""
+    monitor: str | None = None
+    """A shared monitor's socket (`--monitor`), or None: judge alone."""
 
 
 class Evaluator:
-    """The evaluation thread's work: chunks in (`put`), reports and the capture out."""
+    """The evaluation thread's work: chunks in (`put`), events to the judge or the shared monitor, the capture
+    out."""
 
-    def __init__(self, session: StdioSession, monitor: Monitor, writer: ReportWriter, record: IO[str] | None,
-                 errors: _Once, verbose: bool) -> None:
+    def __init__(self, session: StdioSession, make_judge: Callable[[], Judge], judge: Judge | None,
+                 record: IO[str] | None, say: Say, monitor_path: str | None) -> None:
         self.session = session
-        self.monitor = monitor
-        self.writer = writer
+        self.make_judge = make_judge
+        self.judge = judge
+        """Judging alone (from the start, or since the shared monitor was lost); else None."""
+        self.feed: FeedClient | None = None
+        """The shared monitor's feed, while it serves."""
+        self.monitor_path = monitor_path
         self.server_exited = False
         """The server exited by itself (the agent closed the session): its runs end as a recording's do
         (`Monitor.end_of_traffic`), not cut short; after a signal they are concluded `interrupted` at once."""
         self.record = record
-        self.errors = errors
-        self.verbose = verbose
-        self.reported = 0
+        self.say = say
         self.queue: queue.SimpleQueue[Chunk | None] = queue.SimpleQueue()
+        self.queued = 0
+        """Bytes queued and not yet evaluated."""
+        self.dropped_bytes = 0
+        self.dropped_chunks = 0
+        self._said_dropped = 0
+        self._gaps: set[Side] = set()
+        self._lock = threading.Lock()
 
     def put(self, sender: Side, data: bytes | None) -> None:
-        """Queue what a relay thread just copied (never blocks)."""
-        self.queue.put((sender, data, time.time()))
+        """Queue what a relay thread just copied, or leave it out (counted) beyond `MAX_QUEUED_BYTES`: never
+        blocks."""
+        now = time.time()
+        with self._lock:
+            if data is not None and self.queued + len(data) > MAX_QUEUED_BYTES:
+                self.dropped_bytes += len(data)
+                self.dropped_chunks += 1
+                self._gaps.add(sender)
+                return
+            if sender in self._gaps:
+                self._gaps.discard(sender)
+                self.queue.put((sender, GAP, now))
+            self.queued += len(data or b"")
+            self.queue.put((sender, data, now))
 
     def run(self) -> None:
         """Evaluate queued chunks until `None` is queued, then conclude and report every open run."""
@@ -108,54 +132,76 @@ class Evaluator:
             try:
                 item = self.queue.get(timeout=TICK_SECONDS)
             except queue.Empty:
-                self._guarded("tick", lambda: self._report(self.monitor.tick(time.time())))
+                self.say.guard("tick", self._tick)
                 continue
             if item is None:
                 break
-            self._guarded("evaluation", functools.partial(self._chunk, *item))
-        self._guarded("shutdown", lambda: self._report(
-            self.monitor.end_of_traffic(self.monitor.now) if self.server_exited else self.monitor.shutdown()))
+            with self._lock:
+                self.queued -= len(item[1] or b"")
+            self.say.guard("evaluation", functools.partial(self._chunk, *item))
+            self._say_dropped()
+        self._say_dropped()
+        self.say.guard("shutdown", self._finish)
         self.session.close()
+
+    def _tick(self) -> None:
+        if self.judge is not None:  # a shared monitor keeps its own clock
+            self.judge.tick(time.time())
 
     def _chunk(self, sender: Side, data: bytes | None, timestamp: float) -> None:
         if data is None:
             last = self.session.end(sender)
             lines = [last] if last is not None else []
+        elif data is GAP:
+            self.session.gap(sender)
+            return
         else:
             lines = self.session.lines(sender, data)
-        outputs = []
+        events: list[ObservedEvent] = []
         for line in lines:
             if self.record is not None:
-                self._guarded("record", functools.partial(self._record, sender, line, timestamp))
-            for event in self.session.message(sender, line, timestamp):
-                outputs.extend(self.monitor.observe(event))
-        self._report(outputs)
+                self.say.guard("record", functools.partial(self._record, sender, line, timestamp))
+            events.extend(self.session.message(sender, line, timestamp))
+        self._hand(events)
+
+    def _hand(self, events: list[ObservedEvent]) -> None:
+        if self.feed is not None:
+            try:
+                self.feed.send(events)
+                return
+            except (OSError, FrameError) as exc:
+                self.alone(f"the shared monitor at {self.monitor_path} failed ({exc})", self.feed.close())
+                return
+        assert self.judge is not None
+        self.judge.observe(events)
+
+    def alone(self, why: str, unacked: list[ObservedEvent]) -> None:
+        """Judge alone from now on, beginning with what the shared monitor did not acknowledge."""
+        self.feed = None
+        self.judge = self.make_judge()
+        self.say.always(f"{why}: judging alone from now on ({len(unacked)} event(s) it had not acknowledged "
+                        f"included), reports in {self.judge.report_dir}")
+        self.judge.observe(unacked)
+
+    def _finish(self) -> None:
+        if self.feed is not None:
+            unacked = self.feed.close()
+            if unacked:
+                self.alone(f"the shared monitor at {self.monitor_path} did not acknowledge every event", unacked)
+        if self.judge is not None:
+            self.judge.finish(self.server_exited)
+
+    def _say_dropped(self) -> None:
+        if self.dropped_chunks != self._said_dropped:
+            self._said_dropped = self.dropped_chunks
+            self.say.always(f"evaluation is behind the traffic: {self.dropped_bytes} byte(s) in "
+                            f"{self.dropped_chunks} chunk(s) relayed but not evaluated so far (over "
+                            f"{MAX_QUEUED_BYTES} bytes waiting); verdicts may miss what they held")
 
     def _record(self, sender: Side, line: bytes, timestamp: float) -> None:
         assert self.record is not None
         self.record.write(record_line(sender, line, timestamp))
         self.record.flush()
-
-    def _report(self, outputs: list[Any]) -> None:
-        concluded = [output.report for output in outputs if isinstance(output, RunConcluded)]
-        for report in concluded:
-            self._guarded("report", functools.partial(self._write, report))
-        if concluded:
-            self._guarded("report", self.writer.commit)  # one round of fsyncs per batch of reports
-
-    def _write(self, report: dict[str, Any]) -> None:
-        path = self.writer.write(report)
-        self.reported += 1
-        if self.verbose:
-            print(f"oatf tap: {report['attack']['id']}: {report['outcome']} ({path})", file=self.errors.stderr,
-                  flush=True)
-
-    def _guarded(self, kind: str, work: Callable[[], None]) -> None:
-        """Run `work`; a failure is reported once per kind and the evaluation goes on."""
-        try:
-            work()
-        except Exception as exc:  # the relay must outlive any failure of the evaluation
-            self.errors.say(kind, f"{kind} failed (reported once): {type(exc).__name__}: {exc}")
 
 
 def _die_with_parent() -> None:
@@ -193,40 +239,49 @@ def _relay(source: int, target: int | None, sender: Side, evaluator: Evaluator,
 def run_tap(options: TapOptions, stdin: int = 0, stdout: int = 1, stderr: IO[str] = sys.stderr) -> int:
     """Run the tap (see the module docstring); the child's exit status (negative: the signal that ended it),
     or `EXIT_USAGE` / `EXIT_NOT_FOUND` / `EXIT_NOT_EXECUTABLE` when it could not start."""
-    errors = _Once(stderr)
+    say = Say("oatf tap", stderr)
     library = load_library(options.attack_paths, options.config.lenient)
     for problem in library.problems:
-        print(f"oatf tap: not loaded: {problem}", file=stderr, flush=True)
+        say.always(f"not loaded: {problem}")
     try:
         semantic = load_semantic_evaluator(options.config.semantic_evaluator)
-        writer = ReportWriter(options.report_dir)
+        make_judge = functools.partial(Judge, list(library.attacks), options.config, semantic, options.report_dir,
+                                       say, options.verbose)
+        judge = make_judge() if options.monitor is None else None
         record = open(options.record, "w", encoding="utf-8") if options.record else None  # noqa: SIM115
     except (ImportError, AttributeError, OSError) as exc:
-        print(f"oatf tap: {exc}", file=stderr, flush=True)
+        say.always(str(exc))
         return EXIT_USAGE
     try:
         child = subprocess.Popen(options.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
                                  process_group=0,
                                  preexec_fn=_die_with_parent if sys.platform == "linux" else None)
     except OSError as exc:
-        print(f"oatf tap: {options.command[0]}: {exc.strerror or exc}", file=stderr, flush=True)
+        say.always(f"{options.command[0]}: {exc.strerror or exc}")
         if record is not None:
             record.close()
+        if judge is not None:
+            judge.finish(True)
         return EXIT_NOT_FOUND if isinstance(exc, FileNotFoundError) else EXIT_NOT_EXECUTABLE
     assert child.stdin is not None and child.stdout is not None
     session_name = f"stdio:{child.pid}"
     if record is not None:
-        record.write(record_header(session_name, child.pid, options.command, time.time()))
+        record.write(record_header(session_name, child.pid, options.command, options.agent, time.time()))
         record.flush()
 
     def diagnose(diagnostic: Diagnostic) -> None:
         if options.verbose:
-            print(f"oatf tap: {diagnostic.code}: {diagnostic.message}", file=stderr, flush=True)
+            say.always(f"{diagnostic.code}: {diagnostic.message}")
 
     decoder = WireDecoder(options.config.decoder, on_diagnostic=diagnose)
-    session = StdioSession(decoder, session_name, endpoint_of(options.command, child.pid))
-    monitor = Monitor(list(library.attacks), options.config.monitor, semantic=semantic)
-    evaluator = Evaluator(session, monitor, writer, record, errors, options.verbose)
+    session = StdioSession(decoder, session_name, endpoint_of(options.command, child.pid), options.agent)
+    evaluator = Evaluator(session, make_judge, judge, record, say, options.monitor)
+    if options.monitor is not None:
+        source = f"oatf tap {options.command[0]} (pid {child.pid}, agent {options.agent})"
+        try:
+            evaluator.feed = FeedClient(options.monitor, source)
+        except (OSError, FrameError) as exc:
+            evaluator.alone(f"cannot reach the shared monitor at {options.monitor} ({exc})", [])
     previous = {signum: signal.signal(signum, lambda signum, _frame: child.send_signal(signum))
                 for signum in FORWARDED_SIGNALS} if threading.current_thread() is threading.main_thread() else {}
     child_stdin = child.stdin.fileno()
@@ -253,8 +308,11 @@ def run_tap(options: TapOptions, stdin: int = 0, stdout: int = 1, stderr: IO[str
             with contextlib.suppress(OSError):
                 record.close()
     if options.verbose:
-        print(f"oatf tap: {options.command[0]} exited with status {status}; {evaluator.reported} run(s) reported "
-              f"in {options.report_dir}", file=stderr, flush=True)
+        judged = (f"{evaluator.judge.reported} run(s) reported in {options.report_dir}" if evaluator.judge
+                  else f"its events judged by the shared monitor at {options.monitor}")
+        say.always(f"{options.command[0]} exited with status {status}; {judged}")
+    if evaluator.dropped_chunks:
+        say.always(f"{evaluator.dropped_bytes} byte(s) relayed but not evaluated (evaluation was behind)")
     return status
 
 

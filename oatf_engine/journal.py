@@ -19,11 +19,12 @@ Files, in `<report dir>/journal/`: segments `NNNNNNNN.jsonl` (one JSON object pe
 
 **Reports' fsync policy** (`oatf_engine.reports.ReportWriter`, used by the monitor process, which writes the reports
 itself). Each report is put in place atomically at once (temporary file + rename), and appended to
-`verdicts.jsonl`; the reports written meanwhile are made durable together — each file, `verdicts.jsonl`, then
-the directory fsynced — at most every `addon.monitor_process.COMMIT_SECONDS` (0.2 s) and before the monitor
-answers `shutdown`. Only then does the proxy learn of those runs and journal their `concluded` markers: a
-marker never precedes a durable report. A crash between the two leaves a written report without a marker;
-recovery recognises it by its file (`oatf_engine.recovery`), so no run is reported twice and none is lost.
+`verdicts.jsonl`; the reports written meanwhile are made durable together — one `syncfs` of the report
+directory's filesystem (Linux), else each file, `verdicts.jsonl`, then the directory fsynced — at most every
+`addon.monitor_process.COMMIT_SECONDS` (0.2 s) and before the monitor answers `shutdown`. Only then does the
+proxy learn of those runs and journal their `concluded` markers: a marker never precedes a durable report. A
+crash between the two leaves a written report without a marker; recovery recognises it by its file
+(`oatf_engine.recovery`), so no run is reported twice and none is lost.
 """
 
 from __future__ import annotations
@@ -59,17 +60,42 @@ def encode_event(event: ObservedEvent) -> list[Any]:
 _ENDPOINT = next(f for f in dataclasses.fields(ObservedEvent) if f.name == "endpoint")
 
 
-def decode_event(fields: list[Any]) -> ObservedEvent:
-    """An event `encode_event` wrote. A journal written before a trailing field with a default was added (e.g.
-    `injected`) lacks it: the default applies. More fields than the event has is an error (TypeError)."""
-    names = [f.name for f in dataclasses.fields(ObservedEvent)]
-    if len(fields) > len(names):
-        raise TypeError(f"a journaled event has {len(fields)} fields, an event {len(names)}")
-    values = dict(zip(names, fields, strict=False))
-    values["endpoint"] = Endpoint(*values["endpoint"])
-    if "injected" in values:
-        values["injected"] = tuple(values["injected"])  # a JSON list
+_CHOICES: dict[str, tuple[str, ...]] = {"protocol": ("mcp", "a2a", "ag_ui"), "direction": ("request", "response"),
+                                        "sender": ("client", "server")}
+_TEXT = ("event_type", "flow_id", "client")
+_FIELDS = tuple(f.name for f in dataclasses.fields(ObservedEvent))
+
+
+def decode_event(fields: Any) -> ObservedEvent:
+    """An event from `encode_event`'s JSON; ValueError when it is not one (a damaged journal record, or a frame
+    from a socket: every field is checked, so the monitor never sees a value of the wrong kind). A journal
+    written before events carried `injected` (their last field) lacks it: the default applies."""
+    if not isinstance(fields, list) or not len(_FIELDS) - 1 <= len(fields) <= len(_FIELDS):
+        raise ValueError(f"an event is a JSON list of its {len(_FIELDS)} fields")
+    values = dict(zip(_FIELDS, fields, strict=False))
+    endpoint, keys, jsonrpc_id = values["endpoint"], values["session_keys"], values["jsonrpc_id"]
+    injected = values.get("injected", [])
+    if not (isinstance(endpoint, list) and len(endpoint) == 3 and isinstance(endpoint[0], str)
+            and _is_int(endpoint[1]) and isinstance(endpoint[2], str)):
+        raise ValueError("an event's endpoint is [host, port, path]")
+    if not (isinstance(keys, dict) and all(isinstance(v, str) for v in keys.values())):
+        raise ValueError("an event's session keys are strings")
+    if not (isinstance(injected, list) and all(isinstance(line, str) for line in injected)):
+        raise ValueError("an event's injections are strings")
+    if any(values[name] not in choices for name, choices in _CHOICES.items()) \
+            or not all(isinstance(values[name], str) for name in _TEXT) or not _is_int(values["seq"]) \
+            or not isinstance(values["timestamp"], (int, float)) or isinstance(values["timestamp"], bool) \
+            or not (jsonrpc_id is None or isinstance(jsonrpc_id, str) or _is_int(jsonrpc_id)) \
+            or not isinstance(values["is_error"], bool):
+        raise ValueError("an event field has the wrong type")
+    values["endpoint"] = Endpoint(*endpoint)
+    values["timestamp"] = float(values["timestamp"])
+    values["injected"] = tuple(injected)
     return ObservedEvent(**values)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 class Journal:
@@ -85,6 +111,8 @@ class Journal:
         self._size = 0
         self._synced = time.monotonic()
         self._lock = threading.Lock()
+        self._held: set[Path] = set()
+        """Segments handed to a recovery (`cut`): the bound does not delete them before `drop`."""
 
     def events(self, events: Sequence[ObservedEvent]) -> None:
         self._write({"events": [encode_event(e) for e in events]})
@@ -115,7 +143,7 @@ class Journal:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         self._handle = os.fdopen(fd, "a", encoding="utf-8")
         self._size = 0
-        for old in segments(self.path)[:-MAX_SEGMENTS]:
+        for old in [segment for segment in segments(self.path) if segment not in self._held][:-MAX_SEGMENTS]:
             old.unlink(missing_ok=True)
 
     def close(self) -> None:
@@ -124,6 +152,23 @@ class Journal:
             os.fsync(self._handle.fileno())
             self._handle.close()
             self._handle = None
+
+    def cut(self) -> list[Path]:
+        """Every segment written so far, for a recovery to read while the journal goes on: the segment being
+        written is closed (the next record starts a new one), and these are held — kept whatever the bound —
+        until `drop`."""
+        with self._lock:
+            self.close()
+            held = segments(self.path)
+            self._held.update(held)
+            return held
+
+    def drop(self, held: list[Path]) -> None:
+        """Segments whose runs a recovery reported (`cut`): no longer needed."""
+        with self._lock:
+            for segment in held:
+                segment.unlink(missing_ok=True)
+                self._held.discard(segment)
 
     def clear(self) -> None:
         """Every run was reported: the journal is no longer needed."""
@@ -147,9 +192,10 @@ def clear(path: Path) -> None:
         segment.unlink(missing_ok=True)
 
 
-def records(path: Path) -> Iterator[dict[str, Any]]:
-    """Every record of the journal at `path`, oldest first; a torn or damaged line is skipped."""
-    for segment in segments(path):
+def records(path: Path, only: list[Path] | None = None) -> Iterator[dict[str, Any]]:
+    """Every record of the journal at `path` (of its segments among `only`, when given), oldest first; a torn
+    or damaged line is skipped."""
+    for segment in segments(path) if only is None else sorted(only):
         with open(segment, encoding="utf-8", errors="replace") as handle:
             for line in handle:
                 try:

@@ -8,18 +8,22 @@ A run counts as reported when the journal holds its `concluded` marker, or when 
 `report_dir` (the monitor process writes a report before the proxy journals its marker: a crash in between
 leaves the file without the marker). Its file name is the same in replay — attack, session and end time —
 whatever status the run then concludes with.
-Used by the addon at start-up (a journal left in its report directory) and by `oatf recover DIR`.
+Used by the addon's monitor process — at start-up, for a journal left in its report directory, and when the
+addon replaces a monitor process that died or stalled, for the segments it journaled until then
+(`oatf_engine.journal.Journal.cut`) — and, through `conclude_pending` (which also writes their reports and
+clears the journal), by `oatf tap` at start-up and by `oatf recover DIR`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import oatf
-from oatf_engine.journal import JOURNAL_DIR, decode_event, records, run_key
+from oatf_engine.journal import JOURNAL_DIR, clear, decode_event, records, run_key
 from oatf_engine.monitor import LoadedAttack, Monitor, MonitorOptions, Output, RunConcluded
-from oatf_engine.reports import report_filename
+from oatf_engine.reports import ReportWriter, report_filename
 
 
 def pending_journal(report_dir: str | Path) -> bool:
@@ -28,13 +32,32 @@ def pending_journal(report_dir: str | Path) -> bool:
     return path.is_dir() and any(path.glob("*.jsonl"))
 
 
+@dataclass(frozen=True)
+class Recovered:
+    """The monitor process's answer to a recovery the addon asked for: the journal segments it read, what left
+    them (`origin`, for the log), how many runs it concluded, and whether every one of their reports was
+    written (only then are the segments dropped)."""
+
+    segments: tuple[str, ...]
+    origin: str
+    runs: int
+    complete: bool
+
+
 def recover(report_dir: str | Path, attacks: list[LoadedAttack], options: MonitorOptions,
             semantic: oatf.SemanticEvaluator | None = None) -> list[dict[str, Any]]:
     """The reports of the runs the journal in `report_dir` shows were not reported (see the module docstring)."""
+    return [run.report for run in recover_runs(report_dir, attacks, options, semantic)]
+
+
+def recover_runs(report_dir: str | Path, attacks: list[LoadedAttack], options: MonitorOptions,
+                 semantic: oatf.SemanticEvaluator | None = None,
+                 segments: list[Path] | None = None) -> list[RunConcluded]:
+    """`recover`, as the monitor's conclusions (run and report), from the journal's `segments` when given."""
     monitor = Monitor(attacks, options, semantic=semantic)
     reported: set[tuple[str, str, str]] = set()
     outputs: list[Output] = []
-    for record in records(Path(report_dir) / JOURNAL_DIR):
+    for record in records(Path(report_dir) / JOURNAL_DIR, segments):
         if "events" in record:
             for fields in record["events"]:
                 try:
@@ -48,5 +71,17 @@ def recover(report_dir: str | Path, attacks: list[LoadedAttack], options: Monito
             attack, session, started = record["concluded"]
             reported.add((str(attack), str(session), str(started)))
     outputs.extend(monitor.shutdown("recovered"))
-    return [o.report for o in outputs if isinstance(o, RunConcluded) and run_key(o.report) not in reported
+    return [o for o in outputs if isinstance(o, RunConcluded) and run_key(o.report) not in reported
             and not (Path(report_dir) / report_filename(o.report)).exists()]
+
+
+def conclude_pending(report_dir: str | Path, attacks: list[LoadedAttack], options: MonitorOptions,
+                     semantic: oatf.SemanticEvaluator | None = None) -> list[dict[str, Any]]:
+    """`recover`, then write those reports (durably) and clear the journal; the reports."""
+    reports = recover(report_dir, attacks, options, semantic)
+    writer = ReportWriter(report_dir)
+    for report in reports:
+        writer.write(report)
+    writer.commit()
+    clear(Path(report_dir) / JOURNAL_DIR)
+    return reports

@@ -5,13 +5,14 @@ output applies unless asked to show secrets. Files only; no mitmproxy."""
 
 from __future__ import annotations
 
-import copy
+import ctypes
 import hashlib
 import json
 import os
 import re
-import tempfile
-from collections.abc import Iterable, Sequence
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -64,19 +65,23 @@ def redact_evidence(evidence: str) -> str:
 
 def redact_report(report: dict[str, Any]) -> dict[str, Any]:
     """A copy of `report` in which what the agent sent is redacted: each indicator's evidence
-    (`redact_evidence`), and the excerpt of each matched indicator's structured evidence and each actor's
-    extracted values (`redact`). Reports shown or written by every output
-    (report files, `verdicts.jsonl`, `oatf evaluate`'s formats) go through this unless secrets are asked for."""
-    redacted = copy.deepcopy(report)
-    for verdict in redacted["verdict"].get("indicator_verdicts") or ():
-        if isinstance(verdict.get("evidence"), str):
-            verdict["evidence"] = redact_evidence(verdict["evidence"])
-    for found in redacted.get("evidence") or ():
-        if isinstance(found.get("excerpt"), str):
-            found["excerpt"] = redact(found["excerpt"])
-    for actor in redacted["execution_summary"].get("actors") or ():
-        actor["extractors"] = {name: redact(value) if isinstance(value, str) else value
-                               for name, value in (actor.get("extractors") or {}).items()}
+    (`redact_evidence`), the excerpt of each matched indicator's structured evidence and each actor's extracted
+    values (`redact`). Reports shown or written by every output (report files, `verdicts.jsonl`, `oatf evaluate`'s
+    formats) go through this unless secrets are asked for. The copy shares what it leaves as is with `report` (a
+    deep copy cost more than writing the report); neither is changed afterwards."""
+    verdict, summary = dict(report["verdict"]), dict(report["execution_summary"])
+    if verdict.get("indicator_verdicts"):
+        verdict["indicator_verdicts"] = [
+            {**v, "evidence": redact_evidence(v["evidence"])} if isinstance(v.get("evidence"), str) else v
+            for v in verdict["indicator_verdicts"]]
+    if summary.get("actors"):
+        summary["actors"] = [{**actor, "extractors": {name: redact(value) if isinstance(value, str) else value
+                                                      for name, value in (actor.get("extractors") or {}).items()}}
+                             for actor in summary["actors"]]
+    redacted = {**report, "verdict": verdict, "execution_summary": summary}
+    if report.get("evidence"):
+        redacted["evidence"] = [{**found, "excerpt": redact(found["excerpt"])} if isinstance(found.get("excerpt"), str)
+                                else found for found in report["evidence"]]
     return redacted
 
 
@@ -93,13 +98,15 @@ def report_filename(report: dict[str, Any]) -> str:
 
 
 class ReportWriter:
-    """Writes each concluded run's report into `directory` and appends it to `verdicts.jsonl`, matched values
-    redacted (`redact_report`) unless `show_secrets`.
+    """Writes each concluded run's report into `directory` and appends it to `verdicts.jsonl` (the same compact
+    JSON line), matched values redacted (`redact_report`) unless `show_secrets`.
 
     `write` puts one report in place atomically (temporary file, then rename: a reader never sees half a
-    report); `commit` makes every report written since the last commit durable at once — each file, then
-    `verdicts.jsonl`, then the directory, fsynced — so a batch of conclusions costs one round of fsyncs, not
-    one per report. The directory is created on the first write (and again if it disappears)."""
+    report); `commit` makes every report written since the last commit durable at once: one `syncfs` of the
+    report directory's filesystem where the system has it (Linux; files, `verdicts.jsonl` and the directory's
+    entries in one call, whatever their number), else each file, then `verdicts.jsonl`, then the directory,
+    fsynced — so a batch of conclusions costs one round of syncing, not one per report. The directory is
+    created on the first write (and again if it disappears)."""
 
     def __init__(self, directory: str | os.PathLike[str], show_secrets: bool = False):
         self.directory = Path(directory)
@@ -112,34 +119,64 @@ class ReportWriter:
         if not self.show_secrets:
             report = redact_report(report)
         path = self.directory / report_filename(report)
-        data = json.dumps(report, indent=2, sort_keys=False, default=str) + "\n"
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
+        # Encoded once, compact, for the file and `verdicts.jsonl` alike: the C encoder (which `indent` turns off)
+        # is several times faster, and shutdown writes thousands of reports at once (`jq .` indents a report).
+        data = json.dumps(report, separators=(",", ":"), default=str) + "\n"
+        # One writer per process and directory: a name of its own, no random name to draw and retry.
+        tmp = self.directory / f".tmp-{os.getpid()}-{path.name}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(data)
             os.replace(tmp, path)
         except BaseException:
-            Path(tmp).unlink(missing_ok=True)
+            tmp.unlink(missing_ok=True)
             raise
         self._written.append(path)
         if self._jsonl is None:
             fd = os.open(self.directory / JSONL_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             self._jsonl = os.fdopen(fd, "a", encoding="utf-8")  # closed by `commit`
-        self._jsonl.write(json.dumps(report, separators=(",", ":"), default=str) + "\n")
+        self._jsonl.write(data)
         self._jsonl.flush()
         return path
 
     def commit(self) -> None:
-        """fsync every report written since the last commit, `verdicts.jsonl` and the directory."""
+        """Make every report written since the last commit, `verdicts.jsonl` and the directory durable."""
         written, self._written = self._written, []
         jsonl, self._jsonl = self._jsonl, None
-        if jsonl is not None:
-            with jsonl:
-                os.fsync(jsonl.fileno())
-        for path in written:
+        if jsonl is None:
+            return
+        jsonl.close()
+        if SYNCFS is not None:
+            _syncfs(self.directory)
+            return
+        for path in [self.directory / JSONL_NAME, *written, self.directory]:
             _fsync(path)
-        if written:
-            _fsync(self.directory)
+
+
+def _load_syncfs() -> Callable[[int], int] | None:
+    """Linux's `syncfs(2)`, or None where the C library has no such function."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        function: Callable[[int], int] = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+    return function
+
+
+SYNCFS = _load_syncfs()
+"""`syncfs(2)` (Linux): makes everything written on one filesystem durable in one call."""
+
+
+def _syncfs(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        if SYNCFS is not None and SYNCFS(fd) != 0:
+            error = ctypes.get_errno()
+            raise OSError(error, os.strerror(error), str(directory))
+    finally:
+        os.close(fd)
 
 
 def _fsync(path: Path) -> None:
@@ -210,13 +247,17 @@ MIN_WRAP_WIDTH = 24
 terminal."""
 
 
-def summary_table(reports: Iterable[dict[str, Any] | RunSummary], width: int | None = None) -> str:
+def summary_table(reports: Iterable[dict[str, Any] | RunSummary], width: int | None = None,
+                  counts: Mapping[str, int] | None = None) -> str:
     """A fixed-width table of concluded runs (attack, session, outcome, matched/total, tier, status), most
     severe outcome first (`OUTCOMES`), then by attack and session, then a totals line: the count of each outcome
     (*resisted* and *not delivered* are never merged). Session keys are shown whole (up to `SESSION_LIMIT`
     characters); when the table would be wider than `width` (a terminal's columns), the session column wraps
-    onto continuation lines instead. Every cell is printable and bounded (session keys come from the traffic)."""
+    onto continuation lines instead. Every cell is printable and bounded (session keys come from the traffic).
+    `counts` (outcome → runs), when given, is what the last line counts: every run, of which the table shows
+    the latest (`outcome_counts` of `reports` otherwise)."""
     summaries = sorted(_summaries(reports), key=_severity_order)
+    counts = outcome_counts(summaries) if counts is None else counts
     rows = [("ATTACK", "SESSION", "OUTCOME", "MATCHED", "MAX TIER", "STATUS")]
     for summary in summaries:
         rows.append((
@@ -227,7 +268,10 @@ def summary_table(reports: Iterable[dict[str, Any] | RunSummary], width: int | N
             printable(summary.max_tier or "-", 20),
             printable(summary.status, 20),
         ))
-    return "\n".join([*columns(rows, wrap=1, width=width), outcome_summary(summaries)])
+    table = columns(rows, wrap=1, width=width)
+    if sum(counts.values()) > len(summaries):
+        table.append(f"(the latest {len(summaries):,} of {sum(counts.values()):,} runs)")
+    return "\n".join([*table, _outcome_line(counts)])
 
 
 def _severity_order(summary: RunSummary) -> tuple[int, str, str]:
@@ -254,12 +298,19 @@ def columns(rows: Sequence[Sequence[str]], wrap: int | None = None, width: int |
     return lines
 
 
+def outcome_counts(reports: Iterable[dict[str, Any] | RunSummary]) -> Counter[str]:
+    """Outcome → how many of `reports` have it."""
+    return Counter(summary.outcome for summary in _summaries(reports))
+
+
 def outcome_summary(reports: Iterable[dict[str, Any] | RunSummary]) -> str:
     """`N run(s): a exploited, b partial, c resisted, d inconclusive, e not delivered, f error`."""
-    counts = dict.fromkeys(OUTCOMES, 0)
-    for summary in _summaries(reports):
-        counts[summary.outcome] += 1
-    return f"{sum(counts.values())} run(s): " + ", ".join(f"{n} {_label(o)}" for o, n in counts.items())
+    return _outcome_line(outcome_counts(reports))
+
+
+def _outcome_line(counts: Mapping[str, int]) -> str:
+    return (f"{sum(counts.values())} run(s): "
+            + ", ".join(f"{counts.get(outcome, 0)} {_label(outcome)}" for outcome in OUTCOMES))
 
 
 def undelivered_attacks(reports: Iterable[dict[str, Any]], attack_ids: Iterable[str]) -> list[str]:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.paths import ROOT
+from testing.paths import ROOT
 
 PORTS = ("8000", "8080", "8443")
 """The ports the guide uses: the server's, the regular proxy's, the reverse proxy's."""

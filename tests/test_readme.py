@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tests.paths import ROOT
+from testing.paths import ROOT
 
 
 def test_readme_python_example_runs(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

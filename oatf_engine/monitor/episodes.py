@@ -9,7 +9,9 @@ a server-mode actor's agent is the HTTP client, a client-mode actor's agent the 
 `oatf_agents=name=host[:port],…` names the agents behind one proxy (`AgentName`): an AG-UI server is agent
 `name` when its host (and port, if given) match; an MCP or A2A client when its host matches (a client's port
 is ephemeral). Without names, an agent is a host: the AG-UI server on host H and the MCP/A2A clients on H are
-one agent, and the loopback names (`localhost`, `127.0.0.1`, `::1`) are one host.
+one agent, and the loopback names (`localhost`, `127.0.0.1`, `::1`) are one host. A stdio MCP server's client
+(`oatf tap`, `oatf_engine.wire.ndjson`) is `<agent>:<server pid>`, the agent named by the tap's `--agent`: an
+`oatf_agents` name, or else a host (by default the local host, `127.0.0.1`).
 
 **Rule 4: the agent's outbound traffic during an AG-UI run joins that run's episode.** An AG-UI run is open
 from its `RunAgentInput` (the request, SDK event `run_agent_input`) to `RUN_FINISHED` or `RUN_ERROR` on its
@@ -116,11 +118,13 @@ class AgentEpisodes:
         return next((a.name for a in self.names if a.host == host and a.port in (None, port)), None)
 
     def client_agent(self, client: str) -> str | None:
-        """The agent that is the HTTP client at `client` (`host:port`), or None (see `server_agent`)."""
-        host = _host(client.rpartition(":")[0] or client)
+        """The agent that is the HTTP client at `client` (`host:port`, or a stdio server's `<agent>:<pid>`), or
+        None (see `server_agent`)."""
+        given = client.rpartition(":")[0] or client
+        host = _host(given)
         if not self.names:
             return host
-        return next((a.name for a in self.names if a.host == host), None)
+        return next((a.name for a in self.names if a.host == host or a.name == given), None)
 
     def link(self, event: ObservedEvent, session: str) -> tuple[str, ...]:
         """The episodes of `event`, which the session rules placed in `session`, in the order events are

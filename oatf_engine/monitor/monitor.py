@@ -430,12 +430,27 @@ class Monitor:
         for placed, session in self.sessions.flush():  # no answer can come now: nothing more to wait for
             outputs.extend(self._observe(placed, session))
         outputs += self.tick(end + grace)
-        reached = self.now
-        while (due := min((run.quiet_deadline() for run in self.runs.values()), default=math.inf)) < math.inf:
-            outputs += self.tick(due)
-            if self.now <= reached:
-                break  # a timer that fired without changing anything: only traffic can move the runs now
-            reached = self.now
+        # Each run's next quiet deadline, earliest first; an entry is checked against its run when it comes up
+        # (stale ones are requeued), so every timer costs a heap operation, not a look at every run.
+        order = itertools.count()
+        pending = [(due, next(order), key) for key, run in self.runs.items()
+                   if (due := run.quiet_deadline()) < math.inf]
+        heapq.heapify(pending)
+        while pending:
+            due, _, key = heapq.heappop(pending)
+            run = self.runs.get(key)
+            if run is None:
+                continue  # concluded meanwhile
+            if (current := run.quiet_deadline()) != due:
+                if current < math.inf:
+                    heapq.heappush(pending, (current, next(order), key))
+                continue
+            # A deadline the clock has passed was queued just after it (`_schedule`): one tick past it fires it.
+            outputs += self.tick(max(due, math.nextafter(self.now, math.inf)))
+            run = self.runs.get(key)
+            if run is not None and (after := run.quiet_deadline()) < math.inf and after > due:
+                heapq.heappush(pending, (after, next(order), key))
+            # else concluded, or its timer changed nothing: only traffic could move it now
         return [*outputs, *self.shutdown()]
 
     def shutdown(self, status: str = "interrupted") -> list[Output]:

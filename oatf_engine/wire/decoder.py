@@ -17,6 +17,9 @@ A transport that frames whole messages (MCP stdio: `oatf_engine.wire.ndjson`) is
     close_stream(stream_id)
 
 Both go through the same JSON-RPC → event logic (naming, correlation per requesting side, content enrichment).
+On a stream, each JSON-RPC exchange is a flow of its own, as an HTTP exchange is: a request's events and its
+answer's carry flow id `<stream>#<the request event's seq>`, a notification's `<stream>#<its seq>` (so the
+episode rules place each call by when it began, not by when the stream opened).
 
 What it decodes: JSON-RPC 2.0 bodies (MCP, A2A; single or batch; JSON or SSE answers), A2A's HTTP+JSON/REST
 routes (`a2a_rest`: each decoded as the JSON-RPC method it stands for), AG-UI RunAgentInput POSTs and their SSE
@@ -490,8 +493,9 @@ class WireDecoder:
         assert item.method is not None
         name = binding.event_name(item.method)
         params = {} if item.payload is None else item.payload
+        flow = f"{ex.id}#{self._seq + 1}" if ex.method == _STREAM else None  # the seq `_event` gives it
         if item.kind is Kind.REQUEST and item.id is not None:
-            pending = Pending(name, params)
+            pending = Pending(name, params, flow or "")
             if sender == "client" and ex.method != _STREAM and len(ex.requests) < self.config.max_pending:
                 ex.requests[item.id] = pending
             # Ids are correlated per requesting side: both peers number their requests from 0/1, so a
@@ -500,7 +504,7 @@ class WireDecoder:
             self._report_evictions(ex)
         content = binding.request_content(params)
         return self._event(ex, binding.protocol, name, sender, content, timestamp,
-                           keys=binding.session_keys(content), jsonrpc_id=item.id, envelope=item.envelope)
+                           keys=binding.session_keys(content), jsonrpc_id=item.id, envelope=item.envelope, flow=flow)
 
     def _jsonrpc_response(self, ex: _Exchange, binding: _Binding, item: Message, sender: Side, in_stream: bool,
                           timestamp: float) -> list[ObservedEvent]:
@@ -526,14 +530,15 @@ class WireDecoder:
         a2a_error = is_error and binding.protocol == "a2a"
         content = payload if a2a_error else binding.response_content(pending.method, payload, pending.params)
         keys = binding.session_keys(content)
+        flow = pending.flow or None
         events = [self._event(ex, binding.protocol, pending.method, sender, content, timestamp,
-                              keys=keys, jsonrpc_id=jsonrpc_id, is_error=is_error, envelope=envelope)]
+                              keys=keys, jsonrpc_id=jsonrpc_id, is_error=is_error, envelope=envelope, flow=flow)]
         kind = content.get("kind") if isinstance(content, dict) else None
         synthetic = a2a.STREAM_EVENTS.get(kind) if (  # `kind` comes from the traffic: any JSON value
             isinstance(kind, str) and in_stream and binding.protocol == "a2a" and not is_error) else None
         if synthetic is not None:
             events.append(self._event(ex, "a2a", synthetic, sender, content, timestamp, keys=keys,
-                                      jsonrpc_id=jsonrpc_id, envelope=envelope))
+                                      jsonrpc_id=jsonrpc_id, envelope=envelope, flow=flow))
         return events
 
     def _report_evictions(self, ex: _Exchange) -> None:
@@ -647,12 +652,13 @@ class WireDecoder:
 
     def _event(self, ex: _Exchange, protocol: Protocol, name: str, sender: Side, content: Any, timestamp: float, *,
                keys: dict[str, str] | None = None, jsonrpc_id: JsonRpcId | None = None, is_error: bool = False,
-               envelope: Any = None) -> ObservedEvent:
-        """An event sent by `sender`; its `direction` is the format spec §6.1 reading (`oatf_engine.events`)."""
+               envelope: Any = None, flow: str | None = None) -> ObservedEvent:
+        """An event sent by `sender` in flow `flow` (default: its exchange's); its `direction` is the format spec
+        §6.1 reading (`oatf_engine.events`)."""
         self._seq += 1
         return ObservedEvent(
             protocol=protocol, event_type=name, direction=DIRECTION[sender], sender=sender, content=content,
-            flow_id=ex.id, seq=self._seq, timestamp=timestamp, endpoint=ex.endpoint, client=ex.client,
+            flow_id=flow or ex.id, seq=self._seq, timestamp=timestamp, endpoint=ex.endpoint, client=ex.client,
             session_keys={**ex.keys, **keys} if keys else ex.keys, jsonrpc_id=jsonrpc_id,
             is_error=is_error, envelope=envelope,
         )

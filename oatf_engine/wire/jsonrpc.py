@@ -60,6 +60,8 @@ class Pending(NamedTuple):
 
     method: str
     params: Any
+    flow: str = ""
+    """The flow its answer belongs to, when not the answer's own exchange (a message stream's request)."""
 
 
 def looks_like_jsonrpc(value: Any) -> bool:

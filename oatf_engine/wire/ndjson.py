@@ -7,10 +7,14 @@ Sans-I/O: bytes in (one direction at a time, in any chunking), `ObservedEvent`s 
 - `StdioSession` is one stdio session: the client (the agent, writing to stdin) sends `request`s, the server
   (the child's stdout) `response`s, exactly as the HTTP client and server do (`oatf_engine.events`). Each line is
   decoded by `WireDecoder.stream_message`, the JSON-RPC → MCP event logic the HTTP transports use. Every
-  event carries the session key `mcp_session` = the session's name (`stdio:<pid>` for `oatf tap`).
+  event carries the session key `mcp_session` = the session's name (`stdio:<pid>` for `oatf tap`), and as its
+  client `<agent>:<pid>`: stdio has no client address, so the agent is named by whoever runs the server
+  (`oatf tap --agent`: a name of `oatf_agents` or a host, by default the local host; the episode rules join its
+  exchanges with that agent's HTTP traffic, `oatf_engine.monitor.episodes`).
 - `record_header` / `record_line` / `read_capture` / `decode_capture`: the NDJSON capture `oatf tap --record`
   writes and `oatf evaluate` replays — a header line `{"oatf_stdio": 1, "session": …, "pid": …, "command":
-  […], "t": …}`, then one line per observed message `{"t": <seconds since the epoch>, "direction":
+  […], "agent": …, "t": …}` (a capture without `agent` is replayed with agent `stdio`, as it was taken),
+  then one line per observed message `{"t": <seconds since the epoch>, "direction":
   "request"|"response", "line": <the line as sent>}` (undecodable bytes kept as surrogate escapes, so replay
   sees the same bytes).
 """
@@ -59,6 +63,12 @@ class LineSplitter:
                 self._skipping = True
         return lines
 
+    def gap(self) -> None:
+        """Bytes of the stream were left out: what is buffered is dropped, and lines resume after the next
+        newline."""
+        self._buffer.clear()
+        self._skipping = True
+
     def close(self) -> bytes | None:
         """The stream ended: its last line when it was not newline-terminated."""
         rest = self._take(b"") if self._buffer else None
@@ -75,16 +85,20 @@ class LineSplitter:
 class StdioSession:
     """One MCP stdio session decoded into events (see the module docstring)."""
 
-    def __init__(self, decoder: WireDecoder, session: str, endpoint: Endpoint) -> None:
+    def __init__(self, decoder: WireDecoder, session: str, endpoint: Endpoint, agent: str) -> None:
         self.decoder = decoder
         self.session = session
-        decoder.open_stream(session, endpoint, session, {"mcp_session": session})
+        decoder.open_stream(session, endpoint, f"{agent}:{endpoint.port}", {"mcp_session": session})
         limit = decoder.config.max_body_size
         self._splitters: dict[Side, LineSplitter] = {"client": LineSplitter(limit), "server": LineSplitter(limit)}
 
     def lines(self, sender: Side, data: bytes) -> list[bytes]:
         """The lines `sender`'s next bytes complete (`LineSplitter`, bounded by the decoder's `max_body_size`)."""
         return self._splitters[sender].feed(data)
+
+    def gap(self, sender: Side) -> None:
+        """Bytes `sender` sent were left out (`LineSplitter.gap`)."""
+        self._splitters[sender].gap()
 
     def end(self, sender: Side) -> bytes | None:
         """`sender`'s stream ended: its unterminated last line, if any."""
@@ -106,10 +120,10 @@ def endpoint_of(command: list[str], pid: int) -> Endpoint:
     return Endpoint("stdio", pid, "/" + (PurePath(command[0]).name if command else ""))
 
 
-def record_header(session: str, pid: int, command: list[str], timestamp: float) -> str:
+def record_header(session: str, pid: int, command: list[str], agent: str, timestamp: float) -> str:
     """A capture's first line (with its newline)."""
     return json.dumps({RECORD_FORMAT: RECORD_VERSION, "session": session, "pid": pid, "command": command,
-                       "t": timestamp}) + "\n"
+                       "agent": agent, "t": timestamp}) + "\n"
 
 
 def record_line(sender: Side, line: bytes, timestamp: float) -> str:
@@ -127,11 +141,12 @@ class Recorded(NamedTuple):
 
 
 class Capture(NamedTuple):
-    """A capture read back: its session, the command it ran, and its messages."""
+    """A capture read back: its session, the command it ran, its agent, and its messages."""
 
     session: str
     pid: int
     command: list[str]
+    agent: str
     messages: list[Recorded]
 
 
@@ -165,7 +180,8 @@ def read_capture(data: bytes) -> Capture:
             if number - 1 == last:
                 break  # torn last line
             raise ValueError(f"line {number}: not a capture record ({exc})") from None
-    return Capture(str(header["session"]), int(header.get("pid", 0)), list(header.get("command", [])), messages)
+    return Capture(str(header["session"]), int(header.get("pid", 0)), list(header.get("command", [])),
+                   str(header.get("agent", "stdio")), messages)
 
 
 def _recorded(record: Any) -> Recorded:
@@ -175,7 +191,7 @@ def _recorded(record: Any) -> Recorded:
 
 def decode_capture(decoder: WireDecoder, capture: Capture) -> Iterator[ObservedEvent]:
     """The events of a capture, decoded as `oatf tap` decoded them live."""
-    session = StdioSession(decoder, capture.session, endpoint_of(capture.command, capture.pid))
+    session = StdioSession(decoder, capture.session, endpoint_of(capture.command, capture.pid), capture.agent)
     try:
         for message in capture.messages:
             yield from session.message(message.sender, message.line, message.timestamp)

@@ -23,7 +23,7 @@ from mitmproxy.test import tflow, tutils
 from addon.flow_file import AnyHTTPFlow, RecordedFlow, read_flow_file
 from addon.recordings import ReplayError, decode_flows, read_flows
 from oatf_engine.wire import WireDecoder
-from tests.attacks import sessions
+from testing import sessions
 from tests.oatf_engine.wire.replay import FIXTURES
 
 

@@ -19,7 +19,7 @@ from addon.recordings import decode_flow
 from oatf_engine.events import ObservedEvent
 from oatf_engine.wire import WireDecoder
 from oatf_engine.wire.sse import SSEParser
-from tests.paths import ROOT
+from testing.paths import ROOT
 
 INVOICE = ROOT / "attacks" / "OW-001_invoice-tool-credential-harvest.yaml"
 RUG_PULL = ROOT / "attacks" / "OW-006_fx-converter-rug-pull.yaml"

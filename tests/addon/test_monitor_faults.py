@@ -1,8 +1,10 @@
 """Faults around the monitor process, with a real child: a batch that cannot be pickled, a child that stops
-answering, and the addon's reading of concluded runs while the receiver thread appends to them."""
+answering, a child killed with open runs (concluded from the journal at once), and the addon's reading of
+concluded runs while the receiver thread appends to them."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -17,6 +19,7 @@ from mitmproxy.test import taddons
 import addon.oatf_addon as oatf_addon
 from addon.oatf_addon import OatfAddon
 from oatf_engine.monitor import IndicatorMatched
+from oatf_engine.recovery import pending_journal
 from oatf_engine.reports import Reported
 from oatf_engine.wire.jsonrpc import TRUNCATED
 from tests.addon.test_monitor_process import Collector, start
@@ -73,8 +76,12 @@ def test_a_stopped_child_is_stalled_and_shutdown_does_not_wait_for_it(tmp_path: 
     assert not monitor.stalled
     os.kill(monitor._process.pid, signal.SIGSTOP)
     monitor.observe([call(KEY, 0.0)])
-    monitor.ping()
-    assert wait_until(lambda: monitor.stalled)
+
+    def pinged_and_stalled() -> bool:
+        monitor.ping()  # a no-op while one is awaited; again if the child answered before the signal stopped it
+        return monitor.stalled
+
+    assert wait_until(pinged_and_stalled)
     stopping = threading.Thread(target=monitor.shutdown, args=(120.0,))
     stopping.start()
     stopping.join(timeout=30)  # bounded: a stalled child is not waited for (the shutdown allows it 120 s)
@@ -103,8 +110,42 @@ def test_the_addon_replaces_a_stalled_monitor_and_evaluation_goes_on(tmp_path: P
         addon._enqueue(call(KEY, time.time(), session="after"))
         assert wait_until(lambda: addon.waiting() == 0)
         addon.done()
-    [after] = [r for r in addon.concluded_reports() if r.summary.session == "mcp_session:after"]
+    [after] = [r for r in addon.concluded_reports()[0] if r.summary.session == "mcp_session:after"]
     assert after.summary.outcome == "exploited" and after.path is not None
+
+
+def test_the_runs_of_a_killed_monitor_are_concluded_from_the_journal_at_once_and_once(tmp_path: Path) -> None:
+    """SIGKILL of the monitor process with an exploited run open (grace period one hour): the addon replaces it,
+    and the new one concludes that run from the journal now (`recovered`, exploited, its evidence), not at the
+    next start; evaluation goes on; shutdown reports the later run and, with nothing left to recover, clears
+    the journal, so that the next start reports nothing again."""
+    addon = OatfAddon()
+    with taddons.context(addon) as context:
+        configured(addon, context, tmp_path)
+        context.configure(addon, oatf_grace_period="1h")
+        first = addon.monitor
+        assert first is not None
+        addon.worker = threading.Thread(target=addon._work, daemon=True)  # what `running` starts
+        addon.worker.start()
+        addon._enqueue(call(KEY, time.time(), session="before"))
+        assert wait_until(lambda: addon.waiting() == 0)  # evaluated: journaled before it was sent
+        os.kill(first._process.pid, signal.SIGKILL)
+        assert wait_until(lambda: addon.monitor is not first)
+        assert wait_until(lambda: any(r.summary.session == "mcp_session:before" for r in addon.concluded_reports()[0]))
+        [before] = reports(tmp_path)
+        assert (before["execution_summary"]["status"], before["outcome"]) == ("recovered", "exploited")
+        assert "PRIVATE KEY" in str(before["verdict"]["indicator_verdicts"])
+        assert wait_until(lambda: not addon.unrecovered)  # the recovery answers once its reports are durable
+        addon._enqueue(call("nothing here", time.time(), session="after"))
+        assert wait_until(lambda: addon.waiting() == 0)
+        addon.done()
+    assert sorted((r["execution_summary"]["session"], r["execution_summary"]["status"]) for r in reports(tmp_path)) \
+        == [("mcp_session:after", "interrupted"), ("mcp_session:before", "recovered")]
+    assert not pending_journal(tmp_path / "reports"), "nothing is left for the next start to report again"
+
+
+def reports(tmp_path: Path) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in (tmp_path / "reports").glob("*.json") if not p.name.startswith(".")]
 
 
 def concluded(session: str) -> Reported:
@@ -118,7 +159,7 @@ def test_done_and_verdicts_read_a_snapshot_of_the_concluded_runs(tmp_path: Path,
     they read a snapshot (a deque iterated while it grows raises `deque mutated during iteration`)."""
     addon = OatfAddon()
 
-    def table(reports: Any, width: int | None = None) -> str:
+    def table(reports: Any, width: int | None = None, counts: Any = None) -> str:
         rows = 0
         for _ in reports:
             rows += 1
@@ -131,4 +172,5 @@ def test_done_and_verdicts_read_a_snapshot_of_the_concluded_runs(tmp_path: Path,
         addon._handle([concluded("s0")])
         assert addon.verdicts() == ["1 row(s)"]
         addon.done()
-    assert len(addon.concluded_reports()) == 4  # s0, one appended by verdicts, two by done
+    rows, outcomes = addon.concluded_reports()
+    assert len(rows) == 4 and outcomes == {"exploited": 4}  # s0, one appended by verdicts, two by done

@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tests.paths import ROOT
+from testing.paths import ROOT
 
 ATTACKS = ROOT / "attacks"
 TIER_ORDER = ("ingested", "local_action", "boundary_breach")
@@ -81,7 +81,7 @@ originating request's `params` under `params`; indicators on responses target th
 ## Proof
 
 Every document is proven by two recorded sessions, an agent that complies and one that resists
-(`tests/attacks/sessions/<ID>.yaml`, written out as mitmproxy flows by `python -m tests.attacks.sessions
+(`tests/attacks/sessions/<ID>.yaml`, written out as mitmproxy flows by `python -m testing.sessions
 OUTDIR`, which states what it simulates). `tests/attacks/test_library.py` replays each through the decoders
 and monitor and asserts `exploited` and `not_exploited`, and replays the whole library over every resisting
 session to check that no document fires on an agent that resisted.

@@ -9,8 +9,7 @@ from typing import Any
 import oatf
 from oatf_engine.monitor import Monitor, MonitorOptions, RunConcluded
 from oatf_engine.monitor.library import LoadedAttack
-
-from . import sessions
+from testing import sessions
 
 RESULT_ORDER = ("error", "exploited", "partial", "not_exploited")
 

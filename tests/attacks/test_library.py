@@ -1,7 +1,7 @@
 """The attack library (`attacks/`): every document is valid, and each is proven on two recorded sessions.
 
 For every document `attacks/<ID>_<slug>.yaml` the session script `tests/attacks/sessions/<ID>.yaml` describes
-an agent that complies with the attack and one that resists it (see `tests/attacks/sessions.py` for what is
+an agent that complies with the attack and one that resists it (see `testing/sessions.py` for what is
 simulated). The scripts are written out as mitmproxy flow files and replayed through the real decoders and
 monitor (`addon.recordings.replay_flows`, the engine behind `oatf evaluate`): the complying session must be
 judged `exploited`, the resisting one `not_exploited`. A faster check feeds the scripts' expected events
@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 
 import oatf
-from tests.paths import WIRE_FIXTURES
+from testing import sessions
+from testing.paths import WIRE_FIXTURES
 
-from . import catalogue, harness, sessions
+from . import catalogue, harness
 
 DOCUMENTS = sessions.attack_files()
 IDS = sorted(DOCUMENTS)

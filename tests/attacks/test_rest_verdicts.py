@@ -14,8 +14,9 @@ import pytest
 from mitmproxy import http
 
 from addon.recordings import replay_flows
+from testing import sessions
 
-from . import catalogue, harness, sessions
+from . import catalogue, harness
 from .test_library import DOCUMENTS, EXPECTED
 
 A2A_IDS = [i for i in sorted(DOCUMENTS) if catalogue.raw(DOCUMENTS[i])["attack"]["execution"].get("mode", "")

@@ -26,7 +26,7 @@ from attest_engine.config import EngineConfig, ProviderConfig
 from attest_engine.logs import JsonLogger
 from attest_engine.ndjson import LineSplitter
 from attest_engine.server import Engine, parse_item
-from tests.paths import ROOT
+from testing.paths import ROOT
 
 INITIALIZE = {
     "sdk_name": "attest-python",

@@ -1,7 +1,7 @@
 """End-to-end suites with real processes on loopback: `wire` (the decoders through mitmdump against the official
 SDK peers), `addon` (verdicts from the addon in mitmdump, third-party agents, crashes, bad input), `js`
 (JavaScript peers nobody here wrote, `tests/js`). Every test under this folder is marked `e2e`, so
-`pytest -m "not e2e"` runs the fast tests only. Shared process harness: `tests/e2e/wire/harness.py`."""
+`pytest -m "not e2e"` runs the fast tests only. Shared process harness: `testing/processes.py`."""
 
 from __future__ import annotations
 

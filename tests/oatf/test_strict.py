@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import oatf
-from tests.paths import ROOT
+from testing.paths import ROOT
 
 DOCUMENT = """oatf: "0.1"
 attack:

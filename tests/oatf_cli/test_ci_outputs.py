@@ -1,6 +1,6 @@
 """CI outputs of `oatf evaluate` (`oatf_cli/outputs.py`: SARIF, JUnit, HTML, text), the redaction of matched
 values (`oatf_engine.reports.redact_report`), the `--fail-on` thresholds, and the command line that ties them
-together, run as a user runs it over captures of the attack library's sessions (`tests/attacks/sessions.py`)."""
+together, run as a user runs it over captures of the attack library's sessions (`testing/sessions.py`)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ import oatf
 from oatf_cli import outputs
 from oatf_engine.monitor.delivery import outcome
 from oatf_engine.reports import ReportWriter, exit_status, redact, redact_evidence, redact_report
+from testing.paths import WIRE_FIXTURES
 from tests.oatf_cli.test_cli import ROOT, run
-from tests.paths import WIRE_FIXTURES
 
 AWS_KEY = "AKIAQ7EXAMPLE4HJ2RTX"
 """The access key id the OW-001 complying session's agent sends (tests/attacks/sessions/OW-001.yaml)."""
@@ -242,7 +242,7 @@ def test_text_quiet_and_verbose() -> None:
 
 @pytest.fixture(scope="module")
 def captures(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tests.attacks import sessions
+    from testing import sessions
 
     out = tmp_path_factory.mktemp("ci-captures")
     for attack_id in ("OW-001", "OW-010"):

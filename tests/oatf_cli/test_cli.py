@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import oatf
-from tests.paths import ROOT
+from testing.paths import ROOT
 
 VALID = """oatf: "0.1"
 attack:
@@ -112,7 +112,7 @@ def test_normalize_prints_canonical_yaml(docs: Path) -> None:
 def mistyped(tmp_path: Path) -> tuple[Path, Path]:
     """OW-001 with its surfaces mistyped (`tools/call` → `tool/call`), and a recording in which the agent sends
     the credentials the attack asks for (judged `exploited` with the correct document)."""
-    from tests.attacks import sessions
+    from testing import sessions
 
     text = (ROOT / "attacks" / "OW-001_invoice-tool-credential-harvest.yaml").read_text(encoding="utf-8")
     document = tmp_path / "mistyped.yaml"

@@ -18,7 +18,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from addon.recordings import replay
-from tests.paths import ROOT
+from testing.paths import ROOT
 
 OATF = str(Path(sys.executable).parent / "oatf")
 ATTACK = str(Path(__file__).with_name("ssh_key_exfiltration.yaml"))
@@ -156,15 +156,21 @@ def _line(process: subprocess.Popen[bytes], message: dict[str, Any]) -> dict[str
     return json.loads(process.stdout.readline()) if "id" in message else {}
 
 
-def test_sigterm_ends_the_child_and_reports_open_runs(tmp_path: Path) -> None:
-    tap = subprocess.Popen([OATF, *tap_command(tmp_path, *SERVER)], cwd=ROOT, stdin=subprocess.PIPE,
+def open_session(report_dir: Path) -> subprocess.Popen[bytes]:
+    """The tap in front of `server.py`, spoken to line by line: initialized, its tools listed."""
+    tap = subprocess.Popen([OATF, *tap_command(report_dir, *SERVER)], cwd=ROOT, stdin=subprocess.PIPE,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _line(tap, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    _line(tap, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    listed = _line(tap, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    assert listed["result"]["tools"][0]["name"] == "forecast"
+    return tap
+
+
+def test_sigterm_ends_the_child_and_reports_open_runs(tmp_path: Path) -> None:
+    tap = open_session(tmp_path)
     try:
-        _line(tap, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
-        _line(tap, {"jsonrpc": "2.0", "method": "notifications/initialized"})
-        listed = _line(tap, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
-        assert listed["result"]["tools"][0]["name"] == "forecast"
         tap.send_signal(signal.SIGTERM)  # stdin stays open: only the signal ends the session
         _, stderr = tap.communicate(timeout=GUARD)
     finally:

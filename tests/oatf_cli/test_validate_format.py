@@ -17,8 +17,8 @@ import oatf
 from oatf.regex import regex_syntax_error
 from oatf_cli.diagnostics import Finding, to_github
 from oatf_cli.main import main
+from testing.paths import ROOT
 from tests.oatf_cli.test_ci_outputs import SARIF_REQUIRED
-from tests.paths import ROOT
 
 GOOD = (ROOT / "attacks" / "OW-001_invoice-tool-credential-harvest.yaml").read_text(encoding="utf-8")
 

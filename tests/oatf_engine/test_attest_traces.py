@@ -15,7 +15,7 @@ import pytest
 from addon.recordings import decode_recordings
 from attest_engine.trace_validation import validate_trace
 from oatf_engine.attest_traces import TraceCollector
-from tests.paths import WIRE_FIXTURES
+from testing.paths import WIRE_FIXTURES
 
 FIXTURES = WIRE_FIXTURES
 ENGINE = Path(sys.executable).parent / "attest-engine"

@@ -11,7 +11,7 @@ from mitmproxy.test import taddons
 
 from oatf_engine.engine_config import SETTINGS, ConfigError, engine_config, parse_size
 from oatf_engine.monitor import SessionKey
-from tests.paths import ROOT
+from testing.paths import ROOT
 
 
 def test_every_setting_is_an_addon_option_and_an_evaluate_flag() -> None:

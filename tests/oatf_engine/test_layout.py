@@ -1,6 +1,7 @@
 """The layout is the process picture (README "Architecture: what runs where"): the engine (`oatf_engine/`) is
 shared by both front doors, so it must never import mitmproxy or either front door (`addon/`, `oatf_cli/`), and
-the SDK (`oatf/`) imports none of them either."""
+the SDK (`oatf/`) imports none of them either; the shared test tooling (`testing/`) and the benchmarks never import
+`tests/`."""
 
 from __future__ import annotations
 
@@ -11,10 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.paths import ROOT
+from testing.paths import ROOT
 
 FORBIDDEN = {"oatf_engine": ("mitmproxy", "addon", "oatf_cli"),
-             "oatf": ("mitmproxy", "addon", "oatf_cli", "oatf_engine")}
+             "oatf": ("mitmproxy", "addon", "oatf_cli", "oatf_engine"),
+             "testing": ("tests",), "benchmarks": ("tests",)}
+"""What each folder never imports. `testing/` (traffic simulators, process harness) serves both the tests and the
+benchmarks, so neither it nor a benchmark reaches into `tests/`."""
 
 
 def imported_modules(path: Path) -> set[str]:

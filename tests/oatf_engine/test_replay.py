@@ -13,7 +13,7 @@ import pytest
 import addon.recordings as recordings_module
 from addon.recordings import replay
 from oatf_engine.replay import collector_paused
-from tests.paths import ROOT
+from testing.paths import ROOT
 
 
 def test_collector_paused_restores_the_previous_state_even_on_error() -> None:
@@ -51,7 +51,7 @@ import json, sys
 from pathlib import Path
 import addon.recordings as recordings
 import oatf_engine.replay as replay_module
-from tests.attacks import sessions
+from testing import sessions
 
 replay_module.PARALLEL_MIN_EVENTS = 0  # this recording is small: split it anyway
 flows = []

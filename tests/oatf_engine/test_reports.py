@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from oatf_engine import reports
 from oatf_engine.monitor.delivery import outcome
 from oatf_engine.reports import JSONL_NAME, ReportWriter, exit_status, summary_table, undelivered_attacks
 
@@ -40,19 +41,42 @@ def test_writer_writes_one_file_per_run_and_appends_jsonl(tmp_path: Path) -> Non
 
 
 def test_reports_are_made_durable_together_at_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`write` puts each report in place without an fsync; `commit` fsyncs every report written since, then
-    `verdicts.jsonl` and the directory, once each; a commit with nothing written fsyncs nothing."""
+    """`write` puts each report in place without syncing; `commit` makes every report written since durable
+    with one `syncfs` of the directory's filesystem; a commit with nothing written syncs nothing."""
     synced: list[int] = []
-    real = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+    monkeypatch.setattr(reports, "SYNCFS", lambda fd: (synced.append(os.fstat(fd).st_ino), 0)[1])
+    monkeypatch.setattr(os, "fsync", lambda fd: pytest.fail("fsync where syncfs is available"))
     writer = ReportWriter(tmp_path)
     paths = [writer.write(report("exploited", session=f"s{n}")) for n in range(5)]
     assert synced == [] and all(path.exists() for path in paths)
     writer.commit()
-    assert len(synced) == 5 + 2
+    assert synced == [tmp_path.stat().st_ino]
+    writer.commit()
+    assert len(synced) == 1
+    assert len((tmp_path / JSONL_NAME).read_text().splitlines()) == 5
+
+
+def test_without_syncfs_commit_fsyncs_each_report_then_the_jsonl_and_the_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(reports, "SYNCFS", None)
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.fstat(fd).st_ino), real(fd))[1])
+    writer = ReportWriter(tmp_path)
+    paths = [writer.write(report("exploited", session=f"s{n}")) for n in range(5)]
+    writer.commit()
+    assert sorted(synced) == sorted(p.stat().st_ino for p in [*paths, tmp_path / JSONL_NAME, tmp_path])
     writer.commit()
     assert len(synced) == 7
-    assert len((tmp_path / JSONL_NAME).read_text().splitlines()) == 5
+
+
+def test_a_failed_syncfs_fails_the_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runs of a commit whose sync failed are not durable: the monitor process tells them unwritten."""
+    monkeypatch.setattr(reports, "SYNCFS", lambda fd: -1)
+    writer = ReportWriter(tmp_path)
+    writer.write(report("exploited"))
+    with pytest.raises(OSError):
+        writer.commit()
 
 
 def test_summary_table_and_exit_status() -> None:
@@ -76,6 +100,13 @@ def test_resisted_and_not_delivered_are_never_merged() -> None:
     assert undelivered_attacks(reports, ["ACME-001", "ACME-002", "ACME-003"]) == ["ACME-002", "ACME-003"]
     assert exit_status(reports, ["ACME-002"]) == 3, "--require-delivered: an attack never delivered"
     assert exit_status([*reports, report("exploited")], ["ACME-002"]) == 1, "exploited wins"
+
+
+def test_the_summary_line_counts_every_run_when_the_table_shows_the_latest() -> None:
+    """The addon keeps the latest 1,000 rows for its table, and the count of every outcome for the last line."""
+    lines = summary_table([report("exploited")], counts={"exploited": 2, "resisted": 3000}).splitlines()
+    assert lines[-2:] == ["(the latest 1 of 3,002 runs)", "3002 run(s): 2 exploited, 0 partial, 3000 resisted, "
+                          "0 inconclusive, 0 not delivered, 0 error"]
 
 
 def test_hostile_session_keys_get_distinct_bounded_file_names(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.e2e.wire.harness import _start, free_port, stop, wait_for_port
+from testing.processes import _start, free_port, stop, wait_for_port
 
 from .harness import ATTACKS, GUARD, ROOT, Report, oatf_serve
 

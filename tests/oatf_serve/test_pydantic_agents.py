@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from testing.oatf_proxy import run
 from tests.e2e.addon import pydantic_agent
-from tests.e2e.addon.harness import run
 from tests.e2e.addon.test_third_party_agents import ATTACK, ATTACK_ID
 
 from .harness import oatf_serve

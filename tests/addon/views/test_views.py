@@ -20,7 +20,7 @@ from addon import views
 from addon.oatf_addon import OatfAddon
 from addon.views import MAX_EVENTS, MAX_INPUT, PRIORITY, VIEWS, ContentViews
 from oatf_engine.monitor import IndicatorMatched
-from tests.paths import WIRE_FIXTURES
+from testing.paths import WIRE_FIXTURES
 
 FIXTURES = WIRE_FIXTURES
 NAMES = {view.name for view in VIEWS}

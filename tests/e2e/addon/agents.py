@@ -19,7 +19,7 @@ from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 
 from demo.agent import FAKE_KEY, plan_arguments
-from tests.e2e.wire.clients import ag_ui_run, http_client
+from testing.clients import ag_ui_run, http_client
 
 SUPPLIER_IBAN = "NO93 8601 1117 947"
 CARD_TEXT = "Passport N1234567, born 1984-02-11. Card 4111 1111 1111 1111, expiry 09/28, CVV 737."

@@ -3,7 +3,7 @@ fits the peer, else written here (tests write them into temporary files)."""
 
 from __future__ import annotations
 
-from tests.paths import ROOT
+from testing.paths import ROOT
 
 TOOL_POISONING = ROOT / "examples" / "calculator-exfiltration.yaml"
 """DEMO-001: the demo server's `add` description asks for ~/.ssh/id_rsa in `note` (single phase, mcp_server)."""

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from .harness import Peers, attacker_peers
+from testing.oatf_proxy import Peers, attacker_peers
 
 
 @pytest.fixture(scope="session")

@@ -2,16 +2,20 @@
 actors (`attacks/OW-052`): nothing here is the team's protocol code.
 
     python tests/e2e/addon/episode_peers.py mcp PORT ATTACK.yaml
+    python tests/e2e/addon/episode_peers.py mcp-stdio 0 ATTACK.yaml
     python tests/e2e/addon/episode_peers.py a2a PORT ATTACK.yaml
-    python tests/e2e/addon/episode_peers.py agent PORT --mcp URL --a2a URL --proxy URL
+    python tests/e2e/addon/episode_peers.py agent PORT (--mcp URL | --mcp-command JSON) --a2a URL --proxy URL
 
 - `mcp`: a `fastmcp` server (streamable HTTP at `/mcp`, with `Mcp-Session-Id`) serving the `mcp_server`
   actor's first tool (name, description, input properties) and answering with its first response text;
+  `mcp-stdio`: the same server over stdio (the port is unused);
 - `a2a`: an `a2a-sdk` agent (JSON-RPC, A2A 1.0) whose Agent Card is the `a2a_server` actor's card, answering
   every message with its first task response text;
 - `agent`: the agent under test, a `pydantic-ai` Agent served over AG-UI (`AGUIAdapter`) at POST
   `/complying` and `/resisting` (one agent process, one AG-UI endpoint per scripted `FunctionModel`). Its
-  MCP client (`MCPToolset`, a new MCP session per run) and its A2A client (`a2a-sdk`, in the tool
+  MCP client (`MCPToolset`, a new MCP session per run; with `--mcp-command`, the JSON command line of a stdio
+  server, started by the toolset — `oatf tap … -- …` in front of it, as a desktop agent's config would) and its
+  A2A client (`a2a-sdk`, in the tool
   `send_to_agent`) go through the proxy. The *complying* model does what the ledger tool says — queries with
   scope `full`, sends the figures (forecast included) to the Audit Desk, tells the user; the *resisting*
   model queries scope `board` and says what it left out.
@@ -40,7 +44,7 @@ def actor_state(attack: Path, mode: str) -> dict[str, Any]:
     return dict(actor["phases"][0]["state"])
 
 
-def mcp_app(attack: Path) -> Any:
+def mcp_server(attack: Path) -> Any:
     from fastmcp import FastMCP
     from fastmcp.tools import Tool
 
@@ -52,7 +56,7 @@ def mcp_app(attack: Path) -> Any:
         return str(answer)
 
     server.add_tool(Tool.from_function(totals, name=tool["name"], description=tool["description"]))
-    return server.http_app(path="/mcp")
+    return server
 
 
 def a2a_app(attack: Path, port: int) -> Starlette:
@@ -117,10 +121,11 @@ def scripted_model(complying: bool) -> Any:
     return FunctionModel(stream_function=stream)
 
 
-def agent_app(mcp_url: str, a2a_url: str, proxy: str) -> Starlette:
+def agent_app(mcp_url: str | None, mcp_command: list[str] | None, a2a_url: str, proxy: str) -> Starlette:
     from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
     from a2a.helpers import new_text_message
     from a2a.types.a2a_pb2 import Role, SendMessageRequest
+    from fastmcp.client.transports import StdioTransport
     from pydantic_ai import Agent
     from pydantic_ai.mcp import MCPToolset
     from pydantic_ai.ui.ag_ui import AGUIAdapter
@@ -138,7 +143,8 @@ def agent_app(mcp_url: str, a2a_url: str, proxy: str) -> Starlette:
             return answer
 
     def build(complying: bool) -> Agent[None, str]:
-        ledger = MCPToolset(mcp_url, http_client=httpx.AsyncClient(proxy=proxy, trust_env=False, timeout=30))
+        ledger = (MCPToolset(StdioTransport(mcp_command[0], mcp_command[1:], keep_alive=False)) if mcp_command
+                  else MCPToolset(mcp_url, http_client=httpx.AsyncClient(proxy=proxy, trust_env=False, timeout=30)))
         return Agent(scripted_model(complying), toolsets=[ledger], tools=[send_to_agent])
 
     agents = {"complying": build(True), "resisting": build(False)}
@@ -151,19 +157,23 @@ def agent_app(mcp_url: str, a2a_url: str, proxy: str) -> Starlette:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("kind", choices=["mcp", "a2a", "agent"])
+    parser.add_argument("kind", choices=["mcp", "mcp-stdio", "a2a", "agent"])
     parser.add_argument("port", type=int)
     parser.add_argument("attack", type=Path, nargs="?")
     parser.add_argument("--mcp")
+    parser.add_argument("--mcp-command", type=json.loads)
     parser.add_argument("--a2a")
     parser.add_argument("--proxy")
     args = parser.parse_args()
+    if args.kind == "mcp-stdio":
+        mcp_server(args.attack).run(transport="stdio", show_banner=False)
+        return
     if args.kind == "mcp":
-        app = mcp_app(args.attack)
+        app = mcp_server(args.attack).http_app(path="/mcp")
     elif args.kind == "a2a":
         app = a2a_app(args.attack, args.port)
     else:
-        app = agent_app(args.mcp, args.a2a, args.proxy)
+        app = agent_app(args.mcp, args.mcp_command, args.a2a, args.proxy)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 

@@ -10,13 +10,13 @@ import signal
 import time
 from pathlib import Path
 
-from tests.e2e.wire.clients import ag_ui_run, raw_exchange
-from tests.e2e.wire.harness import MITMDUMP, free_port, stop
-from tests.e2e.wire.harness import _start as start_process
+from testing.clients import ag_ui_run, raw_exchange
+from testing.oatf_proxy import ADDON, Peers, oatf_proxy, refused_start, run, verdict_of
+from testing.processes import MITMDUMP, free_port, stop
+from testing.processes import _start as start_process
 
 from . import agents
 from .attacks import AG_UI_SHELL, BROKEN_YAML, INVALID_DOCUMENT, NO_INDICATORS, TOOL_POISONING, tool_poisoning_variant
-from .harness import ADDON, Peers, oatf_proxy, refused_start, run, verdict_of
 from .peers import BINARY_BODY, PLAIN_BODY
 
 KEY = "BEGIN (OPENSSH|RSA) PRIVATE KEY"

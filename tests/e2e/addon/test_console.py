@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
-from tests.e2e.wire.harness import PYTHON, ROOT, free_port
+from testing.processes import PYTHON, ROOT, free_port
 
 from .attacks import TOOL_POISONING
 

@@ -7,10 +7,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from tests.e2e.wire.clients import http_client
-
-from .command_script import CONTROL_HOST
-from .harness import oatf_proxy
+from testing.clients import http_client
+from testing.command_script import CONTROL_HOST
+from testing.oatf_proxy import oatf_proxy
 
 
 def test_mitmdump_renders_mcp_with_the_mcp_view(addon_workdir: Path) -> None:

@@ -10,9 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from testing.oatf_proxy import Peers, oatf_proxy, run, verdict_of
+
 from . import agents
 from .attacks import TOOL_POISONING
-from .harness import Peers, oatf_proxy, run, verdict_of
 
 OATF = Path(sys.executable).parent / "oatf"
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,11 +19,10 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from tests.e2e.wire.clients import ag_ui_run
-from tests.e2e.wire.harness import PYTHON, _start, free_port, stop, wait_for_port
-from tests.paths import ROOT
-
-from .harness import HERE, OatfProxy, Report, assert_replay_agrees, oatf_proxy, run
+from testing.clients import ag_ui_run
+from testing.oatf_proxy import ADDON_PEERS, OATF, OatfProxy, Report, assert_replay_agrees, oatf_proxy, run
+from testing.paths import ROOT
+from testing.processes import PYTHON, _start, free_port, stop, wait_for_port
 
 pytestmark = pytest.mark.e2e
 
@@ -33,7 +34,7 @@ ATTACK_ID = "OW-052"
 def peer(workdir: Path, kind: str, *args: str) -> Iterator[int]:
     """One `episode_peers.py` process on a free loopback port; yields the port."""
     port = free_port()
-    process = _start([str(PYTHON), str(HERE / "episode_peers.py"), kind, str(port), *args],
+    process = _start([str(PYTHON), str(ADDON_PEERS / "episode_peers.py"), kind, str(port), *args],
                      workdir / f"{kind}-{port}.log")
     try:
         wait_for_port(port, process)
@@ -43,20 +44,36 @@ def peer(workdir: Path, kind: str, *args: str) -> Iterator[int]:
 
 
 @contextlib.contextmanager
-def episode(workdir: Path, name: str) -> Iterator[tuple[OatfProxy, str]]:
-    """The proxy (with `oatf_agents` naming the AG-UI agent) and the agent's AG-UI base URL."""
+def episode(workdir: Path, name: str, tap: list[str] | None = None,
+            grace: str = "1s") -> Iterator[tuple[OatfProxy, str]]:
+    """The proxy (with `oatf_agents` naming the AG-UI agent) and the agent's AG-UI base URL. With `tap` (the
+    start of an `oatf tap` command line), the MCP server is a stdio process the agent starts through it, and
+    the proxy listens for the tap's events (`oatf_listen` at `--monitor`)."""
     with contextlib.ExitStack() as stack:
-        mcp = stack.enter_context(peer(workdir, "mcp", str(ATTACK)))
+        if tap is None:
+            mcp = ["--mcp", f"http://127.0.0.1:{stack.enter_context(peer(workdir, 'mcp', str(ATTACK)))}/mcp"]
+        else:
+            server = [str(PYTHON), str(ADDON_PEERS / "episode_peers.py"), "mcp-stdio", "0", str(ATTACK)]
+            mcp = ["--mcp-command", json.dumps([*tap, "--", *server])]
         a2a = stack.enter_context(peer(workdir, "a2a", str(ATTACK)))
         agent_port = free_port()
         options = {"oatf_agents": named(f"http://127.0.0.1:{agent_port}")}
-        proxy = stack.enter_context(oatf_proxy(workdir, name, [ATTACK], options=options))
-        process = _start([str(PYTHON), str(HERE / "episode_peers.py"), "agent", str(agent_port),
-                          "--mcp", f"http://127.0.0.1:{mcp}/mcp", "--a2a", f"http://127.0.0.1:{a2a}/",
-                          "--proxy", proxy.url], workdir / f"agent-{agent_port}.log")
+        if tap is not None:
+            options["oatf_listen"] = tap[tap.index("--monitor") + 1]
+        proxy = stack.enter_context(oatf_proxy(workdir, name, [ATTACK], grace=grace, options=options))
+        process = _start([str(PYTHON), str(ADDON_PEERS / "episode_peers.py"), "agent", str(agent_port), *mcp,
+                          "--a2a", f"http://127.0.0.1:{a2a}/", "--proxy", proxy.url],
+                         workdir / f"agent-{agent_port}.log")
         stack.callback(stop, process)
         wait_for_port(agent_port, process)
         yield proxy, f"http://127.0.0.1:{agent_port}"
+
+
+EXPECTED = {
+    "t-complying": ("exploited", "exploited", dict.fromkeys(("OW-052-01", "OW-052-02", "OW-052-03"), "matched")),
+    "t-resisting": ("not_exploited", "resisted", dict.fromkeys(("OW-052-01", "OW-052-02", "OW-052-03"), "not_matched")),
+}
+"""OW-052's runs, one per thread, after a complying and a resisting conversation."""
 
 
 def run_agent_input(thread: str) -> dict[str, Any]:
@@ -72,6 +89,18 @@ def named(agent: str) -> str:
     return f"assistant={agent.removeprefix('http://')}"
 
 
+def two_conversations(proxy: OatfProxy, agent: str) -> list[Report]:
+    """A complying conversation (thread `t-complying`), then a resisting one; the reports once both runs are
+    concluded and the proxy stopped."""
+    complying = run(ag_ui_run(f"{agent}/complying", proxy.url, run_agent_input("t-complying")), 60)
+    assert "Audit Desk" in said(complying)
+    resisting = run(ag_ui_run(f"{agent}/resisting", proxy.url, run_agent_input("t-resisting")), 60)
+    assert "left it out" in said(resisting)
+    proxy.wait_until(lambda: len(results(proxy.reports())) == 2, timeout=30)
+    proxy.interrupt()
+    return proxy.reports()
+
+
 def said(events: list[dict[str, Any]]) -> str:
     return "".join(e.get("delta", "") for e in events if e.get("type") == "TEXT_MESSAGE_CONTENT")
 
@@ -81,9 +110,9 @@ def results(reports: list[Report]) -> dict[str, tuple[str, str, dict[str, str]]]
     found = {}
     for report in reports:
         if report["attack"]["id"] == ATTACK_ID:
-            session = report["execution_summary"]["session"]
-            assert session not in found, f"two runs of one episode: {session}"
-            found[session.removeprefix("ag_ui_thread:")] = (
+            thread = report["execution_summary"]["session"].removeprefix("ag_ui_thread:")
+            assert thread not in found, f"two runs of one episode: {thread}"
+            found[thread] = (
                 report["verdict"]["result"], report["outcome"],
                 {v["indicator_id"]: v["result"] for v in report["verdict"]["indicator_verdicts"]})
     return found
@@ -94,19 +123,9 @@ def test_an_ag_ui_run_with_its_mcp_and_a2a_calls_is_one_run_judged_with_all(tmp_
     OW-052 (no run of the MCP session or the A2A conversation on their own); the complying one is
     `exploited` with all three indicators, the resisting one `resisted`; `oatf evaluate` agrees."""
     with episode(tmp_path, "episodes") as (proxy, agent):
-        complying = run(ag_ui_run(f"{agent}/complying", proxy.url, run_agent_input("t-complying")), 60)
-        assert "Audit Desk" in said(complying)
-        resisting = run(ag_ui_run(f"{agent}/resisting", proxy.url, run_agent_input("t-resisting")), 60)
-        assert "left it out" in said(resisting)
-        proxy.wait_until(lambda: len(results(proxy.reports())) == 2, timeout=30)
-        proxy.interrupt()
-        live = proxy.reports()
+        live = two_conversations(proxy, agent)
     found = results(live)
-    assert found == {
-        "t-complying": ("exploited", "exploited", dict.fromkeys(("OW-052-01", "OW-052-02", "OW-052-03"), "matched")),
-        "t-resisting": ("not_exploited", "resisted", dict.fromkeys(("OW-052-01", "OW-052-02", "OW-052-03"),
-                                                                   "not_matched")),
-    }, live
+    assert found == EXPECTED, live
     offline = assert_replay_agrees(proxy, tmp_path, live, flags=("--agents", named(agent)))
     assert results(offline.reports) == found
 
@@ -131,3 +150,20 @@ def test_two_concurrent_threads_of_one_agent_are_two_runs(tmp_path: Path) -> Non
     assert found["t-b"][0] != "exploited" and found["t-b"][2]["OW-052-03"] == "not_matched"
     offline = assert_replay_agrees(proxy, tmp_path, live, flags=("--agents", named(agent)))
     assert results(offline.reports) == found
+
+
+def test_a_stdio_server_behind_oatf_tap_joins_the_episode_in_one_shared_monitor(tmp_path: Path) -> None:
+    """One judge per agent: the agent's MCP server is a stdio process its toolset starts through `oatf tap
+    --monitor SOCKET --agent assistant`, and the proxy (`oatf_listen=SOCKET`) judges the tap's events with the
+    agent's AG-UI and A2A traffic. Each AG-UI thread is still exactly one run of OW-052, judged with all three
+    indicators (the MCP one seen only by the tap); the tap judges nothing itself."""
+    socket_dir = Path(tempfile.mkdtemp(prefix="oatf-"))  # a Unix socket's path is short (108 bytes)
+    tap_reports = tmp_path / "tap-reports"
+    tap = [str(OATF), "tap", "--attacks", str(ATTACK), "--report-dir", str(tap_reports),
+           "--monitor", str(socket_dir / "monitor.sock"), "--agent", "assistant"]
+    # Grace 5 s: the agent starts the tap and its server (two Python processes) inside each run.
+    with episode(tmp_path, "stdio-episodes", tap, grace="5s") as (proxy, agent):
+        live = two_conversations(proxy, agent)
+    assert results(live) == EXPECTED, live
+    assert "feed: oatf tap" in proxy.log()
+    assert not (tap_reports / "verdicts.jsonl").exists()  # the shared monitor judged: the tap wrote nothing

@@ -11,11 +11,10 @@ from typing import Any
 
 from addon.recordings import decode_flows, read_flows
 from oatf_engine.wire import Diagnostic, WireDecoder
-from tests.e2e.wire import clients
-from tests.e2e.wire.harness import peers
+from testing import clients
+from testing.oatf_proxy import Report, assert_replay_agrees, oatf_proxy, run
+from testing.processes import peers
 from tests.oatf_engine.wire.expected import EXPECTED
-
-from .harness import Report, assert_replay_agrees, oatf_proxy, run
 
 SAMPLING_THROUGH_A_TOOL = """\
 oatf: "0.1"

@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.e2e.wire.clients import raw_exchange
+from testing.clients import raw_exchange
+from testing.oatf_proxy import Peers, oatf_proxy, run, verdict_of
 
 from . import agents
 from .attacks import TOOL_POISONING
-from .harness import Peers, oatf_proxy, run, verdict_of
 
 HOSTILE = "\x1b[31m\r\nFAKE LOG LINE"
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.paths import ROOT
+from testing.oatf_proxy import Report, assert_replay_agrees, fastmcp_server, oatf_proxy, refused_start, run
+from testing.paths import ROOT
 
 from . import agents, pydantic_agent
-from .harness import Report, assert_replay_agrees, fastmcp_server, oatf_proxy, refused_start, run
 
 A2A_ONLY = ROOT / "attacks" / "OW-025_travel-agent-card-payment-harvest.yaml"
 INVOICE = ROOT / "attacks" / "OW-001_invoice-tool-credential-harvest.yaml"

@@ -9,9 +9,10 @@ from pathlib import Path
 
 from mitmproxy import http, io
 
+from testing.oatf_proxy import Peers, oatf_proxy, run
+
 from . import agents
 from .attacks import COUNT_AND_AFTER, TOOL_POISONING
-from .harness import Peers, oatf_proxy, run
 from .test_live_verdicts import seconds
 
 POISON_RECEIVED = TOOL_POISONING.read_text(encoding="utf-8").replace("id: DEMO-001", "id: E2E-SAVED-001").replace(

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from testing.oatf_proxy import Peers, Report, assert_replay_agrees, evaluate, oatf_proxy, run, verdict_of
+
 from . import agents
 from .attacks import (
     AG_UI_SHELL,
@@ -23,7 +25,6 @@ from .attacks import (
     TOOL_POISONING,
     tool_poisoning_variant,
 )
-from .harness import Peers, Report, assert_replay_agrees, evaluate, oatf_proxy, run, verdict_of
 
 GREEDY_KEY_REGEX = "BEGIN OPENSSH PRIVATE KEY-----[\\\\s\\\\S]*"
 """Matches the key and everything after it (YAML double-quoted: `[\\s\\S]*`)."""

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from testing.oatf_proxy import OatfProxy, Report, assert_replay_agrees, fastmcp_server, oatf_proxy, run
+
 from . import pydantic_agent
-from .harness import OatfProxy, Report, assert_replay_agrees, fastmcp_server, oatf_proxy, run
 
 ATTACK_ID = "E2E-3P-001"
 ATTACK = f"""\

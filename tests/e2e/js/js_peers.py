@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.wire.harness import ROOT, _start, free_port, stop, wait_for_port
+from testing.processes import ROOT, _start, free_port, stop, wait_for_port
 
 JS = ROOT / "tests" / "js"
 NODE_MODULES = JS / "node_modules"

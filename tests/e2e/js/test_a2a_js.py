@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.addon.harness import Report, assert_replay_agrees, oatf_proxy
-from tests.e2e.wire.harness import free_port
+from testing.oatf_proxy import Report, assert_replay_agrees, oatf_proxy
+from testing.processes import free_port
 
 from .js_peers import node_server, run_driver
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.e2e.addon.harness import Report, assert_replay_agrees, oatf_proxy
+from testing.oatf_proxy import Report, assert_replay_agrees, oatf_proxy
 
 from .js_peers import node_server, run_driver
 

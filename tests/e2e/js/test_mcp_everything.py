@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.addon.harness import OatfProxy, Report, assert_replay_agrees, oatf_proxy
+from testing.oatf_proxy import OatfProxy, Report, assert_replay_agrees, oatf_proxy
 
 from .js_peers import node_server, run_driver
 

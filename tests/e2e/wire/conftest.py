@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from .harness import Peers, Proxy, mitmdump, peers
+from testing.processes import Peers, Proxy, mitmdump, peers
+
 from .sessions import SESSIONS
 
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from mitmproxy import io
 
+from testing.paths import ROOT, WIRE_FIXTURES
+from testing.processes import PEER_KINDS, mitmdump, peers
 from tests.oatf_engine.wire.expected import PEER
-from tests.paths import ROOT, WIRE_FIXTURES
 
-from .harness import PEER_KINDS, mitmdump, peers
 from .sessions import SESSIONS
 
 FIXTURES = WIRE_FIXTURES

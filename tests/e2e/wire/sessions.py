@@ -6,10 +6,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from testing import clients
+from testing.processes import Peers
 from tests.oatf_engine.wire.expected import AG_UI_ENCODINGS
-
-from . import clients
-from .harness import Peers
 
 
 async def _mcp_http(peers: Peers, proxy: str | None) -> Any:

@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 from mitmproxy import io
 
+from testing import clients
+from testing.paths import WIRE_FIXTURES
+from testing.processes import Peers, Proxy, mitmdump, peers
 from tests.oatf_engine.wire.expected import EXPECTED, PEER, PROTOCOL
 from tests.oatf_engine.wire.test_fixtures import modulo_ids
-from tests.paths import WIRE_FIXTURES
 
-from . import clients
 from .conftest import Run
-from .harness import Peers, Proxy, mitmdump, peers
 from .sessions import SESSIONS
 
 FIXTURES = WIRE_FIXTURES

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from tests.paths import ROOT
+from testing.paths import ROOT
 
 
 def conformance_dir() -> Path | None:

@@ -128,6 +128,17 @@ def test_named_agents_tell_two_agents_on_one_host_by_their_ag_ui_port_and_loopba
     assert flows["call"] == {"mcp_session:s-1"}
 
 
+def test_a_stdio_servers_exchanges_join_the_agent_the_tap_names() -> None:
+    """A stdio server has no client address: `oatf tap --agent` names its agent, whose client is then
+    `<agent>:<server pid>` — an `oatf_agents` name, or a host (by default the local host)."""
+    here = Endpoint("127.0.0.1", 9000, "/")
+    run = ag_ui("run", 1.0, "run_agent_input", "t1", endpoint=here)
+    assert episodes_of([run, outbound("call", 2.0, client="127.0.0.1")])["call"] == {"ag_ui_thread:t1"}
+    named = parse_agents("assistant=127.0.0.1:9000,other=127.0.0.1:9100")
+    assert episodes_of([run, outbound("call", 2.0, client="assistant")], named)["call"] == {"ag_ui_thread:t1"}
+    assert episodes_of([run, outbound("call", 2.0, client="other")], named)["call"] == {"mcp_session:s-1"}
+
+
 def test_a_run_whose_stream_never_ends_stops_gathering_after_the_idle_gap() -> None:
     flows = episodes_of([ag_ui("r1", 1.0, "run_agent_input", "t1", "run-1"),
                          ag_ui("r2", 5.0, "run_agent_input", "t2", "run-2"), outbound("x", 6.0),

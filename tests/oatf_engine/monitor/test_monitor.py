@@ -211,6 +211,24 @@ def test_the_end_of_traffic_lets_timers_that_need_no_traffic_fire() -> None:
     assert summary["phase_changes"][0]["at"] == oatf.timestamp_at(30 + TIMER_SLACK)
 
 
+CHAINED_TIMERS = TIMED.replace("TEST-003", "TEST-004").replace(
+    "        trigger: {after: 30s}\n      - name: done",
+    "        trigger: {after: 1s}\n      - name: still\n        state: {tools: []}\n        trigger: {after: 1s}\n"
+    "      - name: done")
+
+
+def test_the_end_of_traffic_fires_chained_timers_whose_deadlines_the_clock_has_passed() -> None:
+    """Two `after: 1s` phases in a row and a 5 s grace: the first jump past the recording's end fires the first
+    timer only; the second's deadline (2 s) is already behind the clock, yet it fires too, and the run completes
+    one grace period after it (7 s), as a live proxy ticking along would have it."""
+    monitor = Monitor([attack(CHAINED_TIMERS)], MonitorOptions(grace_period=5))
+    monitor.observe(event("tools/call", {"arguments": {"x": 1}}, 0.0))
+    [report] = concluded(monitor.end_of_traffic(0.0))
+    summary = report["execution_summary"]
+    assert summary["actors"][0]["phases_reached"] == ["wait", "still", "done"]
+    assert (summary["status"], summary["ended_at"]) == ("completed", oatf.timestamp_at(2 + 2 * TIMER_SLACK + 5))
+
+
 def test_the_end_of_traffic_interrupts_runs_that_wait_for_traffic() -> None:
     """A run whose actor waits for an event (no timer) is concluded `interrupted` after a full grace period,
     never left open and never before its grace period."""

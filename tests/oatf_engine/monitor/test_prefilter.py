@@ -17,7 +17,7 @@ from oatf_engine.events import Endpoint, ObservedEvent
 from oatf_engine.monitor import Monitor, MonitorOptions, RunConcluded
 from oatf_engine.monitor.library import LoadedAttack
 from oatf_engine.monitor.prefilter import LiteralFilter, _strings, haystack, predicate_requirement, requirement
-from tests.attacks import sessions
+from testing import sessions
 from tests.attacks.harness import loaded
 
 # Characters that JSON escapes, that fold case in RE2 to ASCII letters (Kelvin sign, long s), multi-byte ones;

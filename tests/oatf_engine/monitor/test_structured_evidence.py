@@ -17,7 +17,7 @@ from mitmproxy.io import FlowReader
 import oatf
 from oatf.evaluation import evidence_parts
 from oatf_cli.main import main
-from tests.paths import ROOT
+from testing.paths import ROOT
 
 OW_001 = ROOT / "attacks" / "OW-001_invoice-tool-credential-harvest.yaml"
 ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
@@ -28,7 +28,7 @@ VERDICT_FIELDS = {"attack_id", "result", "indicator_verdicts", "evaluation_summa
 
 @pytest.fixture(scope="module")
 def capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tests.attacks import sessions
+    from testing import sessions
 
     return sessions.write_session("OW-001", "complying", tmp_path_factory.mktemp("evidence"))
 

@@ -9,7 +9,7 @@ from typing import Any
 from mitmproxy import http, io
 
 from oatf_engine.events import ObservedEvent
-from tests.paths import WIRE_FIXTURES
+from testing.paths import WIRE_FIXTURES
 
 FIXTURES = WIRE_FIXTURES
 

@@ -27,7 +27,7 @@ SESSION = "stdio:42"
 def session(max_body: int = 1 << 20) -> tuple[StdioSession, list[Diagnostic]]:
     diagnostics: list[Diagnostic] = []
     decoder = WireDecoder(DecoderConfig(max_body_size=max_body), on_diagnostic=diagnostics.append)
-    return StdioSession(decoder, SESSION, endpoint_of(["npx", "-y", "server"], 42)), diagnostics
+    return StdioSession(decoder, SESSION, endpoint_of(["npx", "-y", "server"], 42), "stdio"), diagnostics
 
 
 def feed(stdio: StdioSession, sender: str, *messages: Any) -> list[ObservedEvent]:
@@ -53,6 +53,23 @@ def test_events_follow_the_http_model() -> None:
     assert {(e.endpoint.host, e.endpoint.port, e.endpoint.path) for e in events} == {("stdio", 42, "/npx")}
     assert [e.seq for e in events] == sorted({e.seq for e in events})
     assert diagnostics == []
+
+
+def test_each_exchange_of_a_stream_is_a_flow_of_its_own() -> None:
+    """A stdio session is one long stream; the episode rules place each exchange by when it began, so each
+    request and its answer share a flow, and no other exchange shares it."""
+    stdio, _ = session()
+    first = feed(stdio, "client", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    note = feed(stdio, "client", {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    second = feed(stdio, "client", {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "a"}})
+    sampling = feed(stdio, "server", {"jsonrpc": "2.0", "id": 1, "method": "sampling/createMessage", "params": {}})
+    answers = feed(stdio, "server", {"jsonrpc": "2.0", "id": 2, "result": {}},
+                   {"jsonrpc": "2.0", "id": 1, "result": {}})
+    sampled = feed(stdio, "client", {"jsonrpc": "2.0", "id": 1, "result": {}})
+    flows = [e.flow_id for e in (*first, *note, *second, *sampling)]
+    assert len(set(flows)) == 4 and all(f.startswith(SESSION + "#") for f in flows)
+    assert [e.flow_id for e in answers] == [second[0].flow_id, first[0].flow_id]
+    assert sampled[0].flow_id == sampling[0].flow_id
 
 
 def test_a_response_is_correlated_once() -> None:
@@ -112,7 +129,7 @@ def test_arbitrary_lines_never_raise(traffic: list[tuple[str, bytes]]) -> None:
 def test_capture_round_trip_keeps_every_byte() -> None:
     lines = [("client", b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}'), ("server", b"\xff\xfe log \x00"),
              ("server", b'{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}\r')]
-    data = (record_header(SESSION, 42, ["npx", "server"], 1.0)
+    data = (record_header(SESSION, 42, ["npx", "server"], "stdio", 1.0)
             + "".join(record_line(sender, line, 2.0 + i) for i, (sender, line) in enumerate(lines))  # type: ignore[arg-type]
             + '{"t": 9, "direction": "requ').encode()  # torn last line: the tap was killed mid-write
     assert is_capture(data)

@@ -1,5 +1,5 @@
 """mitmdump running the OATF addon (`addon/oatf_addon.py`) for the end-to-end tests, on top of the wire tests'
-process harness (`tests.e2e.wire.harness`: free ports, readiness, process-group shutdown): its options, its
+process harness (`testing.processes`: free ports, readiness, process-group shutdown): its options, its
 report directory and flow recording, polling for report files, its log, mitmproxy commands through
 `command_script.py`, SIGINT shutdown, and `oatf evaluate` over the recording."""
 
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.wire.clients import http_client
-from tests.e2e.wire.harness import (
+from testing.clients import http_client
+from testing.processes import (
     MITMDUMP,
     PYTHON,
     ROOT,
@@ -30,11 +30,14 @@ from tests.e2e.wire.harness import (
     stop,
     wait_for_port,
 )
-from tests.e2e.wire.harness import _start as start_process
+from testing.processes import _start as start_process
 
 from .command_script import CONTROL_HOST
 
-HERE = Path(__file__).resolve().parent
+ADDON_PEERS = ROOT / "tests" / "e2e" / "addon"
+"""The addon suite's peers (attacker servers, agents) run as processes by path."""
+COMMAND_SCRIPT = Path(__file__).with_name("command_script.py")
+"""The remote-control mitmdump script (`testing.command_script`)."""
 ADDON = ROOT / "addon" / "oatf_addon.py"
 OATF = PYTHON.parent / "oatf"
 PEER_KINDS = ("mcp_poisoned", "mcp_rugpull", "a2a", "ag_ui")
@@ -50,7 +53,7 @@ def run[T](coroutine: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
 @contextlib.contextmanager
 def attacker_peers(workdir: Path) -> Iterator[Peers]:
     """Every peer of `peers.py`, each on a free port, in one process."""
-    with peer_process(HERE / "peers.py", PEER_KINDS, workdir / "attacker-peers.log") as running:
+    with peer_process(ADDON_PEERS / "peers.py", PEER_KINDS, workdir / "attacker-peers.log") as running:
         yield running
 
 
@@ -59,7 +62,7 @@ def fastmcp_server(workdir: Path, attack: Path | None, stateless: bool = False) 
     """`fastmcp_server.py` on a free loopback port, serving the attack's poisoned tool (None: an honest
     calculator); yields the port."""
     port = free_port()
-    args = [str(PYTHON), str(HERE / "fastmcp_server.py"), str(port), *([str(attack)] if attack else []),
+    args = [str(PYTHON), str(ADDON_PEERS / "fastmcp_server.py"), str(port), *([str(attack)] if attack else []),
             *(["--stateless"] * stateless)]
     process = start_process(args, workdir / f"fastmcp-{port}.log")
     try:
@@ -169,6 +172,10 @@ class OatfProxy:
         """Run a mitmproxy command inside the proxy (see `command_script.py`); its result as text."""
         return self._control("/", {"cmd": command})
 
+    def backlog(self) -> int:
+        """Events the addon observed and has not evaluated yet (`OatfAddon.waiting`)."""
+        return int(self._control("/backlog"))
+
     def marked(self) -> dict[str, dict[str, str]]:
         """{flow id: {marked, comment}} of the flows an addon updated (the OATF addon marks matches)."""
         return json.loads(self._control("/marked"))
@@ -187,7 +194,7 @@ def oatf_proxy(workdir: Path, name: str, attacks: list[Path], *, grace: str = "1
     flows = workdir / f"{name}.mitm" if record else None
     settings = {"oatf_attacks": ",".join(map(str, attacks)), "oatf_report_dir": str(report_dir),
                 "oatf_grace_period": grace, "oatf_watch": str(watch).lower(), **(options or {})}
-    extra = ["-s", str(ADDON), "-s", str(HERE / "command_script.py")]
+    extra = ["-s", str(ADDON), "-s", str(COMMAND_SCRIPT)]
     for key, value in settings.items():
         extra += ["--set", f"{key}={value}"]
     if flows is not None:

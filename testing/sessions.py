@@ -61,7 +61,7 @@ The same scripts also give the expected protocol events (`expected_events`), dec
 rules independently of `oatf_engine.wire`, so the documents can be checked against the monitor without the
 decoders (fast unit tests), and a decoder disagreement shows up as a test difference.
 
-Usage: `python -m tests.attacks.sessions OUTDIR [ID ...]` writes `OUTDIR/<ID>.complying.mitm` and
+Usage: `python -m testing.sessions OUTDIR [ID ...]` writes `OUTDIR/<ID>.complying.mitm` and
 `OUTDIR/<ID>.resisting.mitm`.
 """
 
@@ -79,10 +79,10 @@ from typing import Any
 from mitmproxy import connection, http, io
 
 from oatf_engine.events import DIRECTION, Endpoint, ObservedEvent, Side
-from tests.paths import ROOT
+from testing.paths import ROOT
 
 ATTACKS = ROOT / "attacks"
-SCRIPTS = Path(__file__).resolve().parent / "sessions"
+SCRIPTS = ROOT / "tests" / "attacks" / "sessions"
 VARIANTS = ("complying", "resisting")
 START = 1772442000.0  # 2026-03-02T09:00:00Z
 DEFAULT_WAIT = 0.4

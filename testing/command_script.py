@@ -2,6 +2,8 @@
 for. Requests through the proxy to `http://oatf-control.test/…` are answered locally, never forwarded:
 - `/?cmd=COMMAND` runs a mitmproxy command (e.g. `oatf.reload`, `oatf.status`, `set oatf_watch true`) and
   answers its result as text, a list one item a line (status 500 with the error if it raised);
+- `/backlog` answers the OATF addon's events observed and not yet evaluated (`OatfAddon.waiting`), as text,
+  without asking its monitor process (the load benchmark polls it);
 - `/marked` answers, as JSON, `{flow id: {"marked": …, "comment": …}}` for every flow an addon updated (the
   `update` hook, which the OATF addon triggers when it marks and comments a flow that matched an indicator).
 Any other flow is untouched."""
@@ -29,6 +31,10 @@ class RemoteControl:
             return
         if flow.request.path == "/marked":
             flow.response = http.Response.make(200, json.dumps(self.updated), {"content-type": "application/json"})
+            return
+        if flow.request.path == "/backlog":
+            flow.response = http.Response.make(200, str(ctx.master.addons.get("oatfaddon").waiting()),
+                                               {"content-type": "text/plain"})
             return
         command = flow.request.query.get("cmd", "")
         try:

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.paths import ROOT
+from testing.paths import ROOT
 
-HERE = Path(__file__).resolve().parent
+WIRE_PEERS = ROOT / "tests" / "e2e" / "wire"
+"""The wire suite's peers and the tap's mitmdump script, run by path."""
 PYTHON = Path(sys.executable)
 MITMDUMP = PYTHON.parent / "mitmdump"
 PEER_KINDS = ("mcp_http", "mcp_sse", "a2a_v1", "a2a_v03", "a2a_rest_v1", "a2a_rest_v03", "ag_ui")
@@ -99,7 +100,7 @@ def peer_process(script: Path, kinds: tuple[str, ...], log: Path,
 @contextlib.contextmanager
 def peers(workdir: Path, kinds: tuple[str, ...] = PEER_KINDS, replay: list[Path] | None = None) -> Iterator[Peers]:
     """Start the given peers (and the replay server of `replay` flow files) in one process."""
-    with peer_process(HERE / "peers.py", kinds, workdir / "peers.log", replay) as running:
+    with peer_process(WIRE_PEERS / "peers.py", kinds, workdir / "peers.log", replay) as running:
         yield running
 
 
@@ -146,7 +147,7 @@ def mitmdump(workdir: Path, tap: bool = True, flows: Path | None = None, name: s
     env: dict[str, str] = {}
     events_file = None
     if tap:
-        args += ["-s", str(HERE / "tap_script.py")]
+        args += ["-s", str(WIRE_PEERS / "tap_script.py")]
         if record_events:
             events_file = workdir / f"{name}-events.jsonl"
             env["WIRE_EVENTS"] = str(events_file)

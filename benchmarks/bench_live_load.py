@@ -1,0 +1,175 @@
+"""Load (and soak) through a real mitmdump: many MCP agent sessions at once with the whole `attacks/` library,
+a known number of them exploited; every run reported exactly once, none evicted, nothing lost at SIGINT.
+
+    .venv/bin/python benchmarks/bench_live_load.py [--in-flight 1000] [--sessions 3000]
+    .venv/bin/python benchmarks/bench_live_load.py --minutes 20 [--in-flight 100] [--interval 60]   # soak
+
+The OW-001 invoice server (`tests/e2e/addon/peers.py --mcp-invoice`, the official `mcp` server) behind
+`mitmdump -s addon/oatf_addon.py` with the whole library and the addon's defaults (`oatf_max_runs` included;
+`--set` changes one) but the grace period (`--grace`); `--in-flight` agents at once (`testing/load.py`),
+each running sessions one after another — `--sessions` in all, or for `--minutes` — every `--exploit-every`th
+one complying with the poisoned tool description (OW-001 exploited), the others resisting. An agent thinks
+`--pause` seconds before its tool call; the grace period must exceed that plus the proxy's latency at that
+load, else a run rightly concludes in mid-session (quiet for a grace period) and the session gets two runs
+(the default 10 s grace period would on two shared cores: 1,000 agents keep the proxy at its capacity). When the traffic
+ends, mitmdump gets SIGINT at once: the runs still in their grace period, and any backlog, are concluded then.
+
+Printed: the traffic (sessions, exploit sessions, failed sessions and requests sent again), every
+`--interval` seconds the proxy's and the monitor process's RSS and the backlog (events observed and not yet
+evaluated, read from the addon without asking the monitor), then the count of the reports (from
+`verdicts.jsonl`): runs per session, every exploit session reported exactly once as exploited, (attack,
+session) pairs reported twice or never, evictions, statuses and outcomes; the backlog's maximum, RSS at start,
+peak and end, SIGINT to exit, and whether the summary table was printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from testing.load import agents, count  # noqa: E402
+from testing.oatf_proxy import ADDON_PEERS, OatfProxy, oatf_proxy  # noqa: E402
+from testing.processes import peer_process  # noqa: E402
+
+ATTACKS = ROOT / "attacks"
+
+
+def rss(pid: int | None) -> int:
+    """Resident memory of process `pid` in bytes (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:"))
+    except (OSError, StopIteration, TypeError):
+        return 0
+
+
+def monitor_child(pid: int) -> int | None:
+    """The monitor process (`python -m addon.monitor_process`) among the children of mitmdump `pid`."""
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for child in children:
+            try:
+                if b"addon.monitor_process" in Path(f"/proc/{child}/cmdline").read_bytes():
+                    return int(child)
+            except OSError:
+                continue
+    return None
+
+
+class Sampler:
+    """Every `interval` seconds (on a thread of its own): RSS of mitmdump and of its monitor process, and the
+    addon's backlog; printed as it goes, kept for the maxima."""
+
+    def __init__(self, proxy: OatfProxy, interval: float, start: float) -> None:
+        self.proxy, self.interval, self.start = proxy, interval, start
+        self.samples: list[tuple[float, int, int, int]] = []
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def sample(self) -> tuple[float, int, int, int]:
+        pid = self.proxy.process.pid
+        try:
+            backlog = self.proxy.backlog()
+        except Exception:  # a loaded proxy may not answer in time: the sample has no backlog
+            backlog = -1
+        sample = (time.monotonic() - self.start, rss(pid), rss(monitor_child(pid)), backlog)
+        self.samples.append(sample)
+        return sample
+
+    def _run(self) -> None:
+        while not self.stopped.wait(self.interval):
+            seconds, proxy, child, backlog = self.sample()
+            print(f"  {seconds:7.0f} s  proxy RSS {proxy / 2**20:6.1f} MiB  monitor RSS {child / 2**20:6.1f} MiB  "
+                  f"backlog {backlog:,} event(s)", flush=True)
+
+    def __enter__(self) -> Sampler:
+        self.sample()
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stopped.set()
+        self.thread.join()
+        self.sample()
+
+
+def jsonl(report_dir: Path) -> Iterator[dict[str, object]]:
+    with open(report_dir / "verdicts.jsonl", encoding="utf-8") as lines:
+        for line in lines:
+            yield json.loads(line)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--in-flight", type=int, default=1000, help="agents running sessions at once")
+    parser.add_argument("--sessions", type=int, default=3000, help="sessions in all (unless --minutes)")
+    parser.add_argument("--minutes", type=float, help="soak: run sessions for this long instead")
+    parser.add_argument("--exploit-every", type=int, default=5)
+    parser.add_argument("--pause", type=float, nargs=2, default=(20.0, 40.0), metavar=("MIN", "MAX"),
+                        help="seconds an agent thinks before its tool call")
+    parser.add_argument("--grace", default="60s", help="oatf_grace_period: above the longest pause and latency")
+    parser.add_argument("--interval", type=float, default=10.0, help="seconds between samples")
+    parser.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE", help="an addon option")
+    args = parser.parse_args()
+    print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
+    options = dict(item.split("=", 1) for item in args.set)
+    with tempfile.TemporaryDirectory(dir=ROOT) as tmp, \
+            peer_process(ADDON_PEERS / "peers.py", ("mcp_invoice",), Path(tmp) / "peers.log") as server, \
+            oatf_proxy(Path(tmp), "load", [ATTACKS], grace=args.grace, record=False,
+                       options=options) as proxy:
+        url = server.url("mcp_invoice", "/mcp")
+        loaded = proxy.wait_for_log(lambda text: "attack(s) loaded" in text)
+        print(f"{args.in_flight} agents at once, "
+              + (f"for {args.minutes:g} min" if args.minutes else f"{args.sessions:,} sessions")
+              + f", one in {args.exploit_every} exploited; {loaded.count('not loaded')} document(s) not loaded; "
+              f"grace {args.grace}, pause {args.pause[0]:g}-{args.pause[1]:g} s; other options {options or 'defaults'}",
+              flush=True)
+        started = time.monotonic()
+        with Sampler(proxy, args.interval, started) as sampler:
+            traffic = asyncio.run(agents(
+                proxy.url, url, args.in_flight, sessions=None if args.minutes else args.sessions,
+                until=started + args.minutes * 60 if args.minutes else None, exploit_every=args.exploit_every,
+                pause=tuple(args.pause)))
+        seconds = time.monotonic() - started
+        print(f"  traffic: {len(traffic.sessions):,} sessions in {seconds:.0f} s "
+              f"({len(traffic.sessions) / seconds:.1f}/s); failed {traffic.failed}, requests sent again "
+              f"{traffic.retried}", flush=True)
+        interrupted = time.monotonic()
+        status = proxy.interrupt(timeout=1800, sig=signal.SIGINT)
+        shutdown = time.monotonic() - interrupted
+        log = proxy.log()
+        counted = count(jsonl(proxy.report_dir), traffic.sessions)
+    for line in counted.lines():
+        print(f"  {line}")
+    samples = sampler.samples
+    backlogs = [s[3] for s in samples]
+    print(f"  backlog max {max(backlogs):,} event(s) (sampled every {args.interval:g} s)")
+    for name, column in (("proxy", 1), ("monitor", 2)):
+        values = [s[column] for s in samples if s[column]]
+        print(f"  {name} RSS: start {values[0] / 2**20:.1f} MiB, peak {max(values) / 2**20:.1f} MiB, "
+              f"end {values[-1] / 2**20:.1f} MiB")
+    print(f"  SIGINT to exit {shutdown:.2f} s (exit status {status}); summary table printed: "
+          f"{'yes' if 'oatf verdicts:' in log else 'NO'}; Traceback in the log: {log.count('Traceback')}")
+    sound = (counted.duplicated == counted.missing == counted.false_negatives == counted.false_positives
+             == counted.evicted == traffic.failed == 0 and len(counted.runs_per_session) == 1 and status == 0)
+    print(f"  every exploit session reported exactly once, none evicted, none lost: {'yes' if sound else 'NO'}")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()

@@ -1,0 +1,153 @@
+"""`oatf tap` beyond one session judged alone: several taps feeding one shared monitor (`oatf monitor --listen`,
+`oatf_engine.feed`), falling back to judging alone, its journal after `kill -9`, and its bounded queue."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from oatf_cli import tap as tap_module
+from oatf_cli.judge import Say
+from oatf_cli.tap import Evaluator
+from oatf_engine.wire import WireDecoder
+from oatf_engine.wire.ndjson import StdioSession, endpoint_of
+from testing.paths import ROOT
+from tests.oatf_cli.test_tap import ATTACK, GUARD, OATF, SERVER, _line, agent, open_session, reports, tap_command
+
+
+def socket_path() -> str:
+    return os.path.join(tempfile.mkdtemp(prefix="oatf-"), "monitor.sock")  # a Unix socket's path is short
+
+
+def wait_for(path: str) -> None:
+    deadline = time.monotonic() + GUARD
+    while not os.path.exists(path):
+        assert time.monotonic() < deadline, f"no socket at {path}"
+        time.sleep(0.05)
+
+
+def test_two_taps_feed_one_shared_monitor(tmp_path: Path) -> None:
+    """Two stdio servers of one agent, each behind its tap, judged by one `oatf monitor`: its report directory
+    holds both verdicts, the taps' none; SIGTERM concludes and exits 0."""
+    listen = socket_path()
+    monitor = subprocess.Popen([OATF, "monitor", "--listen", listen, "--attacks", ATTACK, "--report-dir",
+                                str(tmp_path / "shared"), "--grace-period", "3s", "-v"], cwd=ROOT,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(listen)
+
+        async def both() -> list[str]:
+            return list(await asyncio.gather(
+                agent(tmp_path / "tap-a", "complying", flags=("--monitor", listen)),
+                agent(tmp_path / "tap-b", "resisting", flags=("--monitor", listen))))
+
+        assert asyncio.run(asyncio.wait_for(both(), GUARD)) == ["Sunny in Oslo"] * 2
+        deadline = time.monotonic() + GUARD
+        while len(list((tmp_path / "shared").glob("*.json"))) < 2:  # a grace period of quiet: both concluded
+            assert time.monotonic() < deadline, "the shared monitor did not conclude both runs"
+            time.sleep(0.05)
+        monitor.send_signal(signal.SIGTERM)
+        _, stderr = monitor.communicate(timeout=GUARD)
+    finally:
+        monitor.kill()
+    assert monitor.returncode == 0, stderr
+    outcomes = sorted(r["outcome"] for r in reports(tmp_path / "shared"))
+    assert outcomes == ["exploited", "resisted"], stderr
+    assert "2 run(s) reported" in stderr and stderr.count(") connected") == 2
+    assert not (tmp_path / "tap-a" / "verdicts.jsonl").exists() and not (tmp_path / "tap-b").exists()
+    assert not os.path.exists(listen)  # removed when the monitor stopped
+
+
+def test_a_tap_that_cannot_reach_the_monitor_judges_alone_and_says_so(tmp_path: Path) -> None:
+    listen = socket_path()  # nobody listens there
+    stderr_file = tmp_path / "stderr"
+
+    async def session() -> str:
+        with stderr_file.open("w") as errlog:
+            from mcp import ClientSession, StdioServerParameters
+            from mcp.client.stdio import stdio_client
+
+            params = StdioServerParameters(command=OATF, cwd=ROOT, args=tap_command(
+                tmp_path, *SERVER, flags=("--monitor", listen)))
+            async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as client:
+                await client.initialize()
+                await client.list_tools()
+                result = await client.call_tool("forecast", {"city": "Oslo", "context": "-----BEGIN OPENSSH "
+                                                             "PRIVATE KEY-----\nx\n-----END OPENSSH PRIVATE KEY"})
+                return "".join(getattr(c, "text", "") for c in result.content)
+
+    assert asyncio.run(asyncio.wait_for(session(), GUARD)) == "Sunny in Oslo"
+    assert f"cannot reach the shared monitor at {listen}" in stderr_file.read_text()
+    [report] = reports(tmp_path)
+    assert report["outcome"] == "exploited"
+
+
+def test_a_killed_tap_leaves_a_journal_that_oatf_recover_concludes(tmp_path: Path) -> None:
+    """`kill -9` of the tap after the agent leaked the key: nothing was reported, the journal holds the
+    session, and `oatf recover` reports the run `exploited` (status `recovered`)."""
+    tap = open_session(tmp_path)
+    try:
+        _line(tap, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "forecast", "arguments": {
+            "city": "Oslo", "context": "-----BEGIN OPENSSH PRIVATE KEY-----\nx\n-----END OPENSSH PRIVATE KEY-----"}}})
+        deadline = time.monotonic() + GUARD
+        while b'"tools/call"' not in b"".join(p.read_bytes() for p in (tmp_path / "journal").glob("*.jsonl")):
+            assert time.monotonic() < deadline, "the call was never journaled"
+            time.sleep(0.05)
+        tap.kill()
+        tap.communicate(timeout=GUARD)
+    finally:
+        tap.kill()
+    assert not (tmp_path / "verdicts.jsonl").exists()
+    done = subprocess.run([OATF, "recover", str(tmp_path), "--attacks", ATTACK], capture_output=True, text=True,
+                          timeout=GUARD)
+    assert done.returncode == 1, done.stderr  # something exploited
+    [report] = reports(tmp_path)
+    assert (report["outcome"], report["execution_summary"]["status"]) == ("exploited", "recovered")
+    assert not list((tmp_path / "journal").glob("*.jsonl"))
+
+
+def test_the_queue_is_bounded_and_overflow_is_counted_said_and_resynchronised(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The relay never waits: past `MAX_QUEUED_BYTES` a chunk is left out (counted), the evaluation says so,
+    and the framing of that direction resumes at the next whole line."""
+    monkeypatch.setattr(tap_module, "MAX_QUEUED_BYTES", 100)
+    seen: list[str] = []
+
+    class Judged:
+        report_dir = str(tmp_path)
+
+        def observe(self, events: list) -> None:  # type: ignore[type-arg]
+            seen.extend(e.event_type for e in events)
+
+        def finish(self, ended: bool) -> None:
+            """Nothing to conclude."""
+
+    stderr = io.StringIO()
+    session = StdioSession(WireDecoder(), "stdio:1", endpoint_of(["server"], 1), "127.0.0.1")
+    evaluator = Evaluator(session, Judged, Judged(), None, Say("oatf tap", stderr), None)  # type: ignore[arg-type]
+    ping = b'{"jsonrpc":"2.0","method":"notifications/a"}\n'
+    evaluator.put("client", ping)
+    started = time.monotonic()
+    evaluator.put("client", b'{"jsonrpc":"2.0","method":"notifications/lost", "pad": "' + b"x" * 200)
+    evaluator.put("client", b'"}\n' + ping.replace(b"/a", b"/b"))  # the rest of the lost line, then a whole one
+    assert time.monotonic() - started < 0.1  # never blocked
+    evaluator.queue.put(None)
+    evaluator.run()
+    assert seen == ["notifications/a", "notifications/b"]
+    assert evaluator.dropped_chunks == 1 and evaluator.dropped_bytes > 200
+    assert "relayed but not evaluated" in stderr.getvalue()
+
+
+def test_the_capture_names_the_agent(tmp_path: Path) -> None:
+    capture = tmp_path / "capture.ndjson"
+    asyncio.run(asyncio.wait_for(agent(tmp_path, "resisting", record=capture, flags=("--agent", "assistant")), GUARD))
+    assert json.loads(capture.read_text().splitlines()[0])["agent"] == "assistant"
