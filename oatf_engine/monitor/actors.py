@@ -50,6 +50,11 @@ TIMER_SLACK = 1e-6
 """Seconds added to an `after` deadline: the trigger compares elapsed time in whole microseconds."""
 
 
+def actor_name(actor: oatf.Actor) -> str:
+    """The actor's name in reports and actor bindings (`default` for a single unnamed actor)."""
+    return actor.name or "default"
+
+
 def agent_side(actor: oatf.Actor) -> str:
     """The HTTP side the agent is on, seen from `actor`'s mode (see the module docstring)."""
     return "client" if (actor.mode or "").endswith("_server") else "server"
@@ -75,7 +80,7 @@ class ActorMachine:
     """The current phase."""
 
     def __post_init__(self) -> None:
-        self.name = self.actor.name or "default"
+        self.name = actor_name(self.actor)
         self.protocol = oatf.extract_protocol(self.actor.mode or "")
         self.agent_side = agent_side(self.actor)
         self.phase = self.actor.phases[self.index]

@@ -7,7 +7,7 @@ import heapq
 import itertools
 import math
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Hashable, Iterable, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,10 +21,11 @@ from .actors import PhaseChange, agent_side
 from .delivery import MessageText
 from .library import LoadedAttack
 from .options import MonitorOptions, session_named
-from .plan import MAX_REMEMBERED_EVENT_TYPES
-from .run import AttackRun
+from .paper import Cohort, PaperTimer, bits, paper_class
+from .plan import MAX_REMEMBERED_EVENT_TYPES, TRIGGER, Gate
+from .run import AttackRun, RunBlank
 from .sessions import SessionResolver
-from .traffic import OTHER, SessionTraffic, TrafficKey
+from .traffic import OTHER, SessionTraffic
 
 
 @dataclass(frozen=True)
@@ -58,9 +59,9 @@ class _Dispatch:
     index."""
 
     movers: frozenset[int]
-    """Attacks whose actors it may move whatever it holds (`AttackPlan.triggers`)."""
+    """Attacks whose actors it may move whatever it holds (`AttackPlan.gates`)."""
     triggers: dict[int, tuple[int, ...]]
-    """Trigger requirement → the attacks whose actors it gates (a trigger's `match`: `AttackPlan.triggers`)."""
+    """Requirement → the attacks whose actors it gates (a trigger's `match`, an extractor: `AttackPlan.gates`)."""
     always: dict[int, tuple[int, ...]]
     """Attack → its selected indicators without a prefilter requirement (evaluated on every such event)."""
     gated: dict[int, tuple[tuple[int, int], ...]]
@@ -72,38 +73,60 @@ class _Dispatch:
 
 
 class _Session:
-    """One session's live runs, its traffic counters and the attacks that have no run in it."""
+    """One session's live runs (materialised, and on paper), its traffic counters and the attacks that have no
+    run in it. Attacks are told apart by their number in the library, a bit each in the masks."""
 
-    __slots__ = ("exact", "pending", "runs", "started", "traffic")
+    __slots__ = ("cohorts", "exact", "live", "paper", "pending", "runs", "started", "traffic")
 
     def __init__(self) -> None:
         self.traffic = SessionTraffic()
         self.runs: dict[tuple[str, str], AttackRun] = {}
+        """The materialised runs."""
+        self.live = 0
+        """The attacks of `runs`."""
         self.exact: dict[tuple[str, str], AttackRun] = {}
         """The runs among `runs` that count their own messages (`AttackRun.exact`): fed every event."""
+        self.cohorts: list[Cohort] = []
+        """The runs on paper (`oatf_engine.monitor.paper`), by the event that started them."""
+        self.paper = 0
+        """The attacks of `cohorts`."""
         self.started: set[str] = set()
         """Protocols whose first event has been seen: every attack of theirs got a run then."""
-        self.pending: dict[str, dict[str, LoadedAttack]] = {}
+        self.pending: dict[str, int] = {}
         """Per protocol, attacks without a run since (concluded, or no actor of theirs took an event yet)."""
+
+    @property
+    def idle(self) -> bool:
+        """No run left, materialised or on paper: the session can be forgotten."""
+        return not self.runs and not self.cohorts
+
+
+Timed = tuple[str, str] | PaperTimer
+"""What the timer queue holds: a materialised run's key, or a timer of runs on paper."""
 
 
 class Monitor:
     """Follows every loaded attack over every session of the observed traffic.
 
     Work per event (issue 15: nearly flat in the size of the library): the session counts the event once
-    (`traffic`); runs are opened for the attacks of its protocol that have none in the session; then only the
-    runs the event can change are fed it: those whose actors it can move (an extractor, or a trigger on its
-    type whose `match` it may satisfy: `AttackPlan.triggers`), those with an indicator it may match and those
-    whose payload it may carry. Which indicators, triggers and payloads a message may satisfy is decided for
-    the whole library in one pass over the message (`prefilter`); an indicator without a requirement
-    (expressions, semantic, `exists`, numbers, ...) is evaluated on every message its selection keeps.
-    `prefilter=False` feeds every run every event of its traffic, evaluates every selected indicator and
-    trigger, looks for every payload and has each run count its own messages (`AttackRun.exact`): the
-    reference the differential tests compare the prefilter and the session's counters with. A run with rival
-    actors (which events an actor sees depends on the peers bound so far) is always fed and counts that way.
+    (`traffic`); runs are opened for the attacks of its protocol that have none in the session — on paper
+    (`oatf_engine.monitor.paper`: a bit in a cohort) unless they must be followed from the start; then only
+    the runs the event can change are fed it, materialised first if they were on paper: those whose actors it
+    can move (an extractor it may feed, or a trigger on its type whose `match` it may satisfy:
+    `AttackPlan.gates`), those with an indicator it may match and those whose payload it may carry. Which
+    indicators, triggers, extractors and payloads a message may satisfy is decided for the whole library in
+    one pass over the message (`prefilter`); an indicator without a requirement (expressions, semantic,
+    `exists: false`, ...) is evaluated on every message its selection keeps.
+
+    `prefilter=False` keeps no run on paper, feeds every run every event of its traffic, evaluates every
+    selected indicator and trigger, looks for every payload and has each run count its own messages
+    (`AttackRun.exact`): the reference the differential tests compare the prefilter, the runs on paper and the
+    session's counters with (the same reports; runs that conclude at the same moment may come out in another
+    order). A run with rival actors (which events an actor sees depends on the peers bound so far) is always
+    fed and counts that way.
 
     Timers (`after` triggers, ends of grace periods and of run lifetimes) wait in a heap keyed by each run's
-    `deadline()`: the clock only touches the runs that are due."""
+    `deadline()` (runs on paper: one entry per `PaperTimer`): the clock only touches the runs that are due."""
 
     def __init__(self, attacks: list[LoadedAttack], options: MonitorOptions | None = None,
                  cel: oatf.CelEvaluator | None = None, semantic: oatf.SemanticEvaluator | None = None,
@@ -113,14 +136,17 @@ class Monitor:
         self.semantic = semantic
         self.prefilter = prefilter
         self.runs: dict[tuple[str, str], AttackRun] = {}
+        """The materialised live runs (`live_runs` counts those on paper too)."""
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
         """Sessions with live runs, least recently active first."""
         self.sessions = SessionResolver(self.options.session_key, self.options.idle_gap, self.options.agents)
         self.now = 0.0
         self.events_seen = 0
         self.concluded = 0
-        self._timers: list[tuple[float, int, tuple[str, str]]] = []
+        self._timers: list[tuple[float, int, Timed]] = []
         self._timer_order = itertools.count()
+        self._paper_timer_count = 0
+        """`PaperTimer`s with members left, over every session."""
         self._set_attacks(attacks)
 
     def _set_attacks(self, attacks: list[LoadedAttack]) -> None:
@@ -130,45 +156,69 @@ class Monitor:
             for protocol in sorted(loaded.protocols):
                 self._by_protocol.setdefault(protocol, []).append(loaded)
         self._surfaces = frozenset(i.surface for a in self.attacks for i in a.plan.indicators if i.surface)
-        requirements: dict[int, str] = {}
         self._requirement_of: dict[tuple[int, int], int] = {}
-        """Per (attack, indicator position): the requirement of the indicator (`prefilter.requirement`)."""
-        self._trigger_requirement: dict[tuple[int, int, int], int] = {}
-        """Per (attack, actor position, phase position): the requirement of its trigger's `match`."""
-        payloads: dict[int, str] = {}
+        """Per (attack, indicator position): the requirement of the indicator (`prefilter.requirements`)."""
+        self._gate_requirement: dict[tuple[int, Gate], int] = {}
+        """Per (attack, `Gate`): the requirement of a trigger's `match` or of an extractor."""
+        pieces: list[str] = []
         self._payload_requirements: dict[tuple[int, int], list[int]] = {}
-        """Per (attack, actor position): the requirements of its payload (its longest pieces, as literals)."""
+        """Per (attack, actor position): the requirements of its payload (a piece of each of its strings' longest
+        literal piece: `prefilter.distinctive_pieces`)."""
+        indicators: dict[tuple[int, int], tuple[str, ...]] = {}
+        gates: dict[tuple[int, Gate], tuple[str, ...]] = {}
         for number, loaded in enumerate(self.attacks):
             for position, indicator in enumerate(loaded.plan.indicators):
-                found = prefilter.requirement(indicator)
-                if found is not None:
-                    self._requirement_of[(number, position)] = len(requirements)
-                    requirements[len(requirements)] = found
+                indicators[(number, position)] = prefilter.requirements(indicator)
             execution = loaded.attack.execution
             for actor, machine in enumerate(execution.actors or () if execution is not None else ()):
                 for phase, step in enumerate(machine.phases or ()):
-                    found = None if step.trigger is None or step.trigger.match is None else (
-                        prefilter.predicate_requirement(step.trigger.match))
-                    if found is not None:
-                        self._trigger_requirement[(number, actor, phase)] = len(requirements)
-                        requirements[len(requirements)] = found
+                    if step.trigger is not None and step.trigger.match is not None:
+                        gates[(number, (actor, phase, TRIGGER))] = prefilter.predicate_requirements(step.trigger.match)
+                    for position, extractor in enumerate(step.extractors or ()):
+                        found = prefilter.extractor_requirement(extractor)
+                        gates[(number, (actor, phase, position))] = () if found is None else (found,)
             for actor, payload in enumerate(loaded.plan.payloads):
                 for text in payload:
-                    self._payload_requirements.setdefault((number, actor), []).append(len(payloads))
-                    payloads[len(payloads)] = re2.escape(text.longest)
-        unfilterable = prefilter.LiteralFilter(requirements).matching(b"")
-        for gates in (self._requirement_of, self._trigger_requirement):  # RE2 found no literal in these
-            for where in [where for where, requirement in gates.items() if requirement in unfilterable]:
-                del gates[where]  # type: ignore[arg-type]
-        for requirement in unfilterable:
-            del requirements[requirement]
+                    self._payload_requirements.setdefault((number, actor), []).append(len(pieces))
+                    pieces.append(text.longest)
+        requirements: dict[int, str] = {}
+        chosen = prefilter.choose([*indicators.values(), *gates.values()])
+        for where, requirement in zip(indicators, chosen[:len(indicators)], strict=True):
+            if requirement is not None:
+                self._requirement_of[where] = len(requirements)
+                requirements[len(requirements)] = requirement
+        for gate, requirement in zip(gates, chosen[len(indicators):], strict=True):
+            if requirement is not None:
+                self._gate_requirement[gate] = len(requirements)
+                requirements[len(requirements)] = requirement
         self._indicator_filter = prefilter.LiteralFilter(requirements)
-        self._payload_filter = prefilter.LiteralFilter(payloads)
+        distinct = list(dict.fromkeys(pieces))
+        piece_of = dict(zip(distinct, prefilter.distinctive_pieces(distinct), strict=True))
+        self._payload_filter = prefilter.LiteralFilter(
+            {number: re2.escape(piece_of[text]) for number, text in enumerate(pieces)})
         self._index_of = {loaded.key: number for number, loaded in enumerate(self.attacks)}
+        self._of_protocol = {protocol: sum(1 << self._index_of[a.key] for a in attacks)
+                             for protocol, attacks in self._by_protocol.items()}
+        """Per protocol, its attacks (a bit per attack number)."""
+        self._blanks: dict[int, RunBlank] = {}
+        """Per attack number, the blank its runs on paper read (`RunBlank`), made when first needed."""
+        self._classify()
         self._dispatch: dict[tuple[str, str, str, str], _Dispatch] = {}
         for session in self._sessions.values():  # a reloaded library: attacks without a run get one next event
             session.started.clear()
             session.pending.clear()
+
+    def _classify(self) -> None:
+        """Which attacks' runs must be followed from the start (`_eager`) and, for the others, their classes
+        on paper (`paper.paper_class`), under the current options. None wait on paper without the prefilter."""
+        self._eager = 0
+        self._paper_classes: dict[Hashable, int] = {}
+        for number, loaded in enumerate(self.attacks):
+            found = paper_class(loaded.plan, self.options) if self.prefilter else None
+            if found is None:
+                self._eager |= 1 << number
+            else:
+                self._paper_classes[found] = self._paper_classes.get(found, 0) | 1 << number
 
     def set_options(self, options: MonitorOptions) -> None:
         """New options apply to runs created from now on. The session's traffic counters tell actor bindings
@@ -181,6 +231,7 @@ class Monitor:
                         run.count_exactly()
                         state.exact[key] = run
         self.options = options
+        self._classify()
         self.sessions.policy = options.session_key
         self.sessions.idle_gap = options.idle_gap
         if self.sessions.agent_episodes is not None:
@@ -190,12 +241,29 @@ class Monitor:
     def replace_attacks(self, attacks: list[LoadedAttack]) -> list[Output]:
         """Swap the library (reload): runs of attacks that are gone or changed are concluded first."""
         kept = {a.key: a for a in attacks}
+
+        def changed(loaded: LoadedAttack) -> bool:
+            new = kept.get(loaded.key)
+            return new is None or new.path != loaded.path or new.document != loaded.document
+
         outputs: list[Output] = []
         for key, run in list(self.runs.items()):
-            new = kept.get(run.loaded.key)
-            if new is None or new.path != run.loaded.path or new.document != run.loaded.document:
+            if changed(run.loaded):
                 outputs.append(self._conclude(key, "reloaded"))
+        old = self.attacks
+        for state in list(self._sessions.values()):
+            for cohort in list(state.cohorts):
+                for timer in list(cohort.timers):
+                    gone = sum(1 << number for number in bits(timer.members) if changed(old[number]))
+                    if gone:
+                        outputs.extend(self._conclude_paper(state, timer, gone, "reloaded", self.now))
         self._set_attacks(attacks)
+        for state in self._sessions.values():  # the same attacks, numbered in the new library
+            state.live = sum(1 << self._index_of[key] for key, _ in state.runs)
+            for cohort in state.cohorts:
+                for timer in cohort.timers:
+                    timer.members = sum(1 << self._index_of[old[number].key] for number in bits(timer.members))
+            state.paper = sum(cohort.members for cohort in state.cohorts)
         return outputs
 
     def observe(self, event: ObservedEvent, session: str | None = None, clock: float | None = None) -> list[Output]:
@@ -228,6 +296,8 @@ class Monitor:
         bound = sum(1 << n for n, b in enumerate(bindings) if b.accepts(event)) if bindings else 0
         state.traffic.note(event, event.event_type if event.event_type in self._surfaces else OTHER, bound)
         if event.injected:  # inject mode: rare, and every run that takes the event lists it
+            for number in bits(state.paper & self._of_protocol[protocol]):
+                outputs.extend(self._materialise(state, session, number))
             for taking in state.runs.values():
                 if protocol in taking.loaded.protocols and taking.actors_for(event):
                     taking.note_injected(event)
@@ -236,8 +306,16 @@ class Monitor:
         if state.exact:
             concerned = self._with_exact_runs(concerned, event, state)
         for number, positions, moves_actors, delivery_only in concerned:
-            run = state.runs.get((self.attacks[number].key, session))
-            if run is None or (delivery_only and not run.undelivered):
+            key = (self.attacks[number].key, session)
+            run = state.runs.get(key)
+            if run is None:
+                if not state.paper >> number & 1:
+                    continue
+                outputs.extend(self._materialise(state, session, number))
+                run = state.runs.get(key)
+                if run is None:
+                    continue  # evicted at once (max_runs)
+            elif delivery_only and not run.undelivered:
                 continue
             actors = run.actors_for(event)
             if not actors:
@@ -249,34 +327,83 @@ class Monitor:
             if matched:
                 outputs.extend(IndicatorMatched(run.id, run.loaded.key, t.id, event.flow_id,
                                                 t.matched.evidence or "") for t in matched if t.matched is not None)
-        if not state.runs:
+        if state.idle:
             self._sessions.pop(session, None)
         return outputs
 
     def _open_runs(self, event: ObservedEvent, session: str, state: _Session) -> list[Output]:
         """A run, starting with `event`, for each attack of its protocol without one in the session (whose
-        actors take the event: with actor bindings, one may not)."""
+        actors take the event: with actor bindings, one may not): on paper for those that may wait there."""
         protocol = event.protocol
         if protocol in state.started:
-            missing: Iterable[LoadedAttack] = state.pending.pop(protocol, {}).values()
+            missing = state.pending.pop(protocol, 0)
         else:
             state.started.add(protocol)
-            missing = self._by_protocol[protocol]
+            missing = self._of_protocol[protocol]
+        missing &= ~(state.live | state.paper)
+        if not missing:
+            return []
+        baseline = state.traffic.snapshot()
         outputs: list[Output] = []
-        baseline: Mapping[TrafficKey, int] | None = None
-        for loaded in missing:
-            key = (loaded.key, session)
-            if key in self.runs:
-                continue
-            if baseline is None:
-                baseline = state.traffic.snapshot()
+        for number in bits(missing & self._eager):
+            loaded = self.attacks[number]
             run = AttackRun(loaded, session, event.timestamp, self.options, self.semantic is not None,
                             state.traffic, baseline, count_own=not self.prefilter)
             if not run.actors_for(event):
-                state.pending.setdefault(protocol, {})[loaded.key] = loaded
+                state.pending[protocol] = state.pending.get(protocol, 0) | 1 << number
                 continue
-            outputs.extend(self._admit(key, run, state))
+            outputs.extend(self._admit((loaded.key, session), run, state))
+        if missing & ~self._eager:
+            self._put_on_paper(state, session, Cohort(event.timestamp, baseline, self.options), missing & ~self._eager)
         return outputs
+
+    def _put_on_paper(self, state: _Session, session: str, cohort: Cohort, members: int) -> None:
+        """Keep the runs of `members` on paper in `cohort`, a timer per class (`paper.paper_class`)."""
+        for alike in self._paper_classes.values():
+            found = members & alike
+            if found:
+                timer = PaperTimer(session, cohort, found, self._on_paper(state, cohort, session, found & -found))
+                cohort.timers.append(timer)
+                self._paper_timer_count += 1
+                self._schedule(timer, timer.representative)
+        state.cohorts.append(cohort)
+        state.paper |= members
+
+    def _on_paper(self, state: _Session, cohort: Cohort, session: str, bit: int) -> AttackRun:
+        """The run on paper of the attack of `bit` in `cohort` (`AttackRun.blank`)."""
+        number = bit.bit_length() - 1
+        blank = self._blanks.get(number)
+        if blank is None:
+            blank = self._blanks[number] = RunBlank.of(self.attacks[number], self.semantic is not None)
+        run = AttackRun(self.attacks[number], session, cohort.started_at, cohort.options, self.semantic is not None,
+                        state.traffic, cohort.baseline, blank=blank)
+        if cohort.closed_at is not None:
+            run.close(cohort.closed_at)
+        return run
+
+    def _materialise(self, state: _Session, session: str, number: int) -> list[Output]:
+        """Follow the run on paper of attack `number` in memory from now on: the run its cohort started, fed
+        nothing so far (nothing could change it)."""
+        bit = 1 << number
+        cohort = next(c for c in state.cohorts if c.members & bit)
+        timer = next(t for t in cohort.timers if t.members & bit)
+        self._leave_paper(state, timer, bit)
+        run = AttackRun(self.attacks[number], session, cohort.started_at, cohort.options, self.semantic is not None,
+                        state.traffic, cohort.baseline)
+        if cohort.closed_at is not None:
+            run.close(cohort.closed_at)
+        return self._admit((run.loaded.key, session), run, state)
+
+    def _leave_paper(self, state: _Session, timer: PaperTimer, members: int) -> None:
+        """`members` of `timer` are no longer on paper (materialised, or concluded)."""
+        timer.members &= ~members
+        state.paper &= ~members
+        cohort = timer.cohort
+        if not timer.members:
+            self._paper_timer_count -= 1
+            cohort.timers.remove(timer)  # its entry in the timer queue is stale now
+            if not cohort.timers:
+                state.cohorts.remove(cohort)
 
     def _concerned(self, event: ObservedEvent, text: MessageText) -> list[tuple[int, list[int], bool, bool]]:
         """The attacks whose runs `event` can change, in library order: (attack, the indicators it can match
@@ -340,8 +467,8 @@ class Monitor:
             plan = loaded.plan
             selection = plan.selection(protocol, event_type)
             if selection.moves_actors:
-                fired = plan.triggers(protocol, event_type, sender, direction)
-                gates = [self._trigger_requirement.get((number, actor, phase)) for actor, phase in fired or ()]
+                fired = plan.gates(protocol, event_type, sender, direction)
+                gates = [self._gate_requirement.get((number, gate)) for gate in fired or ()]
                 if fired is None or None in gates:
                     movers.add(number)
                 else:
@@ -389,20 +516,34 @@ class Monitor:
         outputs: list[Output] = []
         timers = self._timers
         while timers and timers[0][0] <= self.now:
-            at, _, key = heapq.heappop(timers)
-            run = self.runs.get(key)
+            at, _, item = heapq.heappop(timers)
+            run = self._timed_run(item)
             if run is None or run.scheduled != at:
                 continue  # concluded, or superseded by an earlier deadline that has already fired
             run.scheduled = float("inf")
+            if isinstance(item, PaperTimer):  # runs on paper have no `after` timer to fire
+                due = run.due(self.now)
+                if due is not None:
+                    outputs.extend(self._conclude_paper(self._sessions[item.session], item, item.members, *due))
+                else:
+                    self._schedule(item, run)
+                continue
             outputs.extend(PhaseChanged(run.id, c) for c in run.tick(self.now))
             due = run.due(self.now)
             if due is not None:
-                outputs.append(self._conclude(key, *due))
+                outputs.append(self._conclude(item, *due))
             else:
-                self._schedule(key, run)
+                self._schedule(item, run)
         return outputs
 
-    def _schedule(self, key: tuple[str, str], run: AttackRun) -> None:
+    def _timed_run(self, item: Timed) -> AttackRun | None:
+        """The run a timer queue entry stands for, while it is live: a materialised run, or the representative
+        of a `PaperTimer` with members left."""
+        if isinstance(item, PaperTimer):
+            return item.representative if item.members else None
+        return self.runs.get(item)
+
+    def _schedule(self, item: Timed, run: AttackRun) -> None:
         """Queue the run's deadline if it is earlier than the one queued (later ones are found when the
         queued one fires). A deadline the clock has already passed is queued just after now, so one tick
         never loops on a run."""
@@ -411,10 +552,18 @@ class Monitor:
             return
         at = max(at, math.nextafter(self.now, math.inf))
         run.scheduled = at
-        heapq.heappush(self._timers, (at, next(self._timer_order), key))
-        if len(self._timers) > 4 * len(self.runs) + 1024:
-            self._timers = [t for t in self._timers if (r := self.runs.get(t[2])) is not None and r.scheduled == t[0]]
+        heapq.heappush(self._timers, (at, next(self._timer_order), item))
+        if len(self._timers) > 4 * (len(self.runs) + self._paper_timer_count) + 1024:
+            self._timers = [t for t in self._timers if (r := self._timed_run(t[2])) is not None and r.scheduled == t[0]]
             heapq.heapify(self._timers)
+
+    def _timed(self) -> Iterable[tuple[Timed, AttackRun]]:
+        """Every live timer queue entry's item and run: the materialised runs, then the timers of runs on paper."""
+        yield from self.runs.items()
+        for state in self._sessions.values():
+            for cohort in state.cohorts:
+                for timer in cohort.timers:
+                    yield timer, timer.representative
 
     def end_of_traffic(self, end: float) -> list[Output]:
         """The traffic ended at `end` (a recording's end; a stdio session the agent closed): the clock moves
@@ -433,23 +582,22 @@ class Monitor:
         # Each run's next quiet deadline, earliest first; an entry is checked against its run when it comes up
         # (stale ones are requeued), so every timer costs a heap operation, not a look at every run.
         order = itertools.count()
-        pending = [(due, next(order), key) for key, run in self.runs.items()
-                   if (due := run.quiet_deadline()) < math.inf]
+        pending = [(due, next(order), item) for item, run in self._timed() if (due := run.quiet_deadline()) < math.inf]
         heapq.heapify(pending)
         while pending:
-            due, _, key = heapq.heappop(pending)
-            run = self.runs.get(key)
+            due, _, item = heapq.heappop(pending)
+            run = self._timed_run(item)
             if run is None:
                 continue  # concluded meanwhile
             if (current := run.quiet_deadline()) != due:
                 if current < math.inf:
-                    heapq.heappush(pending, (current, next(order), key))
+                    heapq.heappush(pending, (current, next(order), item))
                 continue
             # A deadline the clock has passed was queued just after it (`_schedule`): one tick past it fires it.
             outputs += self.tick(max(due, math.nextafter(self.now, math.inf)))
-            run = self.runs.get(key)
+            run = self._timed_run(item)
             if run is not None and (after := run.quiet_deadline()) < math.inf and after > due:
-                heapq.heappush(pending, (after, next(order), key))
+                heapq.heappush(pending, (after, next(order), item))
             # else concluded, or its timer changed nothing: only traffic could move it now
         return [*outputs, *self.shutdown()]
 
@@ -460,6 +608,10 @@ class Monitor:
         for placed, session in self.sessions.flush():
             outputs.extend(self._observe(placed, session))
         outputs.extend(self._conclude(key, status) for key in list(self.runs))
+        for state in list(self._sessions.values()):
+            for cohort in list(state.cohorts):
+                for timer in list(cohort.timers):
+                    outputs.extend(self._conclude_paper(state, timer, timer.members, status, self.now))
         self._timers.clear()
         return outputs
 
@@ -468,20 +620,37 @@ class Monitor:
         """Entries in the timer queue, stale ones included (bounded by `_schedule`'s compaction)."""
         return len(self._timers)
 
+    @property
+    def live_runs(self) -> int:
+        """Runs open, materialised (`runs`) or on paper."""
+        return len(self.runs) + sum(cohort.members.bit_count() for state in self._sessions.values()
+                                    for cohort in state.cohorts)
+
     def close_session(self, protocol: str, name: str, value: str, at: float) -> None:
         """The agent closed the session whose key `name` is `value` at `at` (an MCP client's `DELETE` with its
         `Mcp-Session-Id`): its runs conclude `session_closed` a grace period later (`AttackRun.close`), unless
         they conclude earlier. Nothing happens when the session key policy does not group runs by that key."""
         session = session_named(protocol, name, value, self.options.session_key)
-        for key, run in self.runs.items():
-            if run.session == session:
-                run.close(at)
-                self._schedule(key, run)
+        state = None if session is None else self._sessions.get(session)
+        if state is None:
+            return
+        for key, run in state.runs.items():
+            run.close(at)
+            self._schedule(key, run)
+        for cohort in state.cohorts:
+            if cohort.closed_at is None:
+                cohort.closed_at = at
+            for timer in cohort.timers:
+                timer.representative.close(at)
+                self._schedule(timer, timer.representative)
 
     def status(self) -> list[dict[str, Any]]:
-        """A snapshot of the live runs, for the `oatf.status` command: each run's `state` is `live`, `grace`
-        (every actor is terminal: it concludes after a grace period of quiet) or `session closed` (the agent
-        closed its session: it concludes a grace period later)."""
+        """A snapshot of the live runs (materialised, then on paper), for the `oatf.status` command: each run's
+        `state` is `live`, `grace` (every actor is terminal: it concludes after a grace period of quiet) or
+        `session closed` (the agent closed its session: it concludes a grace period later)."""
+        paper = [self._on_paper(state, cohort, session, 1 << number)
+                 for session, state in self._sessions.items() for cohort in state.cohorts
+                 for number in bits(cohort.members)]
         return [{
             "run": run.id, "messages": run.messages,
             "phases": {a.name: a.phase.name for a in run.actors},
@@ -489,17 +658,18 @@ class Monitor:
             "state": "grace" if run.all_terminal_at is not None else
                      "session closed" if run.closed_at is not None else "live",
             "delivered": run.delivered,
-        } for run in self.runs.values()]
+        } for run in [*self.runs.values(), *paper]]
 
     def _admit(self, key: tuple[str, str], run: AttackRun, state: _Session) -> list[Output]:
-        """Add a new run; beyond `max_runs` live runs, the oldest run of the least recently active session is
-        concluded `evicted` first."""
+        """Add a new run; beyond `max_runs` live runs in memory, the oldest run of the least recently active
+        session is concluded `evicted` first."""
         outputs: list[Output] = []
         while len(self.runs) >= self.options.max_runs:
             oldest = next(iter(next(s for s in self._sessions.values() if s.runs).runs))
             outputs.append(self._conclude(oldest, "evicted"))
         self.runs[key] = run
         state.runs[key] = run
+        state.live |= 1 << self._index_of[run.loaded.key]
         if run.exact:
             state.exact[key] = run
         self._sessions[run.session] = state  # again, if an eviction just emptied and forgot it
@@ -515,9 +685,30 @@ class Monitor:
         if state is not None:
             del state.runs[key]
             state.exact.pop(key, None)
-            if not state.runs:
-                del self._sessions[run.session]
-            else:
-                for protocol in run.loaded.protocols:
-                    state.pending.setdefault(protocol, {})[run.loaded.key] = run.loaded
+            number = self._index_of.get(run.loaded.key)
+            if number is not None:
+                state.live &= ~(1 << number)
+            self._pend(state, run.session, run.loaded.protocols, 0 if number is None else 1 << number)
         return RunConcluded(run.id, run.report(status, self.now if ended_at is None else ended_at))
+
+    def _conclude_paper(self, state: _Session, timer: PaperTimer, members: int, status: str,
+                        ended_at: float) -> list[Output]:
+        """Conclude the runs on paper of `members` (some of `timer`'s), in library order: their reports, with
+        `status` and `ended_at` (as `_conclude`)."""
+        self._leave_paper(state, timer, members)
+        outputs: list[Output] = []
+        for number in bits(members):
+            run = self._on_paper(state, timer.cohort, timer.session, 1 << number)
+            self.concluded += 1
+            outputs.append(RunConcluded(run.id, run.report(status, ended_at)))
+            self._pend(state, timer.session, run.loaded.protocols, 1 << number)
+        return outputs
+
+    def _pend(self, state: _Session, session: str, protocols: Iterable[str], bit: int) -> None:
+        """A run of the attack of `bit` concluded: it gets a new run at the session's next event of its
+        `protocols`; a session without runs left is forgotten."""
+        if state.idle:
+            self._sessions.pop(session, None)
+        else:
+            for protocol in protocols:
+                state.pending[protocol] = state.pending.get(protocol, 0) | bit

@@ -10,11 +10,14 @@ work per message is proportional to what matters to each attack rather than to t
   - `moves_actors`: whether it can change an actor's state in some phase — a trigger naming it (format spec
     §5.3: a trigger's `event` must equal the event type) or an extractor (which reads every message of its
     actor). When it can do neither, the run only counts the message.
-- `triggers(protocol, event_type, sender, direction)`, for an event the selection says can move actors: which
-  of its phases' triggers it can fire, or None when it may change an actor in other ways (see `triggers`).
+- `gates(protocol, event_type, sender, direction)`, for an event the selection says can move actors: which
+  of its phases' triggers and extractors it may use, or None when it may change an actor in other ways (see
+  `gates`).
 - `header`: the report's `attack` section (id, name, version, file, severity, classification).
 - `payloads`: each actor's payload, in actor order (`delivery.actor_payload`: what must reach the agent for
   the attack to count as delivered).
+- what decides whether a run of the attack can wait on paper (`oatf_engine.monitor.paper`): `actor_names`,
+  `rivals_possible`, `first_phase_timers` and `initially_terminal`.
 """
 
 from __future__ import annotations
@@ -23,11 +26,19 @@ from typing import Any, NamedTuple
 
 import oatf
 
-from .actors import agent_side
+from .actors import actor_name, agent_side
 from .delivery import PayloadText, actor_payload
 
 MAX_REMEMBERED_EVENT_TYPES = 1024
 """Event types whose indicator selection is remembered (event names come from the traffic: bounded)."""
+
+
+TRIGGER = -1
+"""The third position of the `Gate` of a phase's trigger."""
+
+Gate = tuple[int, int, int]
+"""(actor position, phase position, extractor position in the phase or `TRIGGER`): something of an actor an
+event may use (`AttackPlan.gates`)."""
 
 
 class Selection(NamedTuple):
@@ -40,8 +51,9 @@ class Selection(NamedTuple):
 class AttackPlan:
     """The precomputed selections of one attack (see the module docstring)."""
 
-    __slots__ = ("_actors", "_extracting", "_selections", "_triggering", "grace_period", "header", "indicators", "key",
-                 "payloads", "protocols")
+    __slots__ = ("_actors", "_extracting", "_selections", "_triggering", "actor_names", "first_phase_timers",
+                 "grace_period", "header", "indicators", "initially_terminal", "key", "payloads", "protocols",
+                 "rivals_possible")
 
     def __init__(self, path: str, attack: oatf.Attack) -> None:
         self.key: str = attack.id or path
@@ -64,30 +76,39 @@ class AttackPlan:
         }
         self._selections: dict[tuple[str, str], Selection] = {}
         self.payloads: tuple[tuple[PayloadText, ...], ...] = tuple(actor_payload(a) for a in actors or ())
+        self.actor_names = frozenset(actor_name(a) for a in self._actors)
+        roles = [(oatf.extract_protocol(a.mode or ""), agent_side(a)) for a in self._actors]
+        self.rivals_possible = len(set(roles)) < len(roles)
+        """Two actors share a protocol and role: unless bindings tell them apart, each binds to the peer that
+        delivers its payload (`AttackRun`)."""
+        first = [a.phases[0].trigger if a.phases else None for a in self._actors]
+        self.first_phase_timers = any(t is not None and t.after is not None for t in first)
+        """An actor's first phase moves on after a time (`after`), traffic or not."""
+        self.initially_terminal = all(t is None for t in first)
+        """Every actor starts in its terminal phase (a run's grace period runs from its first event)."""
 
-    def triggers(self, protocol: str, event_type: str, sender: str, direction: str,
-                 ) -> tuple[tuple[int, int], ...] | None:
-        """For an event whose `selection` can move actors: the (actor, phase) positions of the triggers with a
-        `match` predicate it may fire, when nothing else of the attack's actors can use it (`ActorMachine.observe`
-        then changes nothing unless one of those predicates holds: format spec §5.3, SDK spec §5.8 step 2, a
-        failing `match` leaves the trigger's state alone); None when it may change an actor otherwise: an actor
-        of the protocol with an extractor of the event's `direction` (format spec §5.5 `source`), or, on the
-        agent's side (`agent_side`), a trigger with `after` (evaluated on every event) or a trigger on the
-        event's type without `match`."""
-        found: list[tuple[int, int]] = []
+    def gates(self, protocol: str, event_type: str, sender: str, direction: str) -> tuple[Gate, ...] | None:
+        """For an event whose `selection` can move actors: what of the attack's actors it may use, when each
+        use needs something of the message — the `match` predicate of a trigger on its type (`ActorMachine.observe`
+        changes nothing unless one holds: format spec §5.3, SDK spec §5.8 step 2, a failing `match` leaves the
+        trigger's state alone) or an extractor of its `direction` (format spec §5.5 `source`; one that captures
+        nothing changes nothing); None when it may change an actor otherwise: on the agent's side
+        (`agent_side`), a trigger with `after` (evaluated on every event) or a trigger on the event's type
+        without `match`."""
+        found: list[Gate] = []
         for index, actor in enumerate(self._actors):
             if oatf.extract_protocol(actor.mode or "") != protocol:
                 continue
             for number, phase in enumerate(actor.phases or ()):
-                if any(e.source == direction for e in phase.extractors or ()):
-                    return None
+                found.extend((index, number, position) for position, extractor in enumerate(phase.extractors or ())
+                             if extractor.source == direction)
                 trigger = phase.trigger
                 if trigger is None or agent_side(actor) != sender:
                     continue
                 if trigger.after is not None or (trigger.event == event_type and trigger.match is None):
                     return None
                 if trigger.event == event_type:
-                    found.append((index, number))
+                    found.append((index, number, TRIGGER))
         return tuple(found)
 
     def selection(self, protocol: str, event_type: str) -> Selection:

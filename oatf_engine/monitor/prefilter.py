@@ -2,17 +2,24 @@
 match, found in one pass over the message (as Snort and Suricata pick the few rules a packet can match).
 
 **Requirements.** For a pattern indicator (SDK spec §4.2) whose condition holds a string operator, an RE2
-pattern that any text the condition accepts must match somewhere (`requirement`):
+pattern that any text the condition accepts must match somewhere (`requirements`):
 - `contains`, `starts_with`, `ends_with` (format spec §5.4, SDK spec §5.3): the operand, as a literal;
 - `regex`: the regex itself (RE2's own prefilter derives the literal atoms a match needs, see below);
 - a bare string (deep equality) or an `any_of` of strings only: the string(s), as literals (a value equal to
   one of them is that string).
-Operators combine with AND, so one operator's requirement is the condition's. A trigger's `match` predicate
-(SDK spec §5.4) has the requirement of any of its conditions. Every other indicator has no
+Operators combine with AND, so one operator's requirement is the condition's. A condition without one
+(`exists: true`, numeric operators, a bare non-string, an `any_of` holding a non-string) still needs its
+target to resolve — every other condition fails on a path that resolves to nothing — so the message must
+hold the path's last member name as a key (`key_requirement`: `"name":` in the haystack); that key is also
+the fallback of a condition whose own requirement gives RE2 no literal to look for (a regex of character
+classes only: `choose`). Only a condition with a false `exists` (which an absent value satisfies) has no
+requirement. A trigger's `match` predicate (SDK spec §5.4) has the requirements of its entries (conditions'
+own first, paths' keys next), and a JSONPath extractor of the member-name form `$.a.b` (SDK spec §5.6: it
+captures nothing where no node is found) the key of its last name. Every other indicator has no
 requirement and is always evaluated: expressions and semantic indicators (their errors are verdicts too, so
-skipping a message that would have raised one would change the verdict), `exists` (which `exists: false`
-matches when nothing resolves), numeric operators, an `any_of` holding a non-string, a regex RE2 rejects
-(evaluation reports it as an error), a pattern without target or condition (an error on every message).
+skipping a message that would have raised one would change the verdict), conditions with a false
+`exists`, a regex RE2 rejects (evaluation reports it as an error), a pattern without target or condition
+(an error on every message).
 
 **The haystack** of a message (`haystack`): its content as compact JSON with sorted keys — the text SDK spec
 §5.3 gives a non-string value, and JSON composes, so the text of every value inside the message is a
@@ -32,12 +39,16 @@ the atom set's automaton stays small next to RE2's memory budget (RE2 would answ
 ran out of memory).
 
 Delivery (`oatf_engine.monitor.delivery`) uses the same matching: a payload can only be found in a message
-whose joined strings contain its longest literal piece.
+whose joined strings contain its longest literal piece, and so any piece of that (`distinctive_pieces`: the
+`PIECE_WIDTH` characters of it the fewest payloads share; an RE2 set of long literals is several times
+slower to run than one of short ones).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import re2
@@ -45,36 +56,96 @@ import re2
 import oatf
 from oatf.conditions import compile_condition
 from oatf.evaluation import MAX_RESOLVED_VALUES
-from oatf.model import Condition
+from oatf.model import Condition, Extractor, ExtractorType
+from oatf.paths import path_keys
 from oatf.regex import regex_syntax_error
 from oatf.values import compact_json
 
 FILTER_SIZE = 256
 """Requirements per RE2 filter (see the module docstring)."""
 
+PIECE_WIDTH = 16
+"""Characters of a payload's longest piece its requirement keeps (`distinctive_pieces`)."""
 
-def requirement(indicator: oatf.Indicator) -> str | None:
-    """The RE2 pattern the haystack of any message `indicator` matches must match, or None when the
-    indicator must be evaluated on every message (see the module docstring)."""
+_MEMBER_NAMES = re2.compile(r"\A\$(?:\.[A-Za-z_][A-Za-z0-9_]*)+\z")
+"""An RFC 9535 query of member-name shorthands only (`$.arguments.project`)."""
+
+
+def requirements(indicator: oatf.Indicator) -> tuple[str, ...]:
+    """RE2 patterns the haystack of any message `indicator` matches must each match, the most selective
+    first; none when the indicator must be evaluated on every message (see the module docstring)."""
     pattern = indicator.pattern
     if pattern is None:
-        return None
+        return ()
     target = pattern.target if pattern.target is not None else indicator.target
     condition = pattern.condition if pattern.condition is not None else pattern.shorthand
     if not isinstance(target, str) or condition is None:
+        return ()
+    found = [_valid(condition_requirement(condition))]
+    if _needs_value(condition):
+        found.append(key_requirement(path_keys(target)))
+    return tuple(f for f in found if f is not None)
+
+
+def predicate_requirements(predicate: oatf.MatchPredicate) -> tuple[str, ...]:
+    """RE2 patterns the haystack of any content `predicate` holds on must each match (SDK spec §5.4: an AND
+    of conditions on resolved paths, each a simple dot-path; a path that does not resolve satisfies only
+    `exists: false`), conditions' own first."""
+    found = [_valid(condition_requirement(condition)) for condition in predicate.values()]
+    found += [key_requirement(path_keys(path, wildcard=False)) for path, condition in predicate.items()
+              if _needs_value(condition)]
+    return tuple(f for f in found if f is not None)
+
+
+def choose(wanted: Sequence[Sequence[str]]) -> list[str | None]:
+    """For each sequence of requirements in `wanted`, the first RE2 can filter on (one in which it finds
+    literal atoms; a regex of character classes only has none, and would pass every message), or None."""
+    chosen: list[str | None] = [None] * len(wanted)
+    tried = [0] * len(wanted)
+    undecided = [n for n, candidates in enumerate(wanted) if candidates]
+    while undecided:
+        unfilterable = LiteralFilter({n: wanted[n][tried[n]] for n in undecided}).matching(b"")
+        for n in undecided:
+            if n not in unfilterable:
+                chosen[n] = wanted[n][tried[n]]
+            tried[n] += 1
+        undecided = [n for n in unfilterable if tried[n] < len(wanted[n])]
+    return chosen
+
+
+def extractor_requirement(extractor: Extractor) -> str | None:
+    """The RE2 pattern the haystack of any message `extractor` captures a value from must match: for a
+    JSONPath of member-name shorthands, the key of its last name (the node it captures is that member's
+    value); None for any other selector."""
+    selector = extractor.selector
+    if extractor.type != ExtractorType.JSON_PATH or selector is None or not _MEMBER_NAMES.search(selector):
         return None
-    return _valid(condition_requirement(condition))
+    return key_requirement((selector.rpartition(".")[2],))
 
 
-def predicate_requirement(predicate: oatf.MatchPredicate) -> str | None:
-    """The RE2 pattern the haystack of any content `predicate` holds on must match (SDK spec §5.4: an AND of
-    conditions on resolved paths; a path that does not resolve satisfies only `exists: false`, which has no
-    requirement), or None."""
-    for condition in predicate.values():
-        found = _valid(condition_requirement(condition))
-        if found is not None:
-            return found
-    return None
+def key_requirement(keys: Sequence[str]) -> str | None:
+    """The RE2 pattern of a message holding the last of `keys` as a member name (a path's last name is its
+    most particular: `arguments.page`): its compact JSON form (as `haystack` writes keys) followed by the
+    colon; None without keys."""
+    if not keys:
+        return None
+    return re2.escape(json.dumps(keys[-1], ensure_ascii=False) + ":")
+
+
+def _needs_value(condition: Condition) -> bool:
+    """Whether `condition` fails wherever its path resolves to nothing (SDK spec §4.2 step 1, §5.4): every
+    condition but one with a false `exists`."""
+    operators = compile_condition(condition).operators
+    return operators is None or "exists" not in operators or bool(operators["exists"])
+
+
+def distinctive_pieces(texts: Sequence[str], width: int = PIECE_WIDTH) -> list[str]:
+    """For each of `texts`, the piece of `width` characters (the whole text if shorter) that the fewest of
+    `texts` contain, the first such: what a text holding it must hold (see the module docstring)."""
+    windows = [{text[start:start + width] for start in range(max(len(text) - width, 0) + 1)} for text in texts]
+    shared = Counter(window for found in windows for window in found)
+    return [min((text[start:start + width] for start in range(max(len(text) - width, 0) + 1)),
+                key=shared.__getitem__) for text in texts]
 
 
 def _valid(pattern: str | None) -> str | None:

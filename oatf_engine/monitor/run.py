@@ -28,7 +28,7 @@ import oatf
 
 from ..events import ObservedEvent
 from .actors import ActorMachine, PhaseChange, peer_of
-from .delivery import CUT_SHORT, Delivery, MessageText, outcome
+from .delivery import CUT_SHORT, Delivery, MessageText, PayloadText, outcome
 from .indicators import IndicatorTracker
 from .library import LoadedAttack
 from .options import MonitorOptions
@@ -37,6 +37,47 @@ from .traffic import SessionTraffic, TrafficKey
 MAX_CITED_FLOWS = 50
 MAX_INJECTIONS = 100
 """Exchanges the proxy's inject mode altered that a report lists, at most."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunBlank:
+    """An attack's actors, deliveries and indicators as a run starts with them, shared by its runs on paper
+    (`AttackRun.blank`), which read them and are never fed: nothing ever changes them."""
+
+    actors: list[ActorMachine]
+    deliveries: list[Delivery]
+    indicators: list[IndicatorTracker]
+    by_protocol: dict[str, list[ActorMachine]]
+    """`AttackRun._by_protocol` of these actors."""
+    delivery_of: dict[int, Delivery]
+    """`AttackRun._delivery_of` of these actors."""
+
+    @classmethod
+    def of(cls, loaded: LoadedAttack, semantic_available: bool) -> RunBlank:
+        """The blank of `loaded`'s runs (`semantic_available`: as `AttackRun`'s)."""
+        attack = loaded.attack
+        assert attack.execution is not None and attack.execution.actors is not None
+        actors = [ActorMachine(actor, math.nan) for actor in attack.execution.actors]
+        deliveries = _deliveries(actors, loaded.plan.payloads)
+        return cls(actors, deliveries, _trackers(loaded.plan.indicators, semantic_available), _by_protocol(actors),
+                   {id(machine): d for machine, d in zip(actors, deliveries, strict=True)})
+
+
+def _by_protocol(actors: list[ActorMachine]) -> dict[str, list[ActorMachine]]:
+    found: dict[str, list[ActorMachine]] = {}
+    for actor in actors:
+        found.setdefault(actor.protocol, []).append(actor)
+    return found
+
+
+def _deliveries(actors: list[ActorMachine], payloads: Iterable[tuple[PayloadText, ...]]) -> list[Delivery]:
+    return [Delivery(machine.name, payload) for machine, payload in zip(actors, payloads, strict=True)]
+
+
+def _trackers(indicators: Iterable[oatf.Indicator], semantic_available: bool) -> list[IndicatorTracker]:
+    unavailable = None if semantic_available else (
+        "semantic indicators need a SemanticEvaluator; none is configured (option oatf_semantic_evaluator)")
+    return [IndicatorTracker(i, unavailable if i.semantic is not None else None) for i in indicators]
 
 
 @dataclass(slots=True)
@@ -65,6 +106,10 @@ class AttackRun:
     count_own: bool = False
     """Count its own messages even without rival actors (`exact`): `Monitor(prefilter=False)`, the reference
     the differential tests compare the counters read from `traffic` with."""
+    blank: RunBlank | None = None
+    """A run on paper (`oatf_engine.monitor.paper`): its actors, deliveries and indicators are the attack's
+    shared blank, as the run started; it reports, tells its deadlines, and is never fed or ticked (`observe`
+    and `tick` refuse). None: a run of its own."""
     actors: list[ActorMachine] = field(default_factory=list)
     indicators: list[IndicatorTracker] = field(default_factory=list)
     all_terminal_at: float | None = None
@@ -85,35 +130,36 @@ class AttackRun:
         self._bindings = {b.actor: b for b in self.options.bindings}
         bits = {b.actor: 1 << n for n, b in enumerate(self.options.bindings)}  # the last binding of a name wins
         self._binding_bit = {name: bits[name] for name in self._bindings}
-        attack = self.loaded.attack
-        assert attack.execution is not None and attack.execution.actors is not None
-        self.actors = [ActorMachine(actor, self.started_at) for actor in attack.execution.actors]
-        self.deliveries = [Delivery(machine.name, payload)
-                           for machine, payload in zip(self.actors, plan.payloads, strict=True)]
-        self._delivery_of = {id(machine): d for machine, d in zip(self.actors, self.deliveries, strict=True)}
+        blank = self.blank
+        if blank is not None:
+            self.actors, self.deliveries, self.indicators = blank.actors, blank.deliveries, blank.indicators
+            self._delivery_of, self._by_protocol = blank.delivery_of, blank.by_protocol
+        else:
+            attack = self.loaded.attack
+            assert attack.execution is not None and attack.execution.actors is not None
+            self.actors = [ActorMachine(actor, self.started_at) for actor in attack.execution.actors]
+            self.deliveries = _deliveries(self.actors, plan.payloads)
+            self.indicators = _trackers(plan.indicators, self.semantic_available)
+            self._delivery_of = {id(machine): d for machine, d in zip(self.actors, self.deliveries, strict=True)}
+            self._by_protocol = _by_protocol(self.actors)
         self._undelivered = len(self.deliveries)
-        self._by_protocol: dict[str, list[ActorMachine]] = {}
-        for actor in self.actors:
-            self._by_protocol.setdefault(actor.protocol, []).append(actor)
-        self._bound = any(a.name in self._bindings for a in self.actors)
-        roles: dict[tuple[str, str], list[ActorMachine]] = {}
-        for actor in self.actors:
-            if actor.name not in self._bindings:
-                roles.setdefault((actor.protocol, actor.agent_side), []).append(actor)
-        self._rivals = {id(a): [b for b in same if b is not a] for same in roles.values() if len(same) > 1
-                        for a in same}
+        self._bound = bool(self._bindings) and any(a.name in self._bindings for a in self.actors)
+        self._rivals: dict[int, list[ActorMachine]] = {}
         """Actors sharing a protocol and role with others, by id: each binds to the peer that delivers its
         payload (`actors.peer_of`)."""
+        if plan.rivals_possible:
+            roles: dict[tuple[str, str], list[ActorMachine]] = {}
+            for actor in self.actors:
+                if actor.name not in self._bindings:
+                    roles.setdefault((actor.protocol, actor.agent_side), []).append(actor)
+            self._rivals = {id(a): [b for b in same if b is not a] for same in roles.values() if len(same) > 1
+                            for a in same}
         self._seen_noted = -1
         self._seen_cache: dict[TrafficKey, int] = {}
         self._own = _OwnCounts(self.started_at, {id(a): 0 for a in self.actors}, [0] * len(plan.indicators)) \
             if self._rivals or self.count_own else None
         """The run's own counters when it has rival actors or `count_own` (`exact`), else None: they are read from
         `traffic`."""
-        unavailable = None if self.semantic_available else (
-            "semantic indicators need a SemanticEvaluator; none is configured (option oatf_semantic_evaluator)")
-        self.indicators = [IndicatorTracker(i, unavailable if i.semantic is not None else None)
-                           for i in plan.indicators]
         self._check_terminal(self.started_at)
 
     @property
@@ -222,6 +268,7 @@ class AttackRun:
         `Selection` keeps — all of them for an `exact` run; `moves_actors`: the selection's; `text`: the event's
         strings, shared by the runs that see it): phase changes, and indicators that matched for the first
         time."""
+        self._own_state()
         own = self._own
         if own is not None:
             own.messages += 1
@@ -293,8 +340,14 @@ class AttackRun:
         taking_part = [d for a, d in zip(self.actors, self.deliveries, strict=True) if self.actor_messages(a)]
         return bool(taking_part) and all(d.delivered for d in taking_part)
 
+    def _own_state(self) -> None:
+        """Refuse to change a run on paper (its state is the attack's shared `blank`)."""
+        if self.blank is not None:
+            raise RuntimeError(f"{self.id} is on paper: it is never fed nor ticked")
+
     def tick(self, now: float) -> list[PhaseChange]:
         """Fire the `after` timers that are due."""
+        self._own_state()
         changes = [c for c in (a.tick(now) for a in self.actors) if c is not None]
         if changes:
             self.phase_changes.extend(changes)
@@ -386,12 +439,13 @@ class AttackRun:
         person reads: exploited, partial, error, resisted, not_delivered or inconclusive) and
         `execution_summary`."""
         verdict = self.verdict(ended_at).to_dict()
+        delivered = self.delivered
         return {
             "attack": dict(self.loaded.plan.header),
             "verdict": verdict,
             "evidence": self.evidence(),
-            "outcome": outcome(verdict["result"], self.delivered, self.cut_short(status, ended_at)),
-            "execution_summary": self.execution_summary(status, ended_at),
+            "outcome": outcome(verdict["result"], delivered, self.cut_short(status, ended_at)),
+            "execution_summary": self.execution_summary(status, ended_at, delivered),
         }
 
     def evidence(self) -> list[dict[str, Any]]:
@@ -402,7 +456,7 @@ class AttackRun:
                  "false_positives": list(t.indicator.false_positives or ())}
                 for t in self.indicators if t.found is not None]
 
-    def execution_summary(self, status: str, now: float) -> dict[str, Any]:
+    def execution_summary(self, status: str, now: float, delivered: bool) -> dict[str, Any]:
         """What happened in the run; every time ISO 8601 (UTC, milliseconds) on the event clock. `injections`
         (only when the proxy's inject mode altered the run's traffic): each altered flow and what was injected."""
         injections = {"injections": list(self.injections.values())} if self.injections else {}
@@ -413,7 +467,7 @@ class AttackRun:
             "ended_at": oatf.timestamp_at(now),
             "grace_period_seconds": self.grace_period,
             "grace_applied": status == "completed",
-            "delivered": self.delivered,
+            "delivered": delivered,
             "delivery_evidence": [d.evidence for d in self.deliveries if d.evidence is not None],
             "messages_seen": self.messages,
             "flows_cited": list(self.cited_flows),

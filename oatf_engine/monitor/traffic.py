@@ -42,13 +42,15 @@ TrafficKey = tuple[str, str, str, int]
 class SessionTraffic:
     """The events of one session, counted by `TrafficKey`, and the latest time per (protocol, bindings)."""
 
-    __slots__ = ("counts", "last_at", "noted")
+    __slots__ = ("_since", "counts", "last_at", "noted")
 
     def __init__(self) -> None:
         self.counts: dict[TrafficKey, int] = {}
         self.last_at: dict[tuple[str, int], float] = {}
         self.noted = 0
         """Events counted so far: what a run's counters read from `counts` stay valid while it is unchanged."""
+        self._since: tuple[Mapping[TrafficKey, int], int, dict[TrafficKey, int]] | None = None
+        """The last `since`: its baseline, `noted` then and its answer (the runs of one cohort share a baseline)."""
 
     def note(self, event: ObservedEvent, event_type: str, bound: int) -> None:
         """Count `event` (`event_type`: its own or `OTHER`; `bound`: the bindings accepting its endpoint)."""
@@ -64,7 +66,12 @@ class SessionTraffic:
         """The counts now (what a run created before the next `note` starts from)."""
         return dict(self.counts)
 
-    def since(self, baseline: Mapping[TrafficKey, int]) -> dict[TrafficKey, int]:
-        """The events counted since `baseline`, by key (keys without any left out)."""
-        return {key: count - baseline.get(key, 0) for key, count in self.counts.items()
-                if count > baseline.get(key, 0)}
+    def since(self, baseline: Mapping[TrafficKey, int]) -> Mapping[TrafficKey, int]:
+        """The events counted since `baseline`, by key (keys without any left out; not to be changed)."""
+        last = self._since
+        if last is not None and last[0] is baseline and last[1] == self.noted:
+            return last[2]
+        found = {key: count - baseline.get(key, 0) for key, count in self.counts.items()
+                 if count > baseline.get(key, 0)}
+        self._since = (baseline, self.noted, found)
+        return found
