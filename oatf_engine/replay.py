@@ -78,7 +78,7 @@ SessionClose = tuple[str, float]
 def evaluate_events(attacks: list[LoadedAttack], events: list[ObservedEvent],
                     options: MonitorOptions | None = None, workers: int = 1,
                     semantic: oatf.SemanticEvaluator | None = None, progress: Progress | None = None,
-                    closes: list[SessionClose] | None = None) -> list[dict[str, Any]]:
+                    closes: list[SessionClose] | None = None, prefilter: bool = True) -> list[dict[str, Any]]:
     """The reports of every run over recorded events (in time order), in the order the runs ended.
 
     The recording's end concludes the runs: the clock moves one grace period (the longest any loaded attack
@@ -88,14 +88,15 @@ def evaluate_events(attacks: list[LoadedAttack], events: list[ObservedEvent],
     reports are the same as with one process (`oatf_max_runs` then bounds each process's live runs).
     `progress` receives a line every `PROGRESS_EVERY` events one process evaluates, and one at the end.
     `closes`: the MCP sessions the agent closed, told to the monitor when the clock reaches them, as the live
-    addon tells it (`Monitor.close_session`)."""
+    addon tells it (`Monitor.close_session`). `prefilter=False`: the monitor's exact path
+    (`Monitor(prefilter=False)`), the reference benchmarks compare the prefilter with."""
     options = options or MonitorOptions()
     placed = place_events(events, options)
     end = max((event.timestamp for event in events), default=0.0)
     shards = worker_count(len(events), workers)
     closed = sorted(closes or (), key=operator.itemgetter(1))
-    reports = (_evaluate_placed(attacks, placed, closed, options, end, semantic, progress) if shards == 1
-               else _evaluate_in_parallel(attacks, placed, closed, options, end, shards, semantic))
+    reports = (_evaluate_placed(attacks, placed, closed, options, end, semantic, prefilter, progress) if shards == 1
+               else _evaluate_in_parallel(attacks, placed, closed, options, end, shards, semantic, prefilter))
     if progress is not None:
         progress(f"evaluated {len(placed)} event(s): {len(reports)} run(s) concluded")
     ended = operator.itemgetter("ended_at")
@@ -104,14 +105,14 @@ def evaluate_events(attacks: list[LoadedAttack], events: list[ObservedEvent],
 
 def _evaluate_in_parallel(attacks: list[LoadedAttack], placed: list[Placed], closes: list[SessionClose],
                           options: MonitorOptions, end: float, shards: int, semantic: oatf.SemanticEvaluator | None,
-                          ) -> list[dict[str, Any]]:
+                          prefilter: bool) -> list[dict[str, Any]]:
     """`_evaluate_placed` with the sessions split over `shards` forked processes (by a hash of the session;
     every process is told every close: one of a session it does not follow changes nothing)."""
     split: list[list[Placed]] = [[] for _ in range(shards)]
     for item in placed:
         split[zlib.crc32(item[1].encode("utf-8", "surrogatepass")) % shards].append(item)
     global _SHARDS
-    _SHARDS = (attacks, split, closes, options, end, semantic)
+    _SHARDS = (attacks, split, closes, options, end, semantic, prefilter)
     try:
         with multiprocessing.get_context("fork").Pool(shards) as pool:
             results = pool.map(_evaluate_shard, range(shards))
@@ -122,8 +123,8 @@ def _evaluate_in_parallel(attacks: list[LoadedAttack], placed: list[Placed], clo
 
 def _evaluate_placed(attacks: list[LoadedAttack], placed: list[Placed], closes: list[SessionClose],
                      options: MonitorOptions, end: float, semantic: oatf.SemanticEvaluator | None,
-                     progress: Progress | None = None) -> list[dict[str, Any]]:
-    monitor = Monitor(attacks, options, semantic=semantic)
+                     prefilter: bool = True, progress: Progress | None = None) -> list[dict[str, Any]]:
+    monitor = Monitor(attacks, options, semantic=semantic, prefilter=prefilter)
     outputs = []
     pending = iter(closes)
     close = next(pending, None)
@@ -142,17 +143,17 @@ def _evaluate_placed(attacks: list[LoadedAttack], placed: list[Placed], closes: 
 
 
 _SHARDS: tuple[list[LoadedAttack], list[list[Placed]], list[SessionClose], MonitorOptions, float,
-               oatf.SemanticEvaluator | None] | None
+               oatf.SemanticEvaluator | None, bool] | None
 _SHARDS = None
 """What forked workers evaluate (inherited, not pickled): attacks, placed events per worker, closes, options,
-end, semantic evaluator."""
+end, semantic evaluator, prefilter."""
 
 
 def _evaluate_shard(index: int) -> list[dict[str, Any]]:
     assert _SHARDS is not None
-    attacks, split, closes, options, end, semantic = _SHARDS
+    attacks, split, closes, options, end, semantic, prefilter = _SHARDS
     with collector_paused():
-        return _evaluate_placed(attacks, split[index], closes, options, end, semantic)
+        return _evaluate_placed(attacks, split[index], closes, options, end, semantic, prefilter)
 
 
 def available_cpus() -> int:

@@ -91,6 +91,11 @@ class ActorMachine:
         """In its terminal phase (the one without a trigger), or past the last phase."""
         return self.phase.trigger is None
 
+    @property
+    def movable(self) -> bool:
+        """An event may still change it (`observe`): its phase has a trigger or an extractor."""
+        return self.phase.trigger is not None or bool(self.phase.extractors)
+
     def deadline(self) -> float:
         """When the current phase's `after` timer fires (infinity without one)."""
         trigger = self.phase.trigger

@@ -14,11 +14,13 @@ from typing import Any
 import re2
 
 import oatf
+from oatf.model import IndicatorResult
 
 from ..events import ObservedEvent
 from . import prefilter
-from .actors import PhaseChange, agent_side
+from .actors import PhaseChange
 from .delivery import MessageText
+from .indicators import Judged
 from .library import LoadedAttack
 from .options import MonitorOptions, session_named
 from .paper import Cohort, PaperTimer, bits, paper_class
@@ -52,6 +54,8 @@ class RunConcluded:
 
 Output = PhaseChanged | IndicatorMatched | RunConcluded
 
+NOT_MATCHED = IndicatorResult.NOT_MATCHED
+
 
 @dataclass(frozen=True, slots=True)
 class _Dispatch:
@@ -62,10 +66,15 @@ class _Dispatch:
     """Attacks whose actors it may move whatever it holds (`AttackPlan.gates`)."""
     triggers: dict[int, tuple[int, ...]]
     """Requirement → the attacks whose actors it gates (a trigger's `match`, an extractor: `AttackPlan.gates`)."""
-    always: dict[int, tuple[int, ...]]
-    """Attack → its selected indicators without a prefilter requirement (evaluated on every such event)."""
-    gated: dict[int, tuple[tuple[int, int], ...]]
-    """Indicator requirement → the (attack, indicator position) it gates, among the selected indicators."""
+    judged: dict[Hashable, tuple[tuple[int, int], ...]]
+    """Judge key (`AttackPlan.judge_keys`) → the (attack, indicator position) of the selected indicators without a
+    prefilter requirement judged alike: judged on every such event, fed to the runs where not `not_matched`."""
+    fed: dict[int, tuple[int, ...]]
+    """Attack → its selected semantic indicators, when an evaluator is configured: fed every such event (the
+    evaluator is asked only where the indicator's trace filter keeps the event)."""
+    gated: dict[int, dict[Hashable, tuple[tuple[int, int], ...]]]
+    """Indicator requirement → judge key → the (attack, indicator position) it gates, among the selected
+    indicators: judged where the requirement holds, fed to the runs where not `not_matched`."""
     undelivered: tuple[int, ...]
     """Attacks with an actor whose side sends it and that holds no distinctive payload (the first message counts)."""
     payloads: dict[int, tuple[int, ...]]
@@ -76,7 +85,7 @@ class _Session:
     """One session's live runs (materialised, and on paper), its traffic counters and the attacks that have no
     run in it. Attacks are told apart by their number in the library, a bit each in the masks."""
 
-    __slots__ = ("cohorts", "exact", "live", "paper", "pending", "runs", "started", "traffic")
+    __slots__ = ("cohorts", "exact", "live", "paper", "pending", "runs", "settled", "started", "traffic")
 
     def __init__(self) -> None:
         self.traffic = SessionTraffic()
@@ -86,6 +95,9 @@ class _Session:
         """The attacks of `runs`."""
         self.exact: dict[tuple[str, str], AttackRun] = {}
         """The runs among `runs` that count their own messages (`AttackRun.exact`): fed every event."""
+        self.settled: set[int] = set()
+        """Attacks of `runs` that no event can move any more (`ActorMachine.movable`: every actor in a phase
+        without trigger or extractor): events that could only move actors are not fed to them."""
         self.cohorts: list[Cohort] = []
         """The runs on paper (`oatf_engine.monitor.paper`), by the event that started them."""
         self.paper = 0
@@ -156,6 +168,8 @@ class Monitor:
             for protocol in sorted(loaded.protocols):
                 self._by_protocol.setdefault(protocol, []).append(loaded)
         self._surfaces = frozenset(i.surface for a in self.attacks for i in a.plan.indicators if i.surface)
+        self._named = frozenset(event for a in self.attacks for event in a.plan.events)
+        """Event types some attack names: events of any other type share one `_Dispatch` (as `OTHER`)."""
         self._requirement_of: dict[tuple[int, int], int] = {}
         """Per (attack, indicator position): the requirement of the indicator (`prefilter.requirements`)."""
         self._gate_requirement: dict[tuple[int, Gate], int] = {}
@@ -181,22 +195,25 @@ class Monitor:
                 for text in payload:
                     self._payload_requirements.setdefault((number, actor), []).append(len(pieces))
                     pieces.append(text.longest)
-        requirements: dict[int, str] = {}
+        requirements: dict[str, int] = {}  # a number per distinct requirement: messages hit it once
         chosen = prefilter.choose([*indicators.values(), *gates.values()])
         for where, requirement in zip(indicators, chosen[:len(indicators)], strict=True):
             if requirement is not None:
-                self._requirement_of[where] = len(requirements)
-                requirements[len(requirements)] = requirement
+                self._requirement_of[where] = requirements.setdefault(requirement, len(requirements))
         for gate, requirement in zip(gates, chosen[len(indicators):], strict=True):
             if requirement is not None:
-                self._gate_requirement[gate] = len(requirements)
-                requirements[len(requirements)] = requirement
-        self._indicator_filter = prefilter.LiteralFilter(requirements)
+                self._gate_requirement[gate] = requirements.setdefault(requirement, len(requirements))
+        self._indicator_filter = prefilter.LiteralFilter({n: r for r, n in requirements.items()})
         distinct = list(dict.fromkeys(pieces))
-        piece_of = dict(zip(distinct, prefilter.distinctive_pieces(distinct), strict=True))
         self._payload_filter = prefilter.LiteralFilter(
-            {number: re2.escape(piece_of[text]) for number, text in enumerate(pieces)})
+            dict(enumerate(re2.escape(piece) for piece in prefilter.distinctive_pieces(distinct))))
+        number_of = {text: number for number, text in enumerate(distinct)}
+        for requirement_numbers in self._payload_requirements.values():
+            requirement_numbers[:] = [number_of[pieces[n]] for n in requirement_numbers]
         self._index_of = {loaded.key: number for number, loaded in enumerate(self.attacks)}
+        self._judges = {key: judge for loaded in self.attacks
+                        for key, judge in zip(loaded.plan.judge_keys, loaded.plan.judges, strict=True)}
+        """A judge per judge key (`AttackPlan.judge_keys`: indicators alike judge alike)."""
         self._of_protocol = {protocol: sum(1 << self._index_of[a.key] for a in attacks)
                              for protocol, attacks in self._by_protocol.items()}
         """Per protocol, its attacks (a bit per attack number)."""
@@ -260,6 +277,7 @@ class Monitor:
         self._set_attacks(attacks)
         for state in self._sessions.values():  # the same attacks, numbered in the new library
             state.live = sum(1 << self._index_of[key] for key, _ in state.runs)
+            state.settled = {self._index_of[old[number].key] for number in state.settled}
             for cohort in state.cohorts:
                 for timer in cohort.timers:
                     timer.members = sum(1 << self._index_of[old[number].key] for number in bits(timer.members))
@@ -302,28 +320,36 @@ class Monitor:
                 if protocol in taking.loaded.protocols and taking.actors_for(event):
                     taking.note_injected(event)
         text = MessageText(event.content)
-        concerned = self._concerned(event, text)
+        judged: Judged = {}
+        concerned = self._concerned(event, text, judged, state.settled)
         if state.exact:
             concerned = self._with_exact_runs(concerned, event, state)
-        for number, positions, moves_actors, delivery_only in concerned:
+        for number, positions, moves_actors, carries in concerned:
             key = (self.attacks[number].key, session)
             run = state.runs.get(key)
             if run is None:
-                if not state.paper >> number & 1:
-                    continue
+                if not state.paper >> number & 1 or not (positions or carries or any(
+                        a.movable for a in self._blank(number).by_protocol.get(protocol, ()))):
+                    continue  # no run, or one on paper only a phase it is not in could be moved by the event
                 outputs.extend(self._materialise(state, session, number))
                 run = state.runs.get(key)
                 if run is None:
                     continue  # evicted at once (max_runs)
-            elif delivery_only and not run.undelivered:
-                continue
-            actors = run.actors_for(event)
+                actors = run.actors_for(event)
+            else:
+                actors = run.actors_for(event)
+                if not (run.exact or positions or (carries and run.undelivered)
+                        or (moves_actors and any(a.movable for a in actors))):
+                    continue  # nothing in it the event can change
             if not actors:
                 continue
-            changes, matched = run.observe(event, actors, positions, moves_actors, self.cel, self.semantic, text)
+            changes, matched = run.observe(event, actors, positions, moves_actors, carries, self.cel, self.semantic,
+                                           text, judged)
             if changes:
                 outputs.extend(PhaseChanged(run.id, c) for c in changes)
                 self._schedule((run.loaded.key, session), run)
+                if not any(a.movable for a in run.actors):
+                    state.settled.add(number)
             if matched:
                 outputs.extend(IndicatorMatched(run.id, run.loaded.key, t.id, event.flow_id,
                                                 t.matched.evidence or "") for t in matched if t.matched is not None)
@@ -372,14 +398,18 @@ class Monitor:
     def _on_paper(self, state: _Session, cohort: Cohort, session: str, bit: int) -> AttackRun:
         """The run on paper of the attack of `bit` in `cohort` (`AttackRun.blank`)."""
         number = bit.bit_length() - 1
-        blank = self._blanks.get(number)
-        if blank is None:
-            blank = self._blanks[number] = RunBlank.of(self.attacks[number], self.semantic is not None)
         run = AttackRun(self.attacks[number], session, cohort.started_at, cohort.options, self.semantic is not None,
-                        state.traffic, cohort.baseline, blank=blank)
+                        state.traffic, cohort.baseline, blank=self._blank(number))
         if cohort.closed_at is not None:
             run.close(cohort.closed_at)
         return run
+
+    def _blank(self, number: int) -> RunBlank:
+        """The blank runs on paper of attack `number` read (`RunBlank`)."""
+        blank = self._blanks.get(number)
+        if blank is None:
+            blank = self._blanks[number] = RunBlank.of(self.attacks[number], self.semantic is not None)
+        return blank
 
     def _materialise(self, state: _Session, session: str, number: int) -> list[Output]:
         """Follow the run on paper of attack `number` in memory from now on: the run its cohort started, fed
@@ -405,19 +435,37 @@ class Monitor:
             if not cohort.timers:
                 state.cohorts.remove(cohort)
 
-    def _concerned(self, event: ObservedEvent, text: MessageText) -> list[tuple[int, list[int], bool, bool]]:
+    def _concerned(self, event: ObservedEvent, text: MessageText, judged: Judged, settled: Set[int],
+                   ) -> list[tuple[int, list[int], bool, bool]]:
         """The attacks whose runs `event` can change, in library order: (attack, the indicators it can match
-        in document order, whether it can move actors, whether only a payload can be found in it)."""
-        dispatch = self._dispatch_for(event.protocol, event.event_type, event.sender, event.direction)
-        positions: dict[int, list[int]] = {number: list(found) for number, found in dispatch.always.items()}
+        in document order, whether it can move actors — but not those of `settled` attacks —, whether it may
+        carry a payload). The indicators are judged here, once per judge key (`judged`): one that does not match
+        the event changes no run."""
+        event_type = event.event_type if event.event_type in self._named else OTHER
+        dispatch = self._dispatch_for(event.protocol, event_type, event.sender, event.direction)
+        content, cel, semantic, judges = event.content, self.cel, self.semantic, self._judges
+        positions: dict[int, list[int]] = {number: list(found) for number, found in dispatch.fed.items()}
+        for key, where in dispatch.judged.items():
+            judgement = judged.get(key)
+            if judgement is None:
+                judgement = judged[key] = judges[key](content, cel, semantic)
+            if judgement[0] is not NOT_MATCHED:
+                for number, position in where:
+                    positions.setdefault(number, []).append(position)
         movers = set(dispatch.movers)
         if dispatch.gated or dispatch.triggers:
             hits = self._hits(self._indicator_filter, dispatch.gated.keys() | dispatch.triggers.keys(),
-                              prefilter.haystack(event.content) if self.prefilter else None)
+                              prefilter.haystack(content) if self.prefilter else None)
             for requirement in hits:
-                for number, position in dispatch.gated.get(requirement, ()):
-                    positions.setdefault(number, []).append(position)
+                for key, where in dispatch.gated.get(requirement, {}).items():
+                    judgement = judged.get(key)
+                    if judgement is None:
+                        judgement = judged[key] = judges[key](content, cel, semantic)
+                    if judgement[0] is not NOT_MATCHED:
+                        for number, position in where:
+                            positions.setdefault(number, []).append(position)
                 movers.update(dispatch.triggers.get(requirement, ()))
+        movers -= settled
         carriers: set[int] = set(dispatch.undelivered)
         if dispatch.payloads:
             data = text.joined.encode("utf-8", "surrogatepass") if self.prefilter else None
@@ -427,8 +475,7 @@ class Monitor:
         for number in sorted(positions.keys() | movers | carriers):
             found = positions.get(number, [])
             found.sort()
-            moves = number in movers
-            concerned.append((number, found, moves, not found and not moves))
+            concerned.append((number, found, number in movers, number in carriers))
         return concerned
 
     def _with_exact_runs(self, concerned: list[tuple[int, list[int], bool, bool]], event: ObservedEvent,
@@ -440,7 +487,7 @@ class Monitor:
             if event.protocol in run.loaded.protocols:
                 selection = run.loaded.plan.selection(event.protocol, event.event_type)
                 number = self._index_of[run.loaded.key]
-                by_number[number] = (number, list(selection.indicators), selection.moves_actors, False)
+                by_number[number] = (number, list(selection.indicators), selection.moves_actors, True)
         return [by_number[number] for number in sorted(by_number)]
 
     @staticmethod
@@ -458,8 +505,9 @@ class Monitor:
             return dispatch
         movers: set[int] = set()
         triggers: dict[int, list[int]] = {}
-        always: dict[int, tuple[int, ...]] = {}
-        gated: dict[int, list[tuple[int, int]]] = {}
+        judged: dict[Hashable, list[tuple[int, int]]] = {}
+        fed: dict[int, tuple[int, ...]] = {}
+        gated: dict[int, dict[Hashable, list[tuple[int, int]]]] = {}
         undelivered: list[int] = []
         payloads: dict[int, list[int]] = {}
         for loaded in self._by_protocol.get(protocol, ()):
@@ -475,28 +523,33 @@ class Monitor:
                     for requirement in gates:
                         assert requirement is not None
                         triggers.setdefault(requirement, []).append(number)
-            unconditional = []
+            semantic = []
             for position in selection.indicators:
-                if plan.indicators[position].direction not in (None, direction):
+                indicator = plan.indicators[position]
+                if indicator.direction not in (None, direction):
                     continue  # `IndicatorTracker.accepts` would refuse the event
+                if indicator.semantic is not None:
+                    if self.semantic is not None:  # without an evaluator, it is never evaluated (`skipped`)
+                        semantic.append(position)
+                    continue
                 requirement = self._requirement_of.get((number, position))
                 if requirement is None:
-                    unconditional.append(position)
+                    judged.setdefault(plan.judge_keys[position], []).append((number, position))
                 else:
-                    gated.setdefault(requirement, []).append((number, position))
-            if unconditional:
-                always[number] = tuple(unconditional)
-            execution = loaded.attack.execution
-            for actor, (machine, payload) in enumerate(zip(execution.actors or () if execution else (),
-                                                           plan.payloads, strict=True)):
-                if oatf.extract_protocol(machine.mode or "") != protocol or agent_side(machine) == sender:
+                    alike = gated.setdefault(requirement, {})
+                    alike.setdefault(plan.judge_keys[position], []).append((number, position))
+            if semantic:
+                fed[number] = tuple(semantic)
+            for actor, ((actor_protocol, side), payload) in enumerate(zip(plan.roles, plan.payloads, strict=True)):
+                if actor_protocol != protocol or side == sender:
                     continue
                 if not payload:
                     undelivered.append(number)
                 for requirement in self._payload_requirements.get((number, actor), ()):
                     payloads.setdefault(requirement, []).append(number)
-        dispatch = _Dispatch(frozenset(movers), {r: tuple(n) for r, n in triggers.items()}, always,
-                             {r: tuple(g) for r, g in gated.items()}, tuple(undelivered),
+        dispatch = _Dispatch(frozenset(movers), {r: tuple(n) for r, n in triggers.items()},
+                             {k: tuple(w) for k, w in judged.items()}, fed,
+                             {r: {k: tuple(w) for k, w in g.items()} for r, g in gated.items()}, tuple(undelivered),
                              {r: tuple(n) for r, n in payloads.items()})
         if len(self._dispatch) < MAX_REMEMBERED_EVENT_TYPES:
             self._dispatch[(protocol, event_type, sender, direction)] = dispatch
@@ -528,7 +581,11 @@ class Monitor:
                 else:
                     self._schedule(item, run)
                 continue
-            outputs.extend(PhaseChanged(run.id, c) for c in run.tick(self.now))
+            changes = run.tick(self.now)
+            if changes:
+                outputs.extend(PhaseChanged(run.id, c) for c in changes)
+                if not any(a.movable for a in run.actors):
+                    self._sessions[run.session].settled.add(self._index_of[run.loaded.key])
             due = run.due(self.now)
             if due is not None:
                 outputs.append(self._conclude(item, *due))
@@ -688,6 +745,7 @@ class Monitor:
             number = self._index_of.get(run.loaded.key)
             if number is not None:
                 state.live &= ~(1 << number)
+                state.settled.discard(number)
             self._pend(state, run.session, run.loaded.protocols, 0 if number is None else 1 << number)
         return RunConcluded(run.id, run.report(status, self.now if ended_at is None else ended_at))
 
@@ -699,16 +757,16 @@ class Monitor:
         outputs: list[Output] = []
         for number in bits(members):
             run = self._on_paper(state, timer.cohort, timer.session, 1 << number)
-            self.concluded += 1
             outputs.append(RunConcluded(run.id, run.report(status, ended_at)))
-            self._pend(state, timer.session, run.loaded.protocols, 1 << number)
+        self.concluded += members.bit_count()
+        self._pend(state, timer.session, timer.representative.loaded.protocols, members)  # a class: one protocols
         return outputs
 
-    def _pend(self, state: _Session, session: str, protocols: Iterable[str], bit: int) -> None:
-        """A run of the attack of `bit` concluded: it gets a new run at the session's next event of its
+    def _pend(self, state: _Session, session: str, protocols: Iterable[str], attacks: int) -> None:
+        """Runs of `attacks` (bits) concluded: each gets a new run at the session's next event of its
         `protocols`; a session without runs left is forgotten."""
         if state.idle:
             self._sessions.pop(session, None)
         else:
             for protocol in protocols:
-                state.pending[protocol] = state.pending.get(protocol, 0) | bit
+                state.pending[protocol] = state.pending.get(protocol, 0) | attacks

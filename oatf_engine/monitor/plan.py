@@ -16,15 +16,20 @@ work per message is proportional to what matters to each attack rather than to t
 - `header`: the report's `attack` section (id, name, version, file, severity, classification).
 - `payloads`: each actor's payload, in actor order (`delivery.actor_payload`: what must reach the agent for
   the attack to count as delivered).
+- `judges`, `judge_keys`: each indicator compiled once (`oatf.compile_indicator`, not its bounded cache), and
+  what makes two indicators judge every message alike (their detection keys and target, as written: the
+  monitor judges such indicators once per message).
 - what decides whether a run of the attack can wait on paper (`oatf_engine.monitor.paper`): `actor_names`,
   `rivals_possible`, `first_phase_timers` and `initially_terminal`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any, NamedTuple
 
 import oatf
+from oatf.evaluation import Judge
 
 from .actors import actor_name, agent_side
 from .delivery import PayloadText, actor_payload
@@ -51,9 +56,9 @@ class Selection(NamedTuple):
 class AttackPlan:
     """The precomputed selections of one attack (see the module docstring)."""
 
-    __slots__ = ("_actors", "_extracting", "_selections", "_triggering", "actor_names", "first_phase_timers",
-                 "grace_period", "header", "indicators", "initially_terminal", "key", "payloads", "protocols",
-                 "rivals_possible")
+    __slots__ = ("_actors", "_extracting", "_selections", "_triggering", "actor_names", "events", "first_phase_timers",
+                 "grace_period", "header", "indicators", "initially_terminal", "judge_keys", "judges", "key",
+                 "payloads", "protocols", "rivals_possible", "roles")
 
     def __init__(self, path: str, attack: oatf.Attack) -> None:
         self.key: str = attack.id or path
@@ -64,10 +69,17 @@ class AttackPlan:
             oatf.parse_duration(attack.grace_period).total_seconds() if attack.grace_period else None)
         """Seconds of `attack.grace_period`, None when the document leaves it to the tool."""
         self.indicators: tuple[oatf.Indicator, ...] = tuple(attack.indicators or ())
+        self.judges: tuple[Judge, ...] = tuple(oatf.compile_indicator(i) for i in self.indicators)
+        self.judge_keys: tuple[Hashable, ...] = tuple(
+            repr((i.pattern, i.expression, i.semantic, i.target)) for i in self.indicators)
+        """What a judge reads of its indicator (`oatf.evaluation._compile_judge`), as text: `repr` tells `true`
+        from `1`, which compare equal."""
         phases = [(oatf.extract_protocol(a.mode or ""), p) for a in actors or () for p in a.phases or ()]
         self._extracting = frozenset(protocol for protocol, phase in phases if phase.extractors)
         self._triggering = frozenset((protocol, phase.trigger.event) for protocol, phase in phases
                                      if phase.trigger is not None and phase.trigger.event is not None)
+        self.events = frozenset(i.surface for i in self.indicators if i.surface) | {e for _, e in self._triggering}
+        """The event types its indicators and triggers name: `selection` and `gates` treat every other alike."""
         severity, classification = attack.severity, attack.classification
         self.header: dict[str, Any] = {
             "id": attack.id, "name": attack.name, "version": attack.version, "file": path,
@@ -77,8 +89,9 @@ class AttackPlan:
         self._selections: dict[tuple[str, str], Selection] = {}
         self.payloads: tuple[tuple[PayloadText, ...], ...] = tuple(actor_payload(a) for a in actors or ())
         self.actor_names = frozenset(actor_name(a) for a in self._actors)
-        roles = [(oatf.extract_protocol(a.mode or ""), agent_side(a)) for a in self._actors]
-        self.rivals_possible = len(set(roles)) < len(roles)
+        self.roles = tuple((oatf.extract_protocol(a.mode or ""), agent_side(a)) for a in self._actors)
+        """Per actor: its protocol and the HTTP side the agent is on (`agent_side`)."""
+        self.rivals_possible = len(set(self.roles)) < len(self.roles)
         """Two actors share a protocol and role: unless bindings tell them apart, each binds to the peer that
         delivers its payload (`AttackRun`)."""
         first = [a.phases[0].trigger if a.phases else None for a in self._actors]
@@ -96,14 +109,14 @@ class AttackPlan:
         (`agent_side`), a trigger with `after` (evaluated on every event) or a trigger on the event's type
         without `match`."""
         found: list[Gate] = []
-        for index, actor in enumerate(self._actors):
-            if oatf.extract_protocol(actor.mode or "") != protocol:
+        for index, (actor, (actor_protocol, side)) in enumerate(zip(self._actors, self.roles, strict=True)):
+            if actor_protocol != protocol:
                 continue
             for number, phase in enumerate(actor.phases or ()):
                 found.extend((index, number, position) for position, extractor in enumerate(phase.extractors or ())
                              if extractor.source == direction)
                 trigger = phase.trigger
-                if trigger is None or agent_side(actor) != sender:
+                if trigger is None or side != sender:
                     continue
                 if trigger.after is not None or (trigger.event == event_type and trigger.match is None):
                     return None

@@ -29,17 +29,18 @@ import oatf
 from ..events import ObservedEvent
 from .actors import ActorMachine, PhaseChange, peer_of
 from .delivery import CUT_SHORT, Delivery, MessageText, PayloadText, outcome
-from .indicators import IndicatorTracker
+from .indicators import IndicatorTracker, Judged
 from .library import LoadedAttack
 from .options import MonitorOptions
-from .traffic import SessionTraffic, TrafficKey
+from .plan import AttackPlan
+from .traffic import SessionTraffic, TrafficKey, TrafficView
 
 MAX_CITED_FLOWS = 50
 MAX_INJECTIONS = 100
 """Exchanges the proxy's inject mode altered that a report lists, at most."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RunBlank:
     """An attack's actors, deliveries and indicators as a run starts with them, shared by its runs on paper
     (`AttackRun.blank`), which read them and are never fed: nothing ever changes them."""
@@ -51,6 +52,9 @@ class RunBlank:
     """`AttackRun._by_protocol` of these actors."""
     delivery_of: dict[int, Delivery]
     """`AttackRun._delivery_of` of these actors."""
+    aggregate: tuple[oatf.AttackResult, oatf.EvaluationSummary, oatf.Tier | None] | None = None
+    """What `oatf.compute_verdict` makes of these indicators' verdicts (result, summary, highest tier): the same
+    for every run on paper, worked out by the first that reports (`AttackRun.verdict`)."""
 
     @classmethod
     def of(cls, loaded: LoadedAttack, semantic_available: bool) -> RunBlank:
@@ -59,7 +63,7 @@ class RunBlank:
         assert attack.execution is not None and attack.execution.actors is not None
         actors = [ActorMachine(actor, math.nan) for actor in attack.execution.actors]
         deliveries = _deliveries(actors, loaded.plan.payloads)
-        return cls(actors, deliveries, _trackers(loaded.plan.indicators, semantic_available), _by_protocol(actors),
+        return cls(actors, deliveries, _trackers(loaded.plan, semantic_available), _by_protocol(actors),
                    {id(machine): d for machine, d in zip(actors, deliveries, strict=True)})
 
 
@@ -74,10 +78,11 @@ def _deliveries(actors: list[ActorMachine], payloads: Iterable[tuple[PayloadText
     return [Delivery(machine.name, payload) for machine, payload in zip(actors, payloads, strict=True)]
 
 
-def _trackers(indicators: Iterable[oatf.Indicator], semantic_available: bool) -> list[IndicatorTracker]:
+def _trackers(plan: AttackPlan, semantic_available: bool) -> list[IndicatorTracker]:
     unavailable = None if semantic_available else (
         "semantic indicators need a SemanticEvaluator; none is configured (option oatf_semantic_evaluator)")
-    return [IndicatorTracker(i, unavailable if i.semantic is not None else None) for i in indicators]
+    return [IndicatorTracker(i, judge, key, unavailable if i.semantic is not None else None)
+            for i, judge, key in zip(plan.indicators, plan.judges, plan.judge_keys, strict=True)]
 
 
 @dataclass(slots=True)
@@ -139,7 +144,7 @@ class AttackRun:
             assert attack.execution is not None and attack.execution.actors is not None
             self.actors = [ActorMachine(actor, self.started_at) for actor in attack.execution.actors]
             self.deliveries = _deliveries(self.actors, plan.payloads)
-            self.indicators = _trackers(plan.indicators, self.semantic_available)
+            self.indicators = _trackers(plan, self.semantic_available)
             self._delivery_of = {id(machine): d for machine, d in zip(self.actors, self.deliveries, strict=True)}
             self._by_protocol = _by_protocol(self.actors)
         self._undelivered = len(self.deliveries)
@@ -154,8 +159,10 @@ class AttackRun:
                     roles.setdefault((actor.protocol, actor.agent_side), []).append(actor)
             self._rivals = {id(a): [b for b in same if b is not a] for same in roles.values() if len(same) > 1
                             for a in same}
+        self._protocols = frozenset(self._by_protocol)
         self._seen_noted = -1
-        self._seen_cache: dict[TrafficKey, int] = {}
+        self._bound_view: TrafficView | None = None
+        """The `_view` of a run with a bound actor while `traffic` counts no more events."""
         self._own = _OwnCounts(self.started_at, {id(a): 0 for a in self.actors}, [0] * len(plan.indicators)) \
             if self._rivals or self.count_own else None
         """The run's own counters when it has rival actors or `count_own` (`exact`), else None: they are read from
@@ -216,58 +223,69 @@ class AttackRun:
         bit = self._binding_bit.get(actor.name)
         return actor.protocol == key[0] and (bit is None or bool(key[3] & bit))
 
-    def _seen(self) -> dict[TrafficKey, int]:
-        """The session's events since the run started that some actor of the run sees, by key (worked out
-        once per event the session counts: timers, grace periods and reports read it many times; not to be
-        changed)."""
+    def _view(self) -> TrafficView:
+        """The session's events since the run started that some actor of the run sees (shared with the runs
+        started by the same event when no actor is bound: `SessionTraffic.view`; worked out once per event the
+        session counts: timers, grace periods and reports read it many times)."""
+        if not self._bound:
+            return self.traffic.view(self.baseline, self._protocols)
         noted = self.traffic.noted
-        if self._seen_noted != noted:
-            self._seen_cache = {key: n for key, n in self.traffic.since(self.baseline).items()
-                                if any(self.takes(actor, key) for actor in self._by_protocol.get(key[0], ()))}
+        if self._bound_view is None or self._seen_noted != noted:
+            self._bound_view = TrafficView.of(
+                {key: n for key, n in self.traffic.since(self.baseline).items()
+                 if any(self.takes(actor, key) for actor in self._by_protocol.get(key[0], ()))}, self.traffic.last_at)
             self._seen_noted = noted
-        return self._seen_cache
+        return self._bound_view
 
     @property
     def messages(self) -> int:
         """Messages of the run's traffic seen so far."""
         if self._own is not None:
             return self._own.messages
-        return sum(self._seen().values())
+        return self._view().messages
 
     def actor_messages(self, actor: ActorMachine) -> int:
         """Messages of `actor`'s traffic seen so far."""
         if self._own is not None:
             return self._own.actors[id(actor)]
-        return sum(n for key, n in self._seen().items() if self.takes(actor, key))
+        if actor.name not in self._binding_bit:
+            return self._view().by_protocol.get(actor.protocol, 0)
+        return sum(n for key, n in self._view().seen.items() if self.takes(actor, key))
 
     def examined(self, tracker: IndicatorTracker) -> int:
         """Messages the indicator's trace filter kept so far (format spec §6.1 steps 1–4; see `traffic`)."""
         if self._own is not None:
             return self._own.examined[self.indicators.index(tracker)]
         indicator = tracker.indicator
-        return sum(n for key, n in self._seen().items()
+        view = self._view()
+        actors = self._by_protocol.get(indicator.protocol or "", ())
+        if not any(a.name in self._binding_bit for a in actors):  # its actor, if any, sees the whole protocol
+            if indicator.actor is not None and all(a.name != indicator.actor for a in actors):
+                return 0
+            return view.count(indicator.protocol, indicator.surface, indicator.direction)
+        return sum(n for key, n in view.seen.items()
                    if key[0] == indicator.protocol
                    and (indicator.surface is None or key[1] == indicator.surface)
                    and (indicator.direction is None or key[2] == indicator.direction)
                    and (indicator.actor is None or any(a.name == indicator.actor and self.takes(a, key)
-                                                       for a in self._by_protocol.get(key[0], ()))))
+                                                       for a in actors)))
 
     @property
     def last_event_at(self) -> float:
         """The time of the run's last message (its first when it has seen one only; see `traffic`)."""
         if self._own is not None:
             return self._own.last_event_at
-        seen = {(key[0], key[3]) for key in self._seen()}
-        return max([self.started_at, *(self.traffic.last_at[latest] for latest in seen)])
+        return max(self.started_at, self._view().latest)
 
     def observe(self, event: ObservedEvent, actors: list[ActorMachine], positions: Iterable[int], moves_actors: bool,
-                cel: oatf.CelEvaluator | None, semantic: oatf.SemanticEvaluator | None,
-                text: MessageText | None = None) -> tuple[list[PhaseChange], list[IndicatorTracker]]:
+                carries: bool, cel: oatf.CelEvaluator | None, semantic: oatf.SemanticEvaluator | None,
+                text: MessageText | None = None, judged: Judged | None = None,
+                ) -> tuple[list[PhaseChange], list[IndicatorTracker]]:
         """Feed one event of this run's traffic, already counted in `traffic` (`actors`: `actors_for(event)`, not
         empty; `positions`: the indicators that can match it, in document order, among those the plan's
-        `Selection` keeps — all of them for an `exact` run; `moves_actors`: the selection's; `text`: the event's
-        strings, shared by the runs that see it): phase changes, and indicators that matched for the first
-        time."""
+        `Selection` keeps — all of them for an `exact` run; `moves_actors`: the selection's; `carries`: whether
+        the event may carry a payload of the run's; `text`: the event's strings and `judged` its judgements so
+        far, shared by the runs that see it): phase changes, and indicators that matched for the first time."""
         self._own_state()
         own = self._own
         if own is not None:
@@ -276,7 +294,7 @@ class AttackRun:
                 own.last_event_at = event.timestamp
             for actor in actors:
                 own.actors[id(actor)] += 1
-        if self._undelivered:
+        if self._undelivered and carries:
             self._look_for_payload(event, actors, text or MessageText(event.content))
         changes: list[PhaseChange] = []
         if moves_actors:
@@ -296,7 +314,7 @@ class AttackRun:
                 continue
             if own is not None:
                 own.examined[position] += 1
-            if tracker.observe(event, cel, semantic):
+            if tracker.observe(event, cel, semantic, judged):
                 newly.append(tracker)
                 self._cite(event.flow_id)
         if changes:
@@ -422,9 +440,16 @@ class AttackRun:
         """SDK spec §4.5 over this run's indicator verdicts, stamped `at` (event time: the run's end)."""
         timestamp = oatf.timestamp_at(at)
         verdicts = {t.id: t.verdict(timestamp, self.examined(t)) for t in self.indicators}
-        verdict = oatf.compute_verdict(self.loaded.attack, verdicts)
-        return oatf.AttackVerdict(verdict.attack_id, verdict.result, verdict.indicator_verdicts,
-                                  verdict.evaluation_summary, timestamp, "oatf-watch", verdict.max_tier)
+        blank = self.blank
+        if blank is not None and blank.aggregate is not None:
+            result, summary, tier = blank.aggregate
+            return oatf.AttackVerdict(self.loaded.attack.id, result, tuple(verdicts.values()), summary, timestamp,
+                                      "oatf-watch", tier)
+        verdict = oatf.compute_verdict(self.loaded.attack, verdicts, timestamp=timestamp, source="oatf-watch")
+        if blank is not None and len(verdict.indicator_verdicts) == len(verdicts) and all(
+                mine is theirs for mine, theirs in zip(verdicts.values(), verdict.indicator_verdicts, strict=True)):
+            blank.aggregate = (verdict.result, verdict.evaluation_summary, verdict.max_tier)  # ids unique: reusable
+        return verdict
 
     def cut_short(self, status: str, ended_at: float) -> bool:
         """Whether the run ended before the agent was done, as far as an observer can tell: the tool ended

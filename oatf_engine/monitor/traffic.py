@@ -28,7 +28,9 @@ see more before its verdict (and make an interrupted one `inconclusive` rather t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from ..events import ObservedEvent
 
@@ -39,10 +41,43 @@ TrafficKey = tuple[str, str, str, int]
 """(protocol, event type or `OTHER`, direction, bitmask of the actor bindings accepting the endpoint)."""
 
 
+@dataclass(slots=True)
+class TrafficView:
+    """What a run reads of its session's events since it started (`SessionTraffic.view`; not to be changed)."""
+
+    seen: Mapping[TrafficKey, int]
+    """The events since the baseline that the run's actors see, by key."""
+    messages: int
+    by_protocol: dict[str, int]
+    """`messages` per protocol (what an actor without a binding sees)."""
+    latest: float
+    """The time of the latest of them, per `SessionTraffic.last_at` (-inf without any)."""
+    _counts: dict[tuple[str | None, str | None, str | None], int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, seen: Mapping[TrafficKey, int], last_at: Mapping[tuple[str, int], float]) -> TrafficView:
+        by_protocol: dict[str, int] = {}
+        for key, n in seen.items():
+            by_protocol[key[0]] = by_protocol.get(key[0], 0) + n
+        return cls(seen, sum(by_protocol.values()), by_protocol,
+                   max((last_at[key[0], key[3]] for key in seen), default=-math.inf))
+
+    def count(self, protocol: str | None, event_type: str | None, direction: str | None) -> int:
+        """The events of `protocol`, `event_type` (None: any) and `direction` (None: any): what an indicator's
+        trace filter keeps of them when its actor, if it names one, sees every event of the protocol."""
+        key = (protocol, event_type, direction)
+        found = self._counts.get(key)
+        if found is None:
+            found = self._counts[key] = sum(n for (p, t, d, _), n in self.seen.items() if p == protocol
+                                            and (event_type is None or t == event_type)
+                                            and (direction is None or d == direction))
+        return found
+
+
 class SessionTraffic:
     """The events of one session, counted by `TrafficKey`, and the latest time per (protocol, bindings)."""
 
-    __slots__ = ("_since", "counts", "last_at", "noted")
+    __slots__ = ("_since", "_views", "counts", "last_at", "noted")
 
     def __init__(self) -> None:
         self.counts: dict[TrafficKey, int] = {}
@@ -51,6 +86,9 @@ class SessionTraffic:
         """Events counted so far: what a run's counters read from `counts` stay valid while it is unchanged."""
         self._since: tuple[Mapping[TrafficKey, int], int, dict[TrafficKey, int]] | None = None
         """The last `since`: its baseline, `noted` then and its answer (the runs of one cohort share a baseline)."""
+        self._views: tuple[int, dict[tuple[int, frozenset[str]], tuple[Mapping[TrafficKey, int], TrafficView]]] = (
+            0, {})
+        """`view`'s answers since `noted` last changed."""
 
     def note(self, event: ObservedEvent, event_type: str, bound: int) -> None:
         """Count `event` (`event_type`: its own or `OTHER`; `bound`: the bindings accepting its endpoint)."""
@@ -75,3 +113,18 @@ class SessionTraffic:
                  if count > baseline.get(key, 0)}
         self._since = (baseline, self.noted, found)
         return found
+
+    def view(self, baseline: Mapping[TrafficKey, int], protocols: frozenset[str]) -> TrafficView:
+        """The events of `protocols` since `baseline`: what a run whose actors have no binding reads (shared by
+        the runs started by one event: worked out once per event counted)."""
+        noted, views = self._views
+        if noted != self.noted:
+            views = {}
+            self._views = (self.noted, views)
+        found = views.get((id(baseline), protocols))
+        if found is None or found[0] is not baseline:
+            view = TrafficView.of({key: n for key, n in self.since(baseline).items() if key[0] in protocols},
+                                  self.last_at)
+            views[(id(baseline), protocols)] = (baseline, view)
+            return view
+        return found[1]
