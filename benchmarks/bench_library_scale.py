@@ -131,8 +131,12 @@ def least(timings: int, attacks: list[LoadedAttack], events: list[ObservedEvent]
 
 
 def session_memory(attacks: list[LoadedAttack], sessions: list[list[ObservedEvent]], prefilter: bool | None) -> float:
-    """Bytes the monitor grows by per session while `sessions` are open (each fed its events), by tracemalloc."""
+    """Bytes the monitor grows by per session while `sessions` are open (each fed its events), by tracemalloc
+    (after one session fed to another monitor, which fills the process's caches: CEL's parser, compiled paths)."""
     extra = {} if prefilter is None else {"prefilter": prefilter}
+    warm = Monitor(attacks, MonitorOptions(), **extra)
+    for event in sessions[0]:
+        warm.observe(event)
     monitor = Monitor(attacks, MonitorOptions(max_runs=10_000_000), **extra)
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]

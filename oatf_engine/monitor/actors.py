@@ -60,7 +60,7 @@ def agent_side(actor: oatf.Actor) -> str:
     return "client" if (actor.mode or "").endswith("_server") else "server"
 
 
-@dataclass
+@dataclass(slots=True)
 class ActorMachine:
     actor: oatf.Actor
     entered_at: float
@@ -102,6 +102,17 @@ class ActorMachine:
         if trigger is None or trigger.after is None:
             return float("inf")
         return self.entered_at + oatf.parse_duration(trigger.after).total_seconds() + TIMER_SLACK
+
+    def moved_by(self, event: ObservedEvent) -> bool:
+        """Whether `observe(event)` may change this actor in its phase: an extractor of the event's direction,
+        or its trigger evaluated on the event (the agent's message, of the trigger's event type or with
+        `after`)."""
+        phase = self.phase
+        if phase.extractors and any(e.source == event.direction for e in phase.extractors):
+            return True
+        trigger = phase.trigger
+        return trigger is not None and event.sender == self.agent_side and (
+            trigger.after is not None or trigger.event == event.event_type)
 
     def observe(self, event: ObservedEvent) -> PhaseChange | None:
         """Extract, then evaluate the current phase's trigger on an event of this actor's traffic."""

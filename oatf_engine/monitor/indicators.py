@@ -27,7 +27,7 @@ Judged = dict[Hashable, Judgement]
 """One message's judgements so far, by `AttackPlan.judge_keys`: indicators alike are judged once."""
 
 
-@dataclass
+@dataclass(slots=True)
 class IndicatorTracker:
     indicator: oatf.Indicator
     judge: Judge

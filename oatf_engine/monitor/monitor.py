@@ -328,9 +328,9 @@ class Monitor:
             key = (self.attacks[number].key, session)
             run = state.runs.get(key)
             if run is None:
-                if not state.paper >> number & 1 or not (positions or carries or any(
-                        a.movable for a in self._blank(number).by_protocol.get(protocol, ()))):
-                    continue  # no run, or one on paper only a phase it is not in could be moved by the event
+                if not state.paper >> number & 1 or not (positions or carries or (moves_actors and any(
+                        a.moved_by(event) for a in self._blank(number).by_protocol.get(protocol, ())))):
+                    continue  # no run, or one on paper the event cannot change (its actors' first phases)
                 outputs.extend(self._materialise(state, session, number))
                 run = state.runs.get(key)
                 if run is None:
@@ -339,7 +339,7 @@ class Monitor:
             else:
                 actors = run.actors_for(event)
                 if not (run.exact or positions or (carries and run.undelivered)
-                        or (moves_actors and any(a.movable for a in actors))):
+                        or (moves_actors and any(a.moved_by(event) for a in actors))):
                     continue  # nothing in it the event can change
             if not actors:
                 continue

@@ -100,6 +100,15 @@ class AttackPlan:
         self.initially_terminal = all(t is None for t in first)
         """Every actor starts in its terminal phase (a run's grace period runs from its first event)."""
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without its compiled judges (closures: the addon sends plans to its monitor process)."""
+        return {name: getattr(self, name) for name in self.__slots__ if name != "judges"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+        self.judges = tuple(oatf.compile_indicator(i) for i in self.indicators)
+
     def gates(self, protocol: str, event_type: str, sender: str, direction: str) -> tuple[Gate, ...] | None:
         """For an event whose `selection` can move actors: what of the attack's actors it may use, when each
         use needs something of the message — the `match` predicate of a trigger on its type (`ActorMachine.observe`

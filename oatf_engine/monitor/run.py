@@ -31,7 +31,7 @@ from .actors import ActorMachine, PhaseChange, peer_of
 from .delivery import CUT_SHORT, Delivery, MessageText, PayloadText, outcome
 from .indicators import IndicatorTracker, Judged
 from .library import LoadedAttack
-from .options import MonitorOptions
+from .options import ActorBinding, MonitorOptions
 from .plan import AttackPlan
 from .traffic import SessionTraffic, TrafficKey, TrafficView
 
@@ -97,7 +97,7 @@ class _OwnCounts:
     messages: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class AttackRun:
     loaded: LoadedAttack
     session: str
@@ -126,6 +126,23 @@ class AttackRun:
     """Flow id → what the proxy's inject mode altered in it (`ObservedEvent.injected`), first seen first."""
     grace_period: float = field(init=False)
     """Seconds: `attack.grace_period`, else the monitor's default."""
+    deliveries: list[Delivery] = field(init=False, repr=False, compare=False)
+    _bindings: dict[str, ActorBinding] = field(init=False, repr=False, compare=False)
+    _binding_bit: dict[str, int] = field(init=False, repr=False, compare=False)
+    _delivery_of: dict[int, Delivery] = field(init=False, repr=False, compare=False)
+    _by_protocol: dict[str, list[ActorMachine]] = field(init=False, repr=False, compare=False)
+    _protocols: frozenset[str] = field(init=False, repr=False, compare=False)
+    _undelivered: int = field(init=False, repr=False, compare=False)
+    _bound: bool = field(init=False, repr=False, compare=False)
+    _rivals: dict[int, list[ActorMachine]] = field(init=False, repr=False, compare=False)
+    """Actors sharing a protocol and role with others, by id: each binds to the peer that delivers its
+    payload (`actors.peer_of`)."""
+    _seen_noted: int = field(init=False, repr=False, compare=False)
+    _bound_view: TrafficView | None = field(init=False, repr=False, compare=False)
+    """The `_view` of a run with a bound actor while `traffic` counts no more events."""
+    _own: _OwnCounts | None = field(init=False, repr=False, compare=False)
+    """The run's own counters when it has rival actors or `count_own` (`exact`), else None: they are read from
+    `traffic`."""
     scheduled: float = float("inf")
     """The earliest time the monitor's timer queue holds for this run (kept by `Monitor`)."""
 
@@ -149,9 +166,7 @@ class AttackRun:
             self._by_protocol = _by_protocol(self.actors)
         self._undelivered = len(self.deliveries)
         self._bound = bool(self._bindings) and any(a.name in self._bindings for a in self.actors)
-        self._rivals: dict[int, list[ActorMachine]] = {}
-        """Actors sharing a protocol and role with others, by id: each binds to the peer that delivers its
-        payload (`actors.peer_of`)."""
+        self._rivals = {}
         if plan.rivals_possible:
             roles: dict[tuple[str, str], list[ActorMachine]] = {}
             for actor in self.actors:
@@ -161,12 +176,9 @@ class AttackRun:
                             for a in same}
         self._protocols = frozenset(self._by_protocol)
         self._seen_noted = -1
-        self._bound_view: TrafficView | None = None
-        """The `_view` of a run with a bound actor while `traffic` counts no more events."""
+        self._bound_view = None
         self._own = _OwnCounts(self.started_at, {id(a): 0 for a in self.actors}, [0] * len(plan.indicators)) \
             if self._rivals or self.count_own else None
-        """The run's own counters when it has rival actors or `count_own` (`exact`), else None: they are read from
-        `traffic`."""
         self._check_terminal(self.started_at)
 
     @property
