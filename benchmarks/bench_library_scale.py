@@ -14,8 +14,9 @@ recordings through the monitor (what `evaluate_events` does in one process, no c
 evaluate --jobs 1` after decoding; building the monitor is counted in the load time, not per message)
 twice: with the prefilter and runs on paper (the default), and on the exact path (`prefilter=False`: every
 run materialised, fed every event of its traffic, counting its own messages), each the least CPU time of
-`--timings` runs in this process after an untimed one, so every ratio compares figures measured minutes
-apart on the same machine. The two must give the same verdicts.
+`--timings` runs in this process after an untimed one (which fills the process's caches: compiled regexes,
+paths and expressions, each attack's blank run), so every ratio compares figures measured minutes apart on
+the same machine. The two must give the same verdicts.
 
 - `mcp-loop`: `--sessions` long MCP sessions of `--calls` `tools/call` each (bench_replay's `mcp-loop`), the
   traffic of an agent that uses honest tools;

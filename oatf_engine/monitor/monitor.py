@@ -217,10 +217,11 @@ class Monitor:
         self._of_protocol = {protocol: sum(1 << self._index_of[a.key] for a in attacks)
                              for protocol, attacks in self._by_protocol.items()}
         """Per protocol, its attacks (a bit per attack number)."""
-        self._blanks: dict[int, RunBlank] = {}
-        """Per attack number, the blank its runs on paper read (`RunBlank`), made when first needed."""
         self._classify()
         self._dispatch: dict[tuple[str, str, str, str], _Dispatch] = {}
+        self._carriers: dict[tuple[str, str], tuple[tuple[int, ...], dict[int, tuple[int, ...]]]] = {}
+        self._plans_of = {protocol: [(self._index_of[a.key], a.plan) for a in attacks]
+                          for protocol, attacks in self._by_protocol.items()}
         for session in self._sessions.values():  # a reloaded library: attacks without a run get one next event
             session.started.clear()
             session.pending.clear()
@@ -406,10 +407,7 @@ class Monitor:
 
     def _blank(self, number: int) -> RunBlank:
         """The blank runs on paper of attack `number` read (`RunBlank`)."""
-        blank = self._blanks.get(number)
-        if blank is None:
-            blank = self._blanks[number] = RunBlank.of(self.attacks[number], self.semantic is not None)
-        return blank
+        return RunBlank.of(self.attacks[number], self.semantic is not None)
 
     def _materialise(self, state: _Session, session: str, number: int) -> list[Output]:
         """Follow the run on paper of attack `number` in memory from now on: the run its cohort started, fed
@@ -508,11 +506,8 @@ class Monitor:
         judged: dict[Hashable, list[tuple[int, int]]] = {}
         fed: dict[int, tuple[int, ...]] = {}
         gated: dict[int, dict[Hashable, list[tuple[int, int]]]] = {}
-        undelivered: list[int] = []
-        payloads: dict[int, list[int]] = {}
-        for loaded in self._by_protocol.get(protocol, ()):
-            number = self._index_of[loaded.key]
-            plan = loaded.plan
+        requirement_of, semantic_available = self._requirement_of, self.semantic is not None
+        for number, plan in self._plans_of.get(protocol, ()):
             selection = plan.selection(protocol, event_type)
             if selection.moves_actors:
                 fired = plan.gates(protocol, event_type, sender, direction)
@@ -529,10 +524,10 @@ class Monitor:
                 if indicator.direction not in (None, direction):
                     continue  # `IndicatorTracker.accepts` would refuse the event
                 if indicator.semantic is not None:
-                    if self.semantic is not None:  # without an evaluator, it is never evaluated (`skipped`)
+                    if semantic_available:  # without an evaluator, it is never evaluated (`skipped`)
                         semantic.append(position)
                     continue
-                requirement = self._requirement_of.get((number, position))
+                requirement = requirement_of.get((number, position))
                 if requirement is None:
                     judged.setdefault(plan.judge_keys[position], []).append((number, position))
                 else:
@@ -540,20 +535,33 @@ class Monitor:
                     alike.setdefault(plan.judge_keys[position], []).append((number, position))
             if semantic:
                 fed[number] = tuple(semantic)
-            for actor, ((actor_protocol, side), payload) in enumerate(zip(plan.roles, plan.payloads, strict=True)):
-                if actor_protocol != protocol or side == sender:
-                    continue
-                if not payload:
-                    undelivered.append(number)
-                for requirement in self._payload_requirements.get((number, actor), ()):
-                    payloads.setdefault(requirement, []).append(number)
+        undelivered, payloads = self._carried(protocol, sender)
         dispatch = _Dispatch(frozenset(movers), {r: tuple(n) for r, n in triggers.items()},
                              {k: tuple(w) for k, w in judged.items()}, fed,
-                             {r: {k: tuple(w) for k, w in g.items()} for r, g in gated.items()}, tuple(undelivered),
-                             {r: tuple(n) for r, n in payloads.items()})
+                             {r: {k: tuple(w) for k, w in g.items()} for r, g in gated.items()}, undelivered, payloads)
         if len(self._dispatch) < MAX_REMEMBERED_EVENT_TYPES:
             self._dispatch[(protocol, event_type, sender, direction)] = dispatch
         return dispatch
+
+    def _carried(self, protocol: str, sender: str) -> tuple[tuple[int, ...], dict[int, tuple[int, ...]]]:
+        """`_Dispatch.undelivered` and `_Dispatch.payloads` for the messages `sender` sends on `protocol` (they
+        depend on nothing else: remembered)."""
+        found = self._carriers.get((protocol, sender))
+        if found is None:
+            undelivered: list[int] = []
+            payloads: dict[int, list[int]] = {}
+            for number, plan in self._plans_of.get(protocol, ()):
+                for actor, ((actor_protocol, side), payload) in enumerate(zip(plan.roles, plan.payloads,
+                                                                              strict=True)):
+                    if actor_protocol != protocol or side == sender:
+                        continue
+                    if not payload:
+                        undelivered.append(number)
+                    for requirement in self._payload_requirements.get((number, actor), ()):
+                        payloads.setdefault(requirement, []).append(number)
+            found = self._carriers[(protocol, sender)] = (tuple(undelivered),
+                                                          {r: tuple(n) for r, n in payloads.items()})
+        return found
 
     def tick(self, now: float) -> list[Output]:
         """Advance the clock (never backwards): release held keyless events that are due, fire the `after`

@@ -56,7 +56,8 @@ class Selection(NamedTuple):
 class AttackPlan:
     """The precomputed selections of one attack (see the module docstring)."""
 
-    __slots__ = ("_actors", "_extracting", "_selections", "_triggering", "actor_names", "events", "first_phase_timers",
+    __slots__ = ("_actors", "_extracting", "_selections", "_triggering", "actor_names", "blanks", "events",
+                 "first_phase_timers",
                  "grace_period", "header", "indicators", "initially_terminal", "judge_keys", "judges", "key",
                  "payloads", "protocols", "rivals_possible", "roles")
 
@@ -99,15 +100,19 @@ class AttackPlan:
         """An actor's first phase moves on after a time (`after`), traffic or not."""
         self.initially_terminal = all(t is None for t in first)
         """Every actor starts in its terminal phase (a run's grace period runs from its first event)."""
+        self.blanks: dict[bool, object] = {}
+        """The attack's `run.RunBlank` with and without a semantic evaluator, made when first needed."""
 
     def __getstate__(self) -> dict[str, Any]:
-        """Pickled without its compiled judges (closures: the addon sends plans to its monitor process)."""
-        return {name: getattr(self, name) for name in self.__slots__ if name != "judges"}
+        """Pickled without its compiled judges (closures: the addon sends plans to its monitor process) and
+        blanks."""
+        return {name: getattr(self, name) for name in self.__slots__ if name not in ("judges", "blanks")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         for name, value in state.items():
             setattr(self, name, value)
         self.judges = tuple(oatf.compile_indicator(i) for i in self.indicators)
+        self.blanks = {}
 
     def gates(self, protocol: str, event_type: str, sender: str, direction: str) -> tuple[Gate, ...] | None:
         """For an event whose `selection` can move actors: what of the attack's actors it may use, when each

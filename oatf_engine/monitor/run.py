@@ -58,13 +58,19 @@ class RunBlank:
 
     @classmethod
     def of(cls, loaded: LoadedAttack, semantic_available: bool) -> RunBlank:
-        """The blank of `loaded`'s runs (`semantic_available`: as `AttackRun`'s)."""
+        """The blank of `loaded`'s runs (`semantic_available`: as `AttackRun`'s), made once per plan
+        (`AttackPlan.blanks`: monitors of one library, a reloaded one, share it)."""
+        blank = loaded.plan.blanks.get(semantic_available)
+        if isinstance(blank, RunBlank):
+            return blank
         attack = loaded.attack
         assert attack.execution is not None and attack.execution.actors is not None
         actors = [ActorMachine(actor, math.nan) for actor in attack.execution.actors]
         deliveries = _deliveries(actors, loaded.plan.payloads)
-        return cls(actors, deliveries, _trackers(loaded.plan, semantic_available), _by_protocol(actors),
-                   {id(machine): d for machine, d in zip(actors, deliveries, strict=True)})
+        blank = loaded.plan.blanks[semantic_available] = cls(
+            actors, deliveries, _trackers(loaded.plan, semantic_available), _by_protocol(actors),
+            {id(machine): d for machine, d in zip(actors, deliveries, strict=True)})
+        return blank
 
 
 def _by_protocol(actors: list[ActorMachine]) -> dict[str, list[ActorMachine]]:
@@ -138,8 +144,8 @@ class AttackRun:
     """Actors sharing a protocol and role with others, by id: each binds to the peer that delivers its
     payload (`actors.peer_of`)."""
     _seen_noted: int = field(init=False, repr=False, compare=False)
-    _bound_view: TrafficView | None = field(init=False, repr=False, compare=False)
-    """The `_view` of a run with a bound actor while `traffic` counts no more events."""
+    _view_cache: TrafficView | None = field(init=False, repr=False, compare=False)
+    """`_view` while `traffic` counts no more events."""
     _own: _OwnCounts | None = field(init=False, repr=False, compare=False)
     """The run's own counters when it has rival actors or `count_own` (`exact`), else None: they are read from
     `traffic`."""
@@ -176,7 +182,7 @@ class AttackRun:
                             for a in same}
         self._protocols = frozenset(self._by_protocol)
         self._seen_noted = -1
-        self._bound_view = None
+        self._view_cache = None
         self._own = _OwnCounts(self.started_at, {id(a): 0 for a in self.actors}, [0] * len(plan.indicators)) \
             if self._rivals or self.count_own else None
         self._check_terminal(self.started_at)
@@ -239,15 +245,13 @@ class AttackRun:
         """The session's events since the run started that some actor of the run sees (shared with the runs
         started by the same event when no actor is bound: `SessionTraffic.view`; worked out once per event the
         session counts: timers, grace periods and reports read it many times)."""
-        if not self._bound:
-            return self.traffic.view(self.baseline, self._protocols)
         noted = self.traffic.noted
-        if self._bound_view is None or self._seen_noted != noted:
-            self._bound_view = TrafficView.of(
+        if self._view_cache is None or self._seen_noted != noted:
+            self._view_cache = self.traffic.view(self.baseline, self._protocols) if not self._bound else TrafficView.of(
                 {key: n for key, n in self.traffic.since(self.baseline).items()
                  if any(self.takes(actor, key) for actor in self._by_protocol.get(key[0], ()))}, self.traffic.last_at)
             self._seen_noted = noted
-        return self._bound_view
+        return self._view_cache
 
     @property
     def messages(self) -> int:
