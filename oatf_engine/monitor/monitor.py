@@ -159,6 +159,8 @@ class Monitor:
         self._timer_order = itertools.count()
         self._paper_timer_count = 0
         """`PaperTimer`s with members left, over every session."""
+        self._paper_count = 0
+        """Runs on paper, over every session."""
         self._set_attacks(attacks)
 
     def _set_attacks(self, attacks: list[LoadedAttack]) -> None:
@@ -395,6 +397,7 @@ class Monitor:
                 self._schedule(timer, timer.representative)
         state.cohorts.append(cohort)
         state.paper |= members
+        self._paper_count += members.bit_count()
 
     def _on_paper(self, state: _Session, cohort: Cohort, session: str, bit: int) -> AttackRun:
         """The run on paper of the attack of `bit` in `cohort` (`AttackRun.blank`)."""
@@ -426,6 +429,7 @@ class Monitor:
         """`members` of `timer` are no longer on paper (materialised, or concluded)."""
         timer.members &= ~members
         state.paper &= ~members
+        self._paper_count -= members.bit_count()
         cohort = timer.cohort
         if not timer.members:
             self._paper_timer_count -= 1
@@ -688,8 +692,7 @@ class Monitor:
     @property
     def live_runs(self) -> int:
         """Runs open, materialised (`runs`) or on paper."""
-        return len(self.runs) + sum(cohort.members.bit_count() for state in self._sessions.values()
-                                    for cohort in state.cohorts)
+        return len(self.runs) + self._paper_count
 
     def close_session(self, protocol: str, name: str, value: str, at: float) -> None:
         """The agent closed the session whose key `name` is `value` at `at` (an MCP client's `DELETE` with its
