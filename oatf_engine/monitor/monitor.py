@@ -7,7 +7,7 @@ import heapq
 import itertools
 import math
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Set
+from collections.abc import Hashable, Iterable, Mapping, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -447,25 +447,24 @@ class Monitor:
         dispatch = self._dispatch_for(event.protocol, event_type, event.sender, event.direction)
         content, cel, semantic, judges = event.content, self.cel, self.semantic, self._judges
         positions: dict[int, list[int]] = {number: list(found) for number, found in dispatch.fed.items()}
-        for key, where in dispatch.judged.items():
-            judgement = judged.get(key)
-            if judgement is None:
-                judgement = judged[key] = judges[key](content, cel, semantic)
-            if judgement[0] is not NOT_MATCHED:
-                for number, position in where:
-                    positions.setdefault(number, []).append(position)
+
+        def keep(alike: Mapping[Hashable, tuple[tuple[int, int], ...]]) -> None:
+            """Judge each key of `alike` once; keep the (attack, position)s of those not `not_matched`."""
+            for key, where in alike.items():
+                judgement = judged.get(key)
+                if judgement is None:
+                    judgement = judged[key] = judges[key](content, cel, semantic)
+                if judgement[0] is not NOT_MATCHED:
+                    for number, position in where:
+                        positions.setdefault(number, []).append(position)
+
+        keep(dispatch.judged)
         movers = set(dispatch.movers)
         if dispatch.gated or dispatch.triggers:
             hits = self._hits(self._indicator_filter, dispatch.gated.keys() | dispatch.triggers.keys(),
                               prefilter.haystack(content) if self.prefilter else None)
             for requirement in hits:
-                for key, where in dispatch.gated.get(requirement, {}).items():
-                    judgement = judged.get(key)
-                    if judgement is None:
-                        judgement = judged[key] = judges[key](content, cel, semantic)
-                    if judgement[0] is not NOT_MATCHED:
-                        for number, position in where:
-                            positions.setdefault(number, []).append(position)
+                keep(dispatch.gated.get(requirement, {}))
                 movers.update(dispatch.triggers.get(requirement, ()))
         movers -= settled
         carriers: set[int] = set(dispatch.undelivered)
