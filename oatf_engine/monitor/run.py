@@ -22,6 +22,7 @@ import math
 import operator
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import oatf
@@ -34,6 +35,9 @@ from .library import LoadedAttack
 from .options import ActorBinding, MonitorOptions
 from .plan import AttackPlan
 from .traffic import SessionTraffic, TrafficKey, TrafficView
+
+_NONE: Mapping[Any, Any] = MappingProxyType({})
+"""No bindings, no rivals: what most runs hold (read only)."""
 
 MAX_CITED_FLOWS = 50
 MAX_INJECTIONS = 100
@@ -133,14 +137,14 @@ class AttackRun:
     grace_period: float = field(init=False)
     """Seconds: `attack.grace_period`, else the monitor's default."""
     deliveries: list[Delivery] = field(init=False, repr=False, compare=False)
-    _bindings: dict[str, ActorBinding] = field(init=False, repr=False, compare=False)
-    _binding_bit: dict[str, int] = field(init=False, repr=False, compare=False)
+    _bindings: Mapping[str, ActorBinding] = field(init=False, repr=False, compare=False)
+    _binding_bit: Mapping[str, int] = field(init=False, repr=False, compare=False)
     _delivery_of: dict[int, Delivery] = field(init=False, repr=False, compare=False)
     _by_protocol: dict[str, list[ActorMachine]] = field(init=False, repr=False, compare=False)
     _protocols: frozenset[str] = field(init=False, repr=False, compare=False)
     _undelivered: int = field(init=False, repr=False, compare=False)
     _bound: bool = field(init=False, repr=False, compare=False)
-    _rivals: dict[int, list[ActorMachine]] = field(init=False, repr=False, compare=False)
+    _rivals: Mapping[int, list[ActorMachine]] = field(init=False, repr=False, compare=False)
     """Actors sharing a protocol and role with others, by id: each binds to the peer that delivers its
     payload (`actors.peer_of`)."""
     _seen_noted: int = field(init=False, repr=False, compare=False)
@@ -155,9 +159,12 @@ class AttackRun:
     def __post_init__(self) -> None:
         plan = self.loaded.plan
         self.grace_period = plan.grace_period if plan.grace_period is not None else self.options.grace_period
-        self._bindings = {b.actor: b for b in self.options.bindings}
-        bits = {b.actor: 1 << n for n, b in enumerate(self.options.bindings)}  # the last binding of a name wins
-        self._binding_bit = {name: bits[name] for name in self._bindings}
+        if self.options.bindings:
+            self._bindings = {b.actor: b for b in self.options.bindings}
+            bits = {b.actor: 1 << n for n, b in enumerate(self.options.bindings)}  # the last binding of a name wins
+            self._binding_bit = {name: bits[name] for name in self._bindings}
+        else:
+            self._bindings, self._binding_bit = _NONE, _NONE
         blank = self.blank
         if blank is not None:
             self.actors, self.deliveries, self.indicators = blank.actors, blank.deliveries, blank.indicators
@@ -172,7 +179,7 @@ class AttackRun:
             self._by_protocol = _by_protocol(self.actors)
         self._undelivered = len(self.deliveries)
         self._bound = bool(self._bindings) and any(a.name in self._bindings for a in self.actors)
-        self._rivals = {}
+        self._rivals = _NONE
         if plan.rivals_possible:
             roles: dict[tuple[str, str], list[ActorMachine]] = {}
             for actor in self.actors:
@@ -275,7 +282,7 @@ class AttackRun:
         indicator = tracker.indicator
         view = self._view()
         actors = self._by_protocol.get(indicator.protocol or "", ())
-        if not any(a.name in self._binding_bit for a in actors):  # its actor, if any, sees the whole protocol
+        if not self._bound or not any(a.name in self._binding_bit for a in actors):  # it sees the whole protocol
             if indicator.actor is not None and all(a.name != indicator.actor for a in actors):
                 return 0
             return view.count(indicator.protocol, indicator.surface, indicator.direction)
@@ -371,6 +378,8 @@ class AttackRun:
         rival actor no peer played) has no traffic there: it neither delivers nor blocks delivery here."""
         if self._undelivered == 0:
             return True
+        if self.blank is not None:
+            return False  # on paper: no payload was seen
         taking_part = [d for a, d in zip(self.actors, self.deliveries, strict=True) if self.actor_messages(a)]
         return bool(taking_part) and all(d.delivered for d in taking_part)
 
