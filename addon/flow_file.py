@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -29,6 +30,8 @@ from mitmproxy.exceptions import FlowReadException
 from mitmproxy.flow import Error
 from mitmproxy.io import FlowReader, tnetstring
 from mitmproxy.version import FLOW_FORMAT_VERSION
+
+from oatf_engine.progress import UPDATE_EVERY
 
 _BYTES, _TEXT, _INT, _FLOAT, _BOOL, _NULL, _LIST, _DICT = b",;#^!~]}"
 _COLON, _ZERO, _NINE = b":09"
@@ -120,8 +123,9 @@ _TIMES = (float, int)
 """The types of a timestamp (mitmproxy writes floats, and whatever number it was given)."""
 
 
-def read_flow_file(data: bytes) -> list[AnyHTTPFlow]:
-    """The HTTP flows of a flow file's (or a HAR file's) content, in file order.
+def read_flow_file(data: bytes, position: Callable[[int], None] | None = None) -> list[AnyHTTPFlow]:
+    """The HTTP flows of a flow file's (or a HAR file's) content, in file order; `position`, when given, is
+    told how many bytes are read every `UPDATE_EVERY` records of a flow file.
 
     Raises `FlowReadException` when the content is neither."""
     if data.startswith((b"{", b"\xef\xbb\xbf{")):  # HAR, as `FlowReader.stream` recognises it
@@ -129,6 +133,8 @@ def read_flow_file(data: bytes) -> list[AnyHTTPFlow]:
     flows: list[AnyHTTPFlow] = []
     pos, size = 0, len(data)
     while pos < size:
+        if position is not None and len(flows) % UPDATE_EVERY == 0:
+            position(pos)
         colon = data.find(b":", pos, pos + _MAX_PREFIX + 1)
         prefix = data[pos:colon] if colon > pos else b""
         end = colon + 1 + int(prefix) if prefix.isdigit() else size

@@ -1,7 +1,9 @@
-"""Inject mode (`--set oatf_inject=PATH,…`, issue 19): in front of the agent's real MCP servers, the proxy plays
-the documents' `mcp_server` actors *into* the real traffic, so that an agent working with its own servers meets
-the attack. Off by default: while `oatf_inject` is empty no hook touches a flow, and the tap's guarantee stands
-(not one byte altered).
+"""Inject mode (`--set oatf_inject=PATH,…`, issue 19): in front of the agent's real MCP servers, A2A servers and
+AG-UI agents, the proxy plays the documents' `mcp_server`, `a2a_server` and `ag_ui_client` actors *into* the
+real traffic, so that an agent working with its own servers (and frontend) meets the attack. Off by default:
+while `oatf_inject` is empty no hook touches a flow, and the tap's guarantee stands (not one byte altered).
+This module owns the option, the MCP part, and what every part shares (the notes, `tag`); A2A is
+`addon.inject_a2a`, AG-UI `addon.inject_ag_ui`.
 
 Each MCP session (its `Mcp-Session-Id`; without one, its endpoint, where each `initialize` starts over) gets,
 for every `mcp_server` actor of every document, the phase player `oatf serve` uses
@@ -15,31 +17,29 @@ for every `mcp_server` actor of every document, the phase player `oatf serve` us
 - `tools/call`, `prompts/get` and `resources/read` of an entry the state defines are answered in the `request`
   hook from the document's `responses` (`when` dispatch, templates): never forwarded to the real server;
 - every exchange (with the answer as the agent received it) advances the players, and the notifications a phase
-  entry sends (`on_enter` `send`, `list_changed` for a changed listing: `mcp_state.entry_messages`) are put
-  ahead of the next JSON-RPC answer of the session that travels in an SSE stream: a rewritten POST response
-  stream, or an injected answer (made an SSE stream for them when the client accepts one). An answer sent as
-  plain JSON cannot carry them: they wait for the next. They are never pushed into the standalone GET stream
-  (a mitmproxy stream function runs only when the server sends a chunk). JSON-RPC requests an `on_enter` sends
-  are not injected (the agent's answer would go to the real server): logged.
+  entry sends (`on_enter` `send`, `list_changed` for a changed listing: `mcp_state.entry_messages`) are pushed
+  at once into the session's standalone GET stream when it runs (`addon.inject_push`), between the server's
+  whole events; else they go ahead of the next JSON-RPC answer of the session that travels in an SSE stream: a
+  rewritten POST response stream, or an injected answer (made an SSE stream for them when the client accepts
+  one). JSON-RPC requests an `on_enter` sends are not injected (the agent's answer would go to the real
+  server): logged.
 
 Bodies: a JSON response is rewritten at `response`; a `text/event-stream` response is rewritten as it streams,
-whole event by whole event (`EventFramer`): events not rewritten pass byte for byte, a partial event waits for
-its end, so the framing stays correct. Compressed streamed responses, request bodies the client streams and
+whole event by whole event (`addon.sse_frames`): events not rewritten pass byte for byte, a partial event waits
+for its end, so the framing stays correct. Compressed streamed responses, request bodies the client streams and
 JSON-RPC batches pass unaltered. `OatfAddon` calls these hooks before its tap's, so the engine judges what the
 agent received.
 
-Every alteration is logged (printable, bounded), kept in `flow.metadata["oatf_injected"]` (the request's method
-and the lines), and carried on the flow's answer event (`ObservedEvent.injected`, live and when a recording is
-replayed: `addon.recordings`) into the run's report (`execution_summary.injections`). No
-exception escapes a hook or a stream function: the flow goes on as it is.
+Every alteration is logged (printable, bounded), kept in `flow.metadata["oatf_injected"]` (the altered
+message's event name, its sender when it is the client, and the lines), and carried on that message's event
+(`ObservedEvent.injected`, live and when a recording is replayed: `addon.recordings`) into the run's report
+(`execution_summary.injections`). No exception escapes a hook or a stream function: the flow goes on as it is.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
-import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -53,10 +53,15 @@ from oatf_engine.monitor import load_library
 from oatf_engine.text import Once, describe, printable
 from oatf_engine.wire.mcp import SESSION_HEADER
 from oatf_engine.wire.recognition import protocol_of_method
-from oatf_engine.wire.sse import SSEParser
 from oatf_serve import mcp_state
 from oatf_serve.playable import limitations
-from oatf_serve.player import ActorPlayer, Entered, SharedExtractors
+from oatf_serve.player import Entered
+
+from .inject_a2a import A2aInject
+from .inject_ag_ui import AgUiInject
+from .inject_players import Played, answers, json_message, new_players
+from .inject_push import push
+from .sse_frames import EventRewriter, event_data, json_bytes, sse_event, with_data
 
 log = logging.getLogger("oatf.inject")
 
@@ -70,8 +75,6 @@ MAX_NOTES = 50
 """Alterations kept per flow."""
 MAX_QUEUED = 100
 """Notifications waiting per session."""
-MAX_EVENT = 8 << 20
-"""An SSE event larger than this (bytes) passes unaltered, and so does the rest of its stream."""
 LISTINGS = {"tools/list": ("tools", "tools", "name"), "resources/list": ("resources", "resources", "uri"),
             "resources/templates/list": ("resource_templates", "resourceTemplates", "uriTemplate"),
             "prompts/list": ("prompts", "prompts", "name")}
@@ -86,88 +89,20 @@ NOT_INJECTED = {"elicitations": "elicitation requests are not sent in inject mod
                 "server_info": "the real server's identity is kept in inject mode",
                 "protocol_version": "the real server negotiates the version in inject mode"}
 """State keys inject mode does not play (beyond what `oatf serve` does not play: `oatf_serve.playable`)."""
-_LINE = re.compile(rb"([^\r\n]*)(\r\n|\r|\n)")
-_LINE_END = re.compile(rb"\r\n|\r|\n")
-_BOM = b"\xef\xbb\xbf"
-
-
-class EventFramer:
-    """Cuts a `text/event-stream` into whole events, byte for byte, in any chunking (WHATWG HTML §9.2.6: lines
-    end with CRLF, LF or CR; an empty line ends an event). Bytes after the last whole event wait in `pending`."""
-
-    def __init__(self) -> None:
-        self.pending = bytearray()
-        self._line = 0  # where the unterminated line starts in `pending`
-
-    def feed(self, data: bytes) -> list[bytes]:
-        """The events `data` completes, each with its lines and the empty line that ends it."""
-        self.pending += data
-        events: list[bytes] = []
-        start, line = 0, self._line
-        for match in _LINE_END.finditer(self.pending, line):
-            if match.group() == b"\r" and match.end() == len(self.pending):
-                break  # perhaps the first half of a CRLF: wait for the next byte
-            if match.start() == line:
-                events.append(bytes(self.pending[start:match.end()]))
-                start = match.end()
-            line = match.end()
-        del self.pending[:start]
-        self._line = line - start
-        return events
-
-    def drain(self) -> bytes:
-        """Every byte still waiting (the end of the stream, or a stream given up on), unaltered."""
-        rest = bytes(self.pending)
-        self.pending.clear()
-        self._line = 0
-        return rest
-
-
-def sse_event(message: Mapping[str, Any]) -> bytes:
-    """One JSON-RPC message as an SSE `message` event."""
-    return b"event: message\ndata: " + _json(message) + b"\n\n"
-
-
-def with_data(raw: bytes, data: bytes) -> bytes:
-    """The SSE event `raw` with its `data` lines replaced by one line carrying `data` (JSON: no line break);
-    its other fields and comments stay as they were, in order."""
-    out: list[bytes] = []
-    replaced = False
-    for match in _LINE.finditer(raw):
-        content, end = match.groups()
-        name = content.removeprefix(_BOM).split(b":", 1)[0] if content else b""
-        if name != b"data":
-            out.append(content + end)
-        elif not replaced:
-            out.append(b"data: " + data + end)
-            replaced = True
-    return b"".join(out)
-
-
-def _json(value: Any) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
-
-
-@dataclass
-class _Played:
-    """One `mcp_server` actor of one document, played for one session."""
-
-    attack: str
-    player: ActorPlayer
-
-    def render(self, params: Any) -> mcp_state.Render:
-        return lambda value: self.player.render(value, params)
-
-    def where(self) -> str:
-        return f"{self.attack} actor {self.player.name} phase {self.player.phase}"
+PLAYED_MODES = {"mcp_server": "MCP", "a2a_server": "A2A", "ag_ui_client": "AG-UI"}
+"""The actor modes inject mode plays, and the traffic they are played into."""
 
 
 @dataclass
 class _Session:
     """The players of one MCP session, and the notifications waiting for an SSE stream to the agent."""
 
-    players: list[_Played]
+    players: list[Played]
     queued: list[dict[str, Any]] = field(default_factory=list)
+    stream: http.HTTPFlow | None = None
+    """The session's standalone GET stream, while it runs (`addon.inject_push`)."""
+    pushing: list[dict[str, Any]] = field(default_factory=list)
+    """Notifications being pushed into `stream`."""
 
 
 @dataclass
@@ -180,7 +115,7 @@ class _Exchange:
     session: _Session
     key: str
     streamed: bool = False
-    done: bool = False
+    rewriter: EventRewriter | None = None
 
 
 class Inject:
@@ -188,8 +123,12 @@ class Inject:
     Owned by `OatfAddon`, which forwards its hooks before the tap's."""
 
     def __init__(self) -> None:
+        self.on = False
+        """Whether any actor is played (inject mode is on)."""
         self.actors: list[tuple[str, oatf.Actor]] = []
-        """(attack key, actor) of every `mcp_server` actor played; empty: inject mode is off."""
+        """(attack key, actor) of every `mcp_server` actor played."""
+        self.a2a = A2aInject(self.note, self.failed)
+        self.ag_ui = AgUiInject(self.note)
         self.sessions: OrderedDict[str, _Session] = OrderedDict()
         self.exchanges: dict[str, _Exchange] = {}
         self.notes: OrderedDict[str, dict[str, Any]] = OrderedDict()
@@ -199,9 +138,10 @@ class Inject:
     # --- the option ---------------------------------------------------------------------------------------
 
     def load(self, loader: Any) -> None:
-        loader.add_option("oatf_inject", str, "", "Inject mode: OATF documents whose mcp_server actors are played "
-                          "into the agent's traffic with its real MCP servers (files or directories, "
-                          "comma-separated; they are evaluated too). Empty: off, no byte altered.")
+        loader.add_option("oatf_inject", str, "", "Inject mode: OATF documents whose mcp_server, a2a_server and "
+                          "ag_ui_client actors are played into the agent's traffic with its real MCP servers, "
+                          "A2A servers and AG-UI frontends (files or directories, comma-separated; they are "
+                          "evaluated too). Empty: off, no byte altered.")
 
     def configure(self, updated: set[str]) -> None:
         """Load the `oatf_inject` documents; a bad value is an OptionsError (the previous ones stay)."""
@@ -218,40 +158,66 @@ class Inject:
                     log.warning("oatf inject: %s", printable(line, 500))
                 execution = loaded.attack.execution
                 assert execution is not None
-                actors += [(loaded.key, actor) for actor in execution.actors or () if actor.mode == "mcp_server"]
+                actors += [(loaded.key, actor) for actor in execution.actors or () if actor.mode in PLAYED_MODES]
             if not actors:
-                raise exceptions.OptionsError(f"oatf_inject: no mcp_server actor in {', '.join(paths)} (inject mode "
-                                              "plays MCP server actors)")
-        self.actors = actors
+                raise exceptions.OptionsError(f"oatf_inject: no {', '.join(PLAYED_MODES)} actor in "
+                                              f"{', '.join(paths)} (inject mode plays those)")
+        self.actors = [(key, actor) for key, actor in actors if actor.mode == "mcp_server"]
+        self.a2a.configure([(key, actor) for key, actor in actors if actor.mode == "a2a_server"])
+        self.ag_ui.configure([(key, actor) for key, actor in actors if actor.mode == "ag_ui_client"])
+        self.on = bool(actors)
         self.sessions.clear()
         self.exchanges.clear()
-        if actors:
-            log.warning("oatf inject: ON: %d mcp_server actor(s) of %s are played into MCP traffic", len(actors),
-                        printable(", ".join(sorted({key for key, _ in actors})), 300))
+        for mode in PLAYED_MODES:
+            played = sorted({key for key, actor in actors if actor.mode == mode})
+            if played:
+                log.warning("oatf inject: ON: %d %s actor(s) of %s are played into %s traffic",
+                            sum(actor.mode == mode for _, actor in actors), mode, printable(", ".join(played), 300),
+                            PLAYED_MODES[mode])
 
     # --- hooks --------------------------------------------------------------------------------------------
 
     def request(self, flow: http.HTTPFlow) -> None:
-        """Play the agent's MCP request; answer it here when the state defines what it asks for."""
-        if self.actors:
+        """Play the agent's MCP request (answer it here when the state defines what it asks for); note an A2A
+        request whose answer is rewritten; rewrite an AG-UI run input."""
+        if self.on:
             self._guarded("request", flow, lambda: self._request(flow))
+            self._guarded("a2a request", flow, lambda: self.a2a.request(flow))
+            self._guarded("ag_ui request", flow, lambda: self.ag_ui.request(flow))
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
-        """A session's first answer names it; an SSE answer is rewritten as it streams."""
+        """A session's first answer names it; an SSE answer is rewritten as it streams; a session's standalone
+        GET stream carries its notifications."""
         if self.actors and flow.id in self.exchanges:
             self._guarded("responseheaders", flow, lambda: self._responseheaders(flow))
+        elif self.actors and flow.request.method == "GET":
+            self._guarded("responseheaders", flow, lambda: self._standalone_stream(flow))
+        if self.on:
+            self._guarded("a2a responseheaders", flow, lambda: self.a2a.responseheaders(flow))
 
     def response(self, flow: http.HTTPFlow) -> None:
         """A JSON answer is rewritten whole."""
         exchange = self.exchanges.pop(flow.id, None)
         if exchange is not None and not exchange.streamed:
             self._guarded("response", flow, lambda: self._response(flow, exchange))
+        if self.on:
+            self._guarded("a2a response", flow, lambda: self.a2a.response(flow))
 
     def error(self, flow: http.HTTPFlow) -> None:
         self.exchanges.pop(flow.id, None)
+        self.a2a.error(flow)
 
     def tag(self, event: ObservedEvent) -> ObservedEvent:
-        """`event` with what was injected into its flow, when it is the flow's answer (`tagged`)."""
+        """`event` with what was injected into its flow, when it is the flow's answer (`tagged`); the A2A and
+        AG-UI players observe it first (they advance on the traffic as the judge sees it)."""
+        if self.on:
+            try:
+                self.a2a.observe(event)
+                self.ag_ui.observe(event)
+            except Exception as exc:  # the event goes on to the judge
+                if self.once.first("observe", type(exc).__name__):
+                    log.error("oatf inject: playing an event of flow %s failed (logged once per kind): %s",
+                              event.flow_id, describe(exc))
         return tagged(event, self.notes.get(event.flow_id))
 
     # --- internals ----------------------------------------------------------------------------------------
@@ -267,6 +233,7 @@ class Inject:
         for played in session.players:
             before = played.player.state()
             self._entered(session, played, played.player.tick(), before)
+        self._push(session)
         if "id" not in message:
             self._play(session, method, params, None, False)
         elif not (method in ANSWERS and self._answer(flow, session, message["id"], method, params)):
@@ -294,9 +261,9 @@ class Inject:
                 session.queued = []
                 content_type = "text/event-stream"
             else:
-                body, content_type = _json(reply), "application/json"
+                body, content_type = json_bytes(reply), "application/json"
             flow.response = http.Response.make(200, body, {"content-type": content_type})
-            self._note(flow, method, notes)
+            self.note(flow, method, notes)
             return True
         return False
 
@@ -314,55 +281,30 @@ class Inject:
             log.warning("oatf inject: flow %s: a compressed SSE answer to %s passes unaltered", flow.id,
                         printable(exchange.method, 60))
             return
-        response.stream = self._stream_function(flow, exchange, response.stream)
+        exchange.rewriter = EventRewriter(flow.id, response.stream, lambda raw: self._event(flow, exchange, raw))
+        response.stream = exchange.rewriter
 
     def _response(self, flow: http.HTTPFlow, exchange: _Exchange) -> None:
         response = flow.response
-        if response is None:
+        message = json_message(response) if response is not None else None
+        if response is None or not answers(message, exchange.request_id):
             return
-        try:
-            message = json.loads(response.get_content(strict=False) or b"")
-        except ValueError:
-            return
-        if not _answers(message, exchange.request_id):
-            return
+        assert isinstance(message, dict)
         rewritten, notes = self._overlay(exchange, message)
         if rewritten is not message:
-            response.content = _json(rewritten)
-        self._note(flow, exchange.method, notes)
-
-    def _stream_function(self, flow: http.HTTPFlow, exchange: _Exchange,
-                         inner: Any) -> Callable[[bytes], bytes]:
-        """A `stream` callable for mitmproxy (after `inner`, one another addon set): whole events out, the
-        answer to the request rewritten, the session's notifications ahead of it, everything else as it came."""
-        framer = EventFramer()
-        previous = inner if callable(inner) else None
-
-        def stream(data: bytes) -> bytes:
-            out = previous(data) if previous is not None else data
-            chunk = out if isinstance(out, bytes) else b"".join(out)
-            if exchange.done:
-                return framer.drain() + chunk
-            events = framer.feed(chunk) if chunk else [framer.drain()]
-            if len(framer.pending) > MAX_EVENT:
-                exchange.done = True
-                events.append(framer.drain())
-                log.warning("oatf inject: flow %s: an SSE event over %d bytes: the stream passes unaltered",
-                            flow.id, MAX_EVENT)
-            return b"".join(self._event(flow, exchange, raw) for raw in events)
-
-        return stream
+            response.content = json_bytes(rewritten)
+        self.note(flow, exchange.method, notes)
 
     def _event(self, flow: http.HTTPFlow, exchange: _Exchange, raw: bytes) -> bytes:
-        """One whole SSE event of an answer stream: the answer overlaid, the rest as it came."""
+        """One whole SSE event of an answer stream: the answer overlaid, the session's notifications ahead of
+        it; the rest (and everything after the answer) as it came."""
         try:
-            parsed = SSEParser(MAX_EVENT).feed(raw) if raw and not exchange.done else []
-            if len(parsed) != 1:
+            message = event_data(raw)
+            if not answers(message, exchange.request_id):
                 return raw
-            message = json.loads(parsed[0].data)
-            if not _answers(message, exchange.request_id):
-                return raw
-            exchange.done = True
+            rewriter = exchange.rewriter
+            assert rewriter is not None
+            rewriter.passing = True
             rewritten, notes = self._overlay(exchange, message)
             session = exchange.session
             head = b""
@@ -370,10 +312,10 @@ class Inject:
                 notes.append(self._queued_note(session))
                 head = b"".join(sse_event(m) for m in session.queued)
                 session.queued = []
-            self._note(flow, exchange.method, notes)
-            return head + (with_data(raw, _json(rewritten)) if rewritten is not message else raw)
+            self.note(flow, exchange.method, notes)
+            return head + (with_data(raw, json_bytes(rewritten)) if rewritten is not message else raw)
         except Exception as exc:  # this event passes as it came
-            self._failed("stream", flow, exc)
+            self.failed("stream", flow, exc)
             return raw
 
     def _overlay(self, exchange: _Exchange, message: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -432,12 +374,58 @@ class Inject:
         result["capabilities"] = capabilities
         return {**message, "result": result}
 
+    def _standalone_stream(self, flow: http.HTTPFlow) -> None:
+        """A session's standalone GET stream (MCP Streamable HTTP: server messages outside any answer): the
+        session's notifications are sent on it between the server's events, at once (`addon.inject_push`)."""
+        response = flow.response
+        session_id = flow.request.headers.get(SESSION_HEADER)
+        if (response is None or response.status_code != 200 or not session_id
+                or not response.headers.get("content-type", "").lower().startswith("text/event-stream")
+                or response.headers.get("content-encoding", "identity").lower() not in ("", "identity")):
+            return
+        session = self._session(_session_key(flow, session_id))
+        response.stream = EventRewriter(flow.id, response.stream, lambda raw: raw,
+                                        waiting=lambda: self._flush(flow, session))
+        session.stream = flow
+        self._push(session)
+
+    def _flush(self, flow: http.HTTPFlow, session: _Session) -> bytes:
+        """The notifications waiting for the agent, as SSE events on the standalone stream `flow`."""
+        waiting = [*session.pushing, *session.queued]
+        if not waiting:
+            return b""
+        session.pushing, session.queued = [], []
+        sent = [m["method"] for m in waiting]
+        self.note(flow, sent[0], [f"sent {', '.join(sent)} on the standalone GET stream"])
+        return b"".join(sse_event(m) for m in waiting)
+
+    def _push(self, session: _Session) -> None:
+        """Send the session's waiting notifications on its standalone GET stream now, if it runs; else they
+        wait for it, or for the session's next SSE answer."""
+        stream = session.stream
+        if not session.queued or stream is None:
+            return
+        if push(stream, lambda: self._unpushed(session, stream)):
+            session.pushing += session.queued
+            session.queued = []
+        else:
+            session.stream = None
+
+    @staticmethod
+    def _unpushed(session: _Session, stream: http.HTTPFlow) -> None:
+        """The stream ended before the notifications were pushed: they wait again."""
+        if session.stream is stream:
+            session.stream = None
+        session.queued[:0] = session.pushing
+        session.pushing = []
+
     def _play(self, session: _Session, method: str, params: Any, answer: Any, is_error: bool) -> None:
         for played in session.players:
             before = played.player.state()
             self._entered(session, played, played.player.exchange(method, params, answer, is_error), before)
+        self._push(session)
 
-    def _entered(self, session: _Session, played: _Played, entered: list[Entered], before: Any) -> None:
+    def _entered(self, session: _Session, played: Played, entered: list[Entered], before: Any) -> None:
         """Phases entered: their `log` actions logged, the notifications they send queued for the agent."""
         for phase in entered:
             log.info("oatf inject: %s entered", printable(played.where(), 200))
@@ -458,11 +446,14 @@ class Inject:
     def _queued_note(session: _Session) -> str:
         return f"sent {', '.join(m['method'] for m in session.queued)} ahead of the answer"
 
-    def _note(self, flow: http.HTTPFlow, method: str, notes: list[str]) -> None:
-        """Log each alteration of `flow`'s answer to `method`; keep them for its events and the saved flow."""
+    def note(self, flow: http.HTTPFlow, method: str, notes: list[str], sender: str = "server") -> None:
+        """Log each alteration of `flow`'s message `method` sent by `sender` (the server's answer, or the
+        client's request); keep them for its events and the saved flow."""
         if not notes:
             return
         noted = self.notes.setdefault(flow.id, {"method": method, "injected": []})
+        if sender != "server":
+            noted["sender"] = sender
         self.notes.move_to_end(flow.id)
         while len(self.notes) > MAX_NOTED_FLOWS:
             self.notes.popitem(last=False)
@@ -471,12 +462,10 @@ class Inject:
             log.info("oatf inject: flow %s: %s", flow.id, line)
             if len(noted["injected"]) < MAX_NOTES:
                 noted["injected"].append(line)
-        flow.metadata[METADATA_KEY] = {"method": method, "injected": list(noted["injected"])}
+        flow.metadata[METADATA_KEY] = {**noted, "injected": list(noted["injected"])}
 
     def _new_session(self) -> _Session:
-        shared: dict[str, SharedExtractors] = {}
-        return _Session([_Played(key, ActorPlayer(actor, shared.setdefault(key, SharedExtractors())))
-                         for key, actor in self.actors])
+        return _Session(new_players(self.actors))
 
     def _session(self, key: str) -> _Session:
         session = self.sessions.get(key)
@@ -498,17 +487,19 @@ class Inject:
             work()
         except Exception as exc:  # the flow goes on as it is
             self.exchanges.pop(flow.id, None)
-            self._failed(place, flow, exc)
+            self.failed(place, flow, exc)
 
-    def _failed(self, place: str, flow: http.HTTPFlow, exc: Exception) -> None:
+    def failed(self, place: str, flow: http.HTTPFlow, exc: Exception) -> None:
         if self.once.first(place, type(exc).__name__):
             log.error("oatf inject: %s failed on flow %s (logged once per kind): %s", place, flow.id, describe(exc))
 
 
 def tagged(event: ObservedEvent, noted: Any) -> ObservedEvent:
     """`event` carrying what was injected into its flow (`noted`: the flow's `oatf_injected` metadata entry,
-    live or recorded) when it is the flow's answer: sent by the server, named after the request's method."""
-    if isinstance(noted, Mapping) and event.sender == "server" and event.event_type == noted.get("method"):
+    live or recorded) when it is the message altered: named `method`, sent by `sender` (the server unless
+    said: an AG-UI run input is the client's)."""
+    if (isinstance(noted, Mapping) and event.sender == noted.get("sender", "server")
+            and event.event_type == noted.get("method")):
         return dataclasses.replace(event, injected=tuple(map(str, noted.get("injected") or ())))
     return event
 
@@ -520,7 +511,11 @@ def inject_paths() -> list[str]:
 
 def _limitations(path: str, document: oatf.Document) -> Iterator[str]:
     """What of a document inject mode does not play (`oatf_serve.playable`, and the keys of `NOT_INJECTED`)."""
-    for limitation in limitations(path, document):
+    for limitation in limitations(path, document, agent="the agent's own traffic"):
+        if limitation.field == "state.agent_card.url":
+            limitation = dataclasses.replace(limitation, message=(
+                "the real server's endpoint fields stay (url, supportedInterfaces, preferredTransport, "
+                "additionalInterfaces, protocolVersion): the agent keeps reaching the real server"))
         yield ("not injected: " if limitation.fatal else "injected without: ") + str(limitation)
     assert document.attack is not None and document.attack.execution is not None
     for actor in document.attack.execution.actors or ():
@@ -535,20 +530,11 @@ def _mcp_message(request: http.Request) -> dict[str, Any] | None:
     """The MCP JSON-RPC request or notification a buffered POST carries, else None (batches included)."""
     if request.method != "POST" or not request.raw_content:
         return None
-    try:
-        value = json.loads(request.get_content(strict=False) or b"")
-    except ValueError:
-        return None
+    value = json_message(request)
     if (isinstance(value, dict) and value.get("jsonrpc") == "2.0" and isinstance(value.get("method"), str)
             and protocol_of_method(value["method"]) == "mcp"):
         return value
     return None
-
-
-def _answers(message: Any, request_id: Any) -> bool:
-    """Whether `message` is the JSON-RPC answer to the request `request_id`."""
-    return (isinstance(message, dict) and "method" not in message and message.get("id") == request_id
-            and ("result" in message or "error" in message))
 
 
 def _session_key(flow: http.HTTPFlow, session_id: str | None) -> str:
@@ -557,4 +543,4 @@ def _session_key(flow: http.HTTPFlow, session_id: str | None) -> str:
     return f"{endpoint}#{session_id}" if session_id else endpoint
 
 
-__all__ = ["METADATA_KEY", "EventFramer", "Inject", "inject_paths", "sse_event", "tagged", "with_data"]
+__all__ = ["METADATA_KEY", "Inject", "inject_paths", "tagged"]

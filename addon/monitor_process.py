@@ -14,10 +14,13 @@ Pickled messages, in order, one pipe each way:
                     | ("reports", report directory) | ("attacks", [LoadedAttack, ...]) | ("status", None)
                     | ("close", (protocol, session key name, value, time))
                     | ("recover", (report directory, [journal segment, ...], origin)) | ("shutdown", None)
-                    | ("ping", None)
-    child → parent: ("evaluated", [Output, ...]) after each "events" message, in order (possibly empty)
+                    | ("ping", None) | ("counts", None)
+    child → parent: ("evaluated", [Output, ..., Held?]) after each "events" message, in order (possibly empty)
                     | ("outputs", [Output, ...]) | ("reported", [Reported, ...]) | ("status", [run snapshot, ...])
-                    | ("failed", message) | ("done", [Reported, ...]) | ("pong", None)
+                    | ("failed", message) | ("done", [Reported, ...]) | ("pong", None) | ("counts", {name: n})
+
+`counts` answers what the monitor holds in memory (`counts`): live runs and their sessions, and what the
+session resolver remembers; the parent keeps the latest answer (`MonitorProcess.counts`).
 
 `recover` concludes, with this process's library and options, the runs that the given journal segments show
 were left open (`oatf_engine.recovery`: a proxy that did not stop cleanly, a monitor process that died or
@@ -58,7 +61,7 @@ from typing import Any
 
 from oatf_engine.events import ObservedEvent
 from oatf_engine.journal import run_key
-from oatf_engine.monitor import LoadedAttack, Monitor, MonitorOptions, Output, RunConcluded
+from oatf_engine.monitor import Held, LoadedAttack, Monitor, MonitorOptions, Output, RunConcluded
 from oatf_engine.recovery import Recovered, recover_runs
 from oatf_engine.reports import Reported, ReportWriter
 from oatf_engine.semantic import load_semantic_evaluator
@@ -73,7 +76,25 @@ HEARTBEAT_SECONDS = 0.5
 COMMIT_SECONDS = 0.2
 """The child makes the reports it wrote durable (`ReportWriter.commit`) at most this often, and at shutdown."""
 
-OutputsHandler = Callable[[list[Output | Reported | Recovered]], None]
+
+
+class HeldFlows:
+    """The flows whose events the monitor holds (`Held`), told among the outputs of an `events` or `tick`
+    message when they changed: a match on them can still come, so the proxy's saving of them waits
+    (`addon.deferred_save`). The flows last told."""
+
+    def __init__(self) -> None:
+        self.told: frozenset[str] = frozenset()
+
+    def changed(self, monitor: Monitor) -> list[Held]:
+        held = monitor.held_flows
+        if len(held) == len(self.told) and all(flow in self.told for flow in held):
+            return []
+        self.told = frozenset(held)
+        return [Held(self.told)]
+
+
+OutputsHandler = Callable[[list[Output | Reported | Recovered | Held]], None]
 Message = tuple[str, Any]
 
 
@@ -136,6 +157,7 @@ def serve(inbox: Connection, outbox: Connection) -> None:
         outbox.send(("failed", traceback.format_exc(limit=8)))
         return
     reporting = Reporting(report_dir)
+    held = HeldFlows()
     sending = threading.Lock()
 
     def answer(message: Message) -> None:
@@ -154,7 +176,7 @@ def serve(inbox: Connection, outbox: Connection) -> None:
             return
         kind, payload = message
         try:
-            if not _handle(monitor, reporting, kind, payload, answer):
+            if not _handle(monitor, reporting, kind, payload, answer, held):
                 return
             if reporting.wait() == 0.0:
                 answer(("reported", reporting.commit()))
@@ -185,7 +207,7 @@ def _read(inbox: Connection, work: queue.SimpleQueue[Message | None], answer: Ca
 
 
 def _handle(monitor: Monitor, reporting: Reporting, kind: str, payload: Any,
-            answer: Callable[[Message], None]) -> bool:
+            answer: Callable[[Message], None], held: HeldFlows) -> bool:
     """Evaluate one message and answer it; False after `shutdown`."""
     if kind == "shutdown":
         last = reporting.conclude(monitor.shutdown())
@@ -195,6 +217,9 @@ def _handle(monitor: Monitor, reporting: Reporting, kind: str, payload: Any,
         return False
     if kind == "status":
         answer(("status", monitor.status()))
+        return True
+    if kind == "counts":
+        answer(("counts", counts(monitor)))
         return True
     if kind == "recover":
         _recover(monitor, reporting, *payload, answer=answer)
@@ -219,12 +244,25 @@ def _handle(monitor: Monitor, reporting: Reporting, kind: str, payload: Any,
             monitor.close_session(*payload)
     except Exception:  # one bad event must not stop evaluation of the others
         answer(("failed", traceback.format_exc(limit=8)))
-    outputs = reporting.conclude(outputs)
+    told: list[Output | Held] = [*reporting.conclude(outputs),
+                                 *(held.changed(monitor) if kind in ("events", "tick") else ())]
     if kind == "events":
-        answer(("evaluated", outputs))
-    elif outputs:
-        answer(("outputs", outputs))
+        answer(("evaluated", told))
+    elif told:
+        answer(("outputs", told))
     return True
+
+
+def counts(monitor: Monitor) -> dict[str, int]:
+    """What `monitor` holds in memory: live runs, their sessions, timers queued, and what its session resolver
+    remembers (each bounded: `oatf_engine.monitor.sessions`, `.episodes`)."""
+    resolver = monitor.sessions
+    episodes = resolver.agent_episodes
+    return {"runs": len(monitor.runs), "sessions": len({run.session for run in monitor.runs.values()}),
+            "timers": monitor.queued_timers, "flows": len(resolver.flow_session), "aliases": len(resolver.aliases),
+            "routes": len(resolver.last_session), "held": len(resolver.pending) + len(resolver.held),
+            "episode_flows": len(episodes.flows) if episodes is not None else 0,
+            "agents": len(episodes.agents) if episodes is not None else 0}
 
 
 def _recover(monitor: Monitor, reporting: Reporting, report_dir: str, segments: list[str], origin: str, *,
@@ -258,6 +296,8 @@ class MonitorProcess:
         self.on_failure = on_failure
         self.stall_seconds = STALL_SECONDS
         self.unsent = 0
+        self.counts: dict[str, int] = {}
+        """The child's latest answer to `ask_counts` (see the module docstring)."""
         """Events left out of their batch because they could not be sent (pickled) even cut at `MAX_DEPTH`."""
         self._once = Once()
         to_child_r, to_child_w = os.pipe()
@@ -302,6 +342,11 @@ class MonitorProcess:
         if self._ping_sent is None:
             self._ping_sent = time.monotonic()
             self._outbox.put(("ping", None))
+
+    def ask_counts(self) -> None:
+        """Ask the child what it holds in memory: `counts` is updated when it answers (after what was sent
+        before)."""
+        self._outbox.put(("counts", None))
 
     def observe(self, events: list[ObservedEvent]) -> None:
         self._outbox.put(("events", events))
@@ -428,6 +473,8 @@ class MonitorProcess:
         """Handle one answer of the child; True after its last (`done`)."""
         if kind == "pong":
             self._ping_sent = None
+        elif kind == "counts":
+            self.counts = payload
         elif kind == "status":
             with self._status_ready:
                 self._status.append(payload)

@@ -4,23 +4,24 @@ Thin glue only (mitmproxy's addon conventions: options declared in `load`, react
 that do one thing, commands for users):
 - the wire tap (`addon.mitm_tap`) decodes MCP/A2A/AG-UI traffic into `ObservedEvent`s as flows pass,
   streaming SSE responses chunk by chunk, never altering a byte;
-- inject mode (`addon.inject`, `oatf_inject`, off by default) plays documents' MCP server actors into the
-  traffic; its hooks run before the tap's, so the tap decodes what the agent receives;
+- inject mode (`addon.inject`, `oatf_inject`, off by default) plays documents' MCP and A2A server actors and
+  AG-UI client actors into the traffic; its hooks run before the tap's, so the tap decodes what the agent
+  receives;
 - events go through a queue to one worker thread that sends them in batches to the sans-I/O `Monitor`, which
   runs in a child process (`addon.monitor_process`: CEL and every other evaluation, and writing the reports,
-  stay off the proxy's event loop and out of its interpreter lock), and ticks its clock; a receiver thread
-  handles what the monitor answers: logs, the summary table, the journal's markers of reported runs;
-- flows that matched an indicator are marked and commented (on the event loop). With `-w`
-  (`save_stream_file`) mitmproxy's `save` addon writes a flow at its `response` (or `error`) hook, which runs
-  after this addon's: the match is found later, in the monitor process. So, while a flow's decoded messages are
-  still being evaluated, this addon's `response`/`error` hook returns an awaitable that mitmproxy awaits
-  before the next addon's hook: the flow is saved once the monitor has evaluated them and their marks are set
-  (the receiver thread schedules each mark on the event loop before it releases the flow, so the mark comes
-  first), or after `oatf_save_wait` seconds at most (0 by default: never). Only that flow waits (its client gets
-  the end of the response that much later, which eats into the grace period the agent has to act: off unless
-  asked for); other flows go on, and without `-w` nothing waits. A match found later (an event
-  the monitor holds to place it in a session: a keyless exchange, `oatf_engine.monitor.sessions`) still marks
-  the flow in the UIs, not in the file;
+  stay off the proxy's event loop and out of its interpreter lock); the worker hands them over in time order,
+  up to the watermark the event loop queues with them, and moves the monitor's clock to it
+  (`addon.watermark`: a hook that runs late never lets a run conclude before an event inside its grace period
+  is evaluated); a receiver thread handles what the monitor answers: logs, the summary table, the journal's
+  markers of reported runs;
+- the flows a run took part in are marked with its state and commented (`addon.flow_marks`, on the event
+  loop): an indicator's match first, the run's verdict when it concludes; `oatf.flow` tells everything
+  recorded of a flow (`addon.flow_details`). With `-w` (`save_stream_file`) mitmproxy's `save` addon writes a
+  flow when it ends, before the monitor process has evaluated its messages; with `oatf_save_wait` set, the
+  write (never the flow: the agent gets its response at once) waits until the flow's events are evaluated —
+  those the monitor holds to place them in a session included — and their marks applied, or that long at most
+  (`addon.deferred_save`; the receiver thread schedules a flow's marks on the event loop before it tells that
+  the flow is evaluated, so the marks come first);
 - an MCP session the agent closed (a `DELETE` with its `Mcp-Session-Id`, accepted by the server) concludes
   its runs a grace period later (`Monitor.close_session`) rather than at the end of their lifetime;
 - `oatf_listen`: the events of `oatf tap --monitor PATH` (stdio servers, `oatf_engine.feed`) join the same queue,
@@ -42,26 +43,32 @@ import threading
 import time
 import weakref
 from collections import Counter, deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 if __package__ in (None, ""):  # loaded by path (`-s addon/oatf_addon.py`): make the project importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mitmproxy import command, ctx, exceptions, http
+from mitmproxy import flow as mitmflow
 
 import oatf
+from addon import flow_marks
+from addon.deferred_save import SaveDeferral
+from addon.flow_details import flow_lines
 from addon.inject import Inject, inject_paths
 from addon.mitm_tap import MitmTap
 from addon.monitor_process import MonitorProcess
-from addon.views import MAX_MATCHES, METADATA_KEY, ContentViews
+from addon.views import ContentViews
+from addon.watermark import TICK_SECONDS, ClockMark, Reorder, SessionClosed, Steps
 from oatf_engine.attest_traces import TraceCollector, write_traces
 from oatf_engine.engine_config import SETTINGS, engine_config
 from oatf_engine.events import ObservedEvent
 from oatf_engine.feed import SOCKET_NAME, FeedServer
-from oatf_engine.journal import Journal
+from oatf_engine.journal import Journal, take_lock
 from oatf_engine.monitor import (
+    Held,
     IndicatorMatched,
     Library,
     MonitorOptions,
@@ -77,16 +84,14 @@ from oatf_engine.wire.mcp import SESSION_HEADER, closed_session
 
 log = logging.getLogger("oatf")
 
-TICK_SECONDS = 0.25
 RELOAD_POLL_SECONDS = 2.0
-MARK = ":warning:"
-MARK_TURNS = 100
-"""Turns of the event loop a flow's saving waits at most for marks already scheduled (each takes one)."""
 MAX_SUMMARY_ROWS = 1_000
 MAX_BATCH = 256
 """Events sent to the monitor process in one message, at most."""
 STATUS_SECONDS = 2.0
-"""How long `oatf.status` waits for the monitor process's answer."""
+"""How long `oatf.status` and `oatf.flow` wait for the monitor process's answer."""
+MAX_FLOWS_SHOWN = 20
+"""Flows `oatf.flow` describes in one answer."""
 SHUTDOWN_SECONDS = 120.0
 """How long the proxy's shutdown waits for the monitor to evaluate what is queued and conclude every run."""
 ATTENTION = frozenset({"exploited", "partial", "error"})
@@ -105,7 +110,15 @@ class OatfAddon:
         # mode rewrote (what the agent received). The content views have no such order: a sub-addon (`addons`).
         self.inject = Inject()
         self.tap = MitmTap(on_event=lambda event: self._enqueue(self.inject.tag(event)))
-        self.events: queue.Queue[ObservedEvent | None] = queue.Queue()
+        self.events: queue.Queue[ObservedEvent | ClockMark | SessionClosed | None] = queue.Queue()
+        """What the hooks (and the feed) queue for the worker: events, the MCP sessions closed, and the event
+        loop's clock marks (`addon.watermark`)."""
+        self.steps = Steps()
+        """Steps of flows under way whose hook has not run yet: they hold the watermark back (event loop only)."""
+        self.order: Reorder[ObservedEvent | SessionClosed] = Reorder()
+        """Events and closes the worker holds until the watermark passes them (worker thread only)."""
+        self.clock_due = 0.0
+        """When (the event loop's time) the next clock mark is due."""
         self.backlog_warned = 0
         self.lock = threading.Lock()
         self.monitor: MonitorProcess | None = None
@@ -121,27 +134,27 @@ class OatfAddon:
         """Reports the monitor process could not write: their runs stay in the journal, which shutdown keeps."""
         self.concluded_lock = threading.Lock()
         self.flows: weakref.WeakValueDictionary[str, http.HTTPFlow] = weakref.WeakValueDictionary()
-        self.in_evaluation: deque[tuple[Counter[str], list[http.HTTPFlow]]] = deque()
-        """Each batch of events sent to the monitor and not yet evaluated, oldest first: its events per flow id,
-        and its flows, kept alive so that a match can still mark and comment its flow (mitmdump keeps no flow of
-        its own)."""
+        self.in_evaluation: deque[Counter[str]] = deque()
+        """Each batch of events sent to the monitor and not yet evaluated, oldest first: its events per flow id."""
         self.events_in_flight = 0
         """Events sent to the monitor and not yet evaluated."""
         self.unevaluated: Counter[str] = Counter()
-        """Events of each flow observed and not yet evaluated (queued or in flight), for the flows' saving."""
-        self.saving: dict[str, asyncio.Future[None]] = {}
-        """Flows whose saving by `-w` waits until `unevaluated` has none of their events (see the module
-        docstring)."""
+        """Events of each flow observed and not yet evaluated (queued, held or in flight), for the flows' saving."""
+        self.pinned: dict[str, http.HTTPFlow] = {}
+        """The flows in `unevaluated`, kept alive (mitmdump keeps no flow of its own) so that a match can still
+        mark and comment its flow."""
         self.marking: Counter[str] = Counter()
-        """Marks of each flow the receiver thread scheduled on the event loop and not yet applied: a flow
-        whose events were all evaluated before its `response` hook may still be waiting for its mark."""
+        """Updates of each flow (marks, comments) the receiver thread scheduled on the event loop and not yet
+        applied: a flow whose events were all evaluated may still be waiting for its mark."""
+        self.held: frozenset[str] = frozenset()
+        """Flows with events the monitor holds to place them in a session (`Held`): not evaluated yet."""
         self.flight_lock = threading.Lock()
-        """Guards `in_evaluation`, `events_in_flight`, `unevaluated`, `saving` and `marking` (event loop, worker
-        and receiver threads)."""
-        self.closed_sessions: queue.SimpleQueue[tuple[str, float]] = queue.SimpleQueue()
-        self.save_wait = 0.0
-        """`oatf_save_wait` in seconds."""
-        """MCP sessions the agent closed (session id, when), for the worker to tell the monitor."""
+        """Guards `in_evaluation`, `events_in_flight`, `unevaluated`, `pinned`, `marking` and `held` (event loop,
+        worker and receiver threads)."""
+        self.flow_updates: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        """Updates of flows to apply on the event loop (`_update_flow`), in order."""
+        self.saving = SaveDeferral(self._busy)
+        """With `-w`: holds back mitmproxy's write of a flow until it is evaluated and marked (`oatf_save_wait`)."""
         self.worker: threading.Thread | None = None
         self.stopping = threading.Event()
         self.watched: dict[str, float] = {}
@@ -149,6 +162,8 @@ class OatfAddon:
         self.traces = TraceCollector(on_evict=self._write_evicted_trace)
         self.journal: Journal | None = None
         """The monitor's inputs and the reported runs, for recovery after a crash (`oatf_engine.journal`)."""
+        self.journal_lock: IO[str] | None = None
+        """The report directory's writer lock, held while journaling there (`oatf_engine.journal.take_lock`)."""
         self.semantic_spec = ""
         self.unrecovered: set[str] = set()
         """Journal segments whose runs a recovery has not reported yet (`_recover`): shutdown keeps the journal."""
@@ -171,19 +186,20 @@ class OatfAddon:
                           "servers' events, judged with the proxy's traffic (`auto`: monitor.sock in oatf_report_dir).")
         loader.add_option("oatf_trace_dir", str, "", "Write each observed agent session as an Attest v1 trace "
                           "into this directory when the proxy stops.")
-        loader.add_option("oatf_save_wait", str, "0s", "With -w (save_stream_file): how long a flow's response "
-                          "waits, at most, for the evaluation of its messages, so that the saved flow carries its "
-                          "OATF mark and comment (a duration: 500ms, 2s). The agent gets that response as much "
-                          "later, so keep it well under the grace period. 0s (default): never wait.")
+        loader.add_option("oatf_save_wait", str, "0s", "With -w (save_stream_file): how long mitmproxy's write of "
+                          "a flow waits, at most, for the evaluation of its messages, so that the saved flow carries "
+                          "its OATF mark and comment (a duration: 500ms, 5s). Only the write waits: the agent gets "
+                          "the response at once. 0s (default): written at once.")
         self.tap.load(loader)
         self.inject.load(loader)
 
     def configure(self, updated: set[str]) -> None:
         if "oatf_save_wait" in updated:
             try:
-                self.save_wait = oatf.parse_duration(ctx.options.oatf_save_wait).total_seconds()
+                self.saving.wait = oatf.parse_duration(ctx.options.oatf_save_wait).total_seconds()
             except oatf.OATFParseError as exc:
                 raise exceptions.OptionsError(f"oatf_save_wait: {exc.errors[0].message}") from None
+            self.saving.install(ctx.master.addons.get("save"))
         try:
             self.tap.configure(updated)
             self.inject.configure(updated)
@@ -244,18 +260,36 @@ class OatfAddon:
             self._enqueue(event)
 
     def _open_journal(self) -> None:
-        """Journal the monitor's inputs in the report directory (`oatf_engine.journal`); first have the monitor
-        process conclude and report the runs a previous proxy that did not stop cleanly left in it."""
+        """Journal the monitor's inputs in the report directory (`oatf_engine.journal`), holding its writer lock;
+        first have the monitor process conclude and report the runs a previous proxy that did not stop cleanly
+        left in it. While another process holds the lock (a proxy, `oatf tap` or `oatf monitor` judging there),
+        neither: an error, said once (at start-up, mitmdump then exits)."""
         directory = ctx.options.oatf_report_dir
         try:
             with self.lock:
-                if self.journal is not None:
-                    self.journal.close()
+                self._close_journal()
+                self.journal_lock = take_lock(directory)
+                if self.journal_lock is None:
+                    if self.once.first("journal", directory):
+                        log.error("oatf: another process journals in %s (a proxy, `oatf tap` or `oatf monitor`): "
+                                  "its journal is left alone, and this proxy would evaluate without one (a crash "
+                                  "would lose its open runs); give it a report directory of its own",
+                                  printable(directory))
+                    return
                 self.journal = Journal(directory)
                 self._recover("a proxy that did not stop cleanly")
         except OSError as exc:
             log.error("oatf: the evaluation journal is unavailable (a crash would lose open runs): %s",
                       describe(exc))
+
+    def _close_journal(self) -> None:
+        """Stop journaling (the journal's file closed, the lock released). Called with `lock` held."""
+        if self.journal is not None:
+            self.journal.close()
+            self.journal = None
+        if self.journal_lock is not None:
+            self.journal_lock.close()
+            self.journal_lock = None
 
     def _recover(self, origin: str) -> None:
         """Have the monitor process conclude the runs that every journal segment so far shows were left open by
@@ -285,6 +319,22 @@ class OatfAddon:
         if self.worker is None:
             self.worker = threading.Thread(target=self._work, name="oatf-monitor", daemon=True)
             self.worker.start()
+            self.clock_due = self.loop.time()
+            self._clock()
+
+    def _clock(self) -> None:
+        """On the event loop, every `TICK_SECONDS`: queue a clock mark (`addon.watermark`)."""
+        if self.stopping.is_set():
+            return
+        now = self.loop.time()
+        self.mark(late=max(0.0, now - self.clock_due))
+        self.clock_due = now + TICK_SECONDS
+        self.loop.call_at(self.clock_due, self._clock)
+
+    def mark(self, late: float = 0.0) -> None:
+        """Queue a clock mark: everything stamped up to its watermark is queued before it (the event loop's
+        clock calls this; so do tests that run the worker without one)."""
+        self.events.put_nowait(ClockMark(self.steps.watermark(time.time(), late)))
 
     def _warn_unknown_options(self) -> None:
         """mitmproxy keeps a `--set` of an option no addon declares as deferred, silently: an `oatf_` one is
@@ -306,14 +356,17 @@ class OatfAddon:
             self.worker.join(timeout=30)
         with self.lock:
             if self.monitor is not None:
-                self._send(self._drain())  # events the worker did not reach
+                self._flush()  # what the worker did not reach
                 stopped = self._stop_monitor(self.monitor)
+                self._apply_flow_updates()  # the event loop is here: the last marks, before the flows are saved
+                self.saving.flush()
                 if self.unwritten:
                     log.error("oatf: %d report(s) could not be written: the journal in %s keeps their runs; the "
                               "next start with a writable report directory (or `oatf recover`) reports them",
                               self.unwritten, self.report_dir)
                 elif stopped and self.journal is not None and not self.unrecovered:
                     self.journal.clear()  # every run is reported: nothing left to recover
+            self._close_journal()  # the lock released: a reloaded addon (or the next process) takes it
         if ctx.options.oatf_trace_dir and self.traces.sessions:
             paths = write_traces(self.traces.traces(), ctx.options.oatf_trace_dir)
             log.info("oatf: %d Attest trace(s) in %s", len(paths), ctx.options.oatf_trace_dir)
@@ -328,28 +381,34 @@ class OatfAddon:
                 _to_terminal(f"oatf verdicts:\n{table}\n{where}".rstrip())
 
     # --- hooks: inject mode (when on), then decoding; on the event loop ---------------------------------
+    # (`steps`: a request whose headers came is under way until its `request` hook, a buffered response until
+    # its `response` hook; a streamed one's chunks are stamped as they pass, in the hook's own turn.)
     def requestheaders(self, flow: http.HTTPFlow) -> None:
+        self.steps.begin(flow.id, flow.request.timestamp_start)
         self.tap.requestheaders(flow)
 
     def request(self, flow: http.HTTPFlow) -> None:
         self.flows[flow.id] = flow
-        self.tap.request(flow)
         self.inject.request(flow)
+        self.tap.request(flow)
+        self.steps.end(flow.id)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         self.inject.responseheaders(flow)
         self.tap.responseheaders(flow)
+        if flow.response is not None and not flow.response.stream:
+            self.steps.begin(flow.id, flow.response.timestamp_start)
 
-    def response(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
+    def response(self, flow: http.HTTPFlow) -> None:
         self.inject.response(flow)
         self.tap.response(flow)
         self._closed_session(flow)
-        return self._evaluation_before_save(flow)
+        self.steps.end(flow.id)
 
-    def error(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
+    def error(self, flow: http.HTTPFlow) -> None:
         self.inject.error(flow)
         self.tap.error(flow)
-        return self._evaluation_before_save(flow)
+        self.steps.end(flow.id)
 
     def _closed_session(self, flow: http.HTTPFlow) -> None:
         """An MCP client's `DELETE` the server accepted closes that session (`oatf_engine.wire.mcp.closed_session`;
@@ -359,43 +418,19 @@ class OatfAddon:
                                  response.status_code if response is not None else None)
         if session is not None and response is not None:
             # mitmproxy's time, saved with the flow: replay closes the session at the same moment
-            self.closed_sessions.put((session, response.timestamp_end or time.time()))
+            self.events.put_nowait(SessionClosed(session, response.timestamp_end or time.time()))
 
-    def _evaluation_before_save(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
-        """With `-w`, while events of `flow` are still being evaluated: an awaitable that ends once they are
-        (and their marks are set), or after `oatf_save_wait` seconds (see the module docstring); else None."""
-        wait = self.save_wait
-        if wait <= 0 or self.loop is None or not ctx.options.save_stream_file:
-            return None
+    def _busy(self, flow_id: str) -> bool:
+        """Whether OATF is not done with the flow: events of it not evaluated yet (queued, in flight, or held by
+        the monitor), or updates of it not applied yet."""
         with self.flight_lock:
-            if not self.unevaluated[flow.id]:
-                return self._marked_before_save(flow.id) if self.marking[flow.id] else None
-            waiter = self.saving[flow.id] = self.loop.create_future()
-        return self._saved_after(flow.id, waiter, wait)
-
-    async def _marked_before_save(self, flow_id: str) -> None:
-        """The flow's events are evaluated, but marks scheduled on the event loop are not applied yet (they
-        were scheduled before this hook ran: each turn of the loop runs them first)."""
-        for _ in range(MARK_TURNS):
-            await asyncio.sleep(0)
-            with self.flight_lock:
-                if not self.marking[flow_id]:
-                    return
-
-    async def _saved_after(self, flow_id: str, waiter: asyncio.Future[None], wait: float) -> None:
-        try:
-            await asyncio.wait_for(waiter, wait)
-        except TimeoutError:
-            if self.once.first("save", "timeout"):
-                log.info("oatf: flow %s was saved before the evaluation of its messages (oatf_save_wait %g s; "
-                         "logged once): its mark and comment are only in the UIs", flow_id, wait)
-        finally:
-            with self.flight_lock:
-                self.saving.pop(flow_id, None)
+            return bool(self.unevaluated[flow_id] or self.marking[flow_id] or flow_id in self.held)
 
     def _enqueue(self, event: ObservedEvent) -> None:
         with self.flight_lock:
             self.unevaluated[event.flow_id] += 1
+            if (flow := self.flows.get(event.flow_id)) is not None:
+                self.pinned[event.flow_id] = flow
         self.events.put_nowait(event)
         waiting = self.waiting()
         if waiting // BACKLOG_WARNING > self.backlog_warned:
@@ -403,8 +438,9 @@ class OatfAddon:
             log.warning("oatf: evaluation is behind the traffic: %d event(s) waiting", waiting)
 
     def waiting(self) -> int:
-        """Events observed and not yet evaluated: queued here, or sent to the monitor process."""
-        return self.events.qsize() + self.events_in_flight
+        """Events observed and not yet evaluated: queued or held here, or sent to the monitor process (clock
+        marks and closes queued count too: a handful)."""
+        return self.events.qsize() + len(self.order) + self.events_in_flight
 
     # --- the worker thread: events to the monitor process ----------------------------------------------
     def _work(self) -> None:
@@ -415,20 +451,13 @@ class OatfAddon:
             except queue.Empty:
                 first = None
             try:
-                batch = [first, *self._drain(MAX_BATCH - 1)] if first is not None else []
+                items = [first, *self._drain(MAX_BATCH - 1)] if first is not None else []
                 with self.lock:
                     if self.monitor is not None and not self.stopping.is_set():
                         self._replace_if_gone(self.monitor)
                     if self.monitor is not None:
                         self.monitor.ping()
-                        self._close_sessions(self.monitor)
-                        if batch:
-                            self._send(batch)
-                        else:
-                            now = time.time()
-                            if self.journal is not None:
-                                self._journal(self.journal.tick, now)
-                            self.monitor.tick(now)
+                    self._hand_over(items)
                 if time.monotonic() >= next_poll:
                     next_poll = time.monotonic() + RELOAD_POLL_SECONDS
                     if ctx.options.oatf_watch and self._changed_on_disk():
@@ -454,27 +483,60 @@ class OatfAddon:
         self.monitor = self._start_monitor()
         self._recover("a monitor process that was lost")
 
-    def _close_sessions(self, monitor: MonitorProcess) -> None:
-        """Tell the monitor of the MCP sessions the agent closed (a close not journaled: a run recovered after a
-        crash concludes `recovered` instead)."""
-        while True:
-            try:
-                session, at = self.closed_sessions.get_nowait()
-            except queue.Empty:
-                return
-            monitor.close_session("mcp", "mcp_session", session, at)
+    def _hand_over(self, items: list[ObservedEvent | ClockMark | SessionClosed]) -> None:
+        """Hold events and closes; at each clock mark, hand the monitor what its watermark releases, then move
+        the monitor's clock to it (`addon.watermark`). Called with `lock` held."""
+        for item in items:
+            if isinstance(item, ClockMark):
+                self._release(item.watermark)
+            elif isinstance(item, SessionClosed):
+                self.order.add(item.at, item, rank=0)  # as replay: a close is told before events of its time
+            else:
+                self.order.add(item.timestamp, item)
 
-    def _drain(self, limit: int | None = None) -> list[ObservedEvent]:
-        """Events waiting in the queue (at most `limit`), without blocking."""
-        events: list[ObservedEvent] = []
-        while limit is None or len(events) < limit:
+    def _release(self, watermark: float) -> None:
+        """Send the monitor the events and closes up to `watermark`, in time order, and tick its clock to it.
+        Called with `lock` held."""
+        self._hand(self.order.release(watermark))
+        if self.monitor is not None:
+            if self.journal is not None:
+                self._journal(self.journal.tick, self.order.watermark)
+            self.monitor.tick(self.order.watermark)
+
+    def _hand(self, released: list[ObservedEvent | SessionClosed]) -> None:
+        """Send the monitor these events and closes, in this order (a close is not journaled: a run recovered
+        after a crash concludes `recovered` instead). Called with `lock` held."""
+        batch: list[ObservedEvent] = []
+        for item in released:
+            if isinstance(item, SessionClosed):
+                self._send(batch)
+                batch = []
+                if self.monitor is not None:
+                    self.monitor.close_session("mcp", "mcp_session", item.session, item.at)
+            else:
+                batch.append(item)
+                if len(batch) == MAX_BATCH:
+                    self._send(batch)
+                    batch = []
+        self._send(batch)
+
+    def _flush(self) -> None:
+        """Hand the monitor everything queued and held, in time order, before a library swap or the shutdown
+        (the watermark and the clock stay where they are). Called with `lock` held."""
+        self._hand_over(self._drain())
+        self._hand(self.order.drain())
+
+    def _drain(self, limit: int | None = None) -> list[ObservedEvent | ClockMark | SessionClosed]:
+        """What waits in the queue (at most `limit` items), without blocking."""
+        items: list[ObservedEvent | ClockMark | SessionClosed] = []
+        while limit is None or len(items) < limit:
             try:
-                event = self.events.get_nowait()
+                item = self.events.get_nowait()
             except queue.Empty:
                 break
-            if event is not None:
-                events.append(event)
-        return events
+            if item is not None:
+                items.append(item)
+        return items
 
     def _send(self, events: list[ObservedEvent]) -> None:
         """Hand events to the monitor (and to the Attest trace collector when traces are wanted)."""
@@ -495,9 +557,8 @@ class OatfAddon:
                               describe(exc))
         if self.journal is not None:
             self._journal(self.journal.events, events)
-        flows = [flow for flow_id in per_flow if (flow := self.flows.get(flow_id)) is not None]
         with self.flight_lock:
-            self.in_evaluation.append((per_flow, flows))
+            self.in_evaluation.append(per_flow)
             self.events_in_flight += len(events)
         self.monitor.observe(events)
 
@@ -525,50 +586,70 @@ class OatfAddon:
     def _evaluated(self) -> None:
         with self.flight_lock:
             if self.in_evaluation:
-                per_flow, _ = self.in_evaluation.popleft()
+                per_flow = self.in_evaluation.popleft()
                 self.events_in_flight -= per_flow.total()
                 self._settle(per_flow)
 
     def _forget_in_flight(self) -> None:
         with self.flight_lock:
             while self.in_evaluation:
-                self._settle(self.in_evaluation.popleft()[0])
+                self._settle(self.in_evaluation.popleft())
             self.events_in_flight = 0
 
     def _settle(self, per_flow: Counter[str]) -> None:
-        """These events are evaluated (or never will be): a flow none of whose events is left may be saved. Its
-        waiter is released through the event loop, after the marks the receiver thread scheduled before (with
-        `flight_lock` held)."""
+        """These events are evaluated (or never will be): a flow none of whose events is left may be saved,
+        through the event loop, after the marks the receiver thread scheduled before (with `flight_lock` held)."""
         for flow_id, count in per_flow.items():
             left = self.unevaluated[flow_id] - count
             if left > 0:
                 self.unevaluated[flow_id] = left
                 continue
             del self.unevaluated[flow_id]
-            waiter = self.saving.pop(flow_id, None)
-            if waiter is not None and self.loop is not None:
-                self.loop.call_soon_threadsafe(_release, waiter)
+            self._unpin(flow_id)
+            self._maybe_save(flow_id)
+
+    def _unpin(self, flow_id: str) -> None:
+        """Let the flow go once no event of it waits for evaluation, in flight or held by the monitor (with
+        `flight_lock` held)."""
+        if flow_id not in self.held and not self.unevaluated[flow_id]:
+            self.pinned.pop(flow_id, None)
+
+    def _maybe_save(self, flow_id: str) -> None:
+        """Have the event loop write the flow if its saving was deferred and OATF is done with it."""
+        if self.saving.wait > 0 and self.loop is not None:
+            self.loop.call_soon_threadsafe(self.saving.settled, flow_id)
 
     def _failure(self, message: str) -> None:
         log.error("oatf: %s", printable(message, 1000))
         if self.monitor is not None and not self.monitor.alive:
             self._forget_in_flight()  # no answer will come for them
 
-    def _handle(self, outputs: Sequence[Output | Reported | Recovered]) -> None:
+    def _handle(self, outputs: Sequence[Output | Reported | Recovered | Held]) -> None:
         for output in outputs:
             # Everything shown comes from the traffic or an attack file: printable, bounded.
             if isinstance(output, PhaseChanged):
                 c = output.change
                 log.info("oatf %s: actor %s %s -> %s (%s, flow %s)", printable(output.run), printable(c.actor),
                          printable(c.from_phase), printable(c.to_phase), c.reason, c.flow_id or "-")
+                if c.flow_id:
+                    self._update_flow(c.flow_id, flow_marks.record_phase, output)
             elif isinstance(output, IndicatorMatched):
                 log.warning("oatf %s: indicator %s matched (flow %s): %s", printable(output.run),
                             printable(output.indicator_id), output.flow_id, printable(output.evidence))
-                self._mark(output)
+                self._update_flow(output.flow_id, flow_marks.record_match, output)
             elif isinstance(output, Reported):
                 self._reported(output)
+                for flow_id in output.flows:
+                    self._update_flow(flow_id, flow_marks.record_outcome, output)
             elif isinstance(output, Recovered):
                 self._recovered(output)
+            elif isinstance(output, Held):
+                with self.flight_lock:
+                    placed, self.held = self.held - output.flows, output.flows
+                    for flow_id in placed:
+                        self._unpin(flow_id)
+                for flow_id in placed:
+                    self._maybe_save(flow_id)
 
     def _reported(self, output: Reported) -> None:
         """A run the monitor process concluded and reported: its report is written and durable, or could not
@@ -615,30 +696,37 @@ class OatfAddon:
         with self.concluded_lock:
             return list(self.concluded), Counter(self.outcomes)
 
-    def _mark(self, output: IndicatorMatched) -> None:
-        flow = self.flows.get(output.flow_id)
+    def _update_flow[T](self, flow_id: str, record: Callable[[http.HTTPFlow, T], None], output: T) -> None:
+        """`record` what the monitor told of a flow on the flow (`addon.flow_marks`: mark, comment, metadata),
+        on the event loop; counted in `marking` until done (a flow's saving waits for it)."""
+        flow = self.flows.get(flow_id)
         if flow is None or self.loop is None:
             return
 
         def apply() -> None:
+            record(flow, output)
             with self.flight_lock:
-                left = self.marking[output.flow_id] - 1
+                left = self.marking[flow_id] - 1
                 if left > 0:
-                    self.marking[output.flow_id] = left
+                    self.marking[flow_id] = left
                 else:
-                    del self.marking[output.flow_id]
-            flow.marked = MARK
-            note = f"OATF {printable(output.indicator_id)} matched: {printable(output.evidence, 300)}"
-            flow.comment = f"{flow.comment}\n{note}" if flow.comment else note
-            matches = flow.metadata.setdefault(METADATA_KEY, [])  # shown first by the content views
-            if len(matches) < MAX_MATCHES:
-                matches.append({"attack": output.attack_id, "indicator": output.indicator_id,
-                                "evidence": printable(output.evidence, 300)})
+                    del self.marking[flow_id]
             ctx.master.addons.trigger(_update_hook(flow))
+            self.saving.settled(flow_id)
 
         with self.flight_lock:
-            self.marking[output.flow_id] += 1
-        self.loop.call_soon_threadsafe(apply)
+            self.marking[flow_id] += 1
+        self.flow_updates.put(apply)
+        self.loop.call_soon_threadsafe(self._apply_flow_updates)
+
+    def _apply_flow_updates(self) -> None:
+        """Apply the flow updates queued so far (on the event loop)."""
+        while True:
+            try:
+                update = self.flow_updates.get_nowait()
+            except queue.Empty:
+                return
+            update()
 
     # --- library ---------------------------------------------------------------------------------------
     def _paths(self) -> list[str]:
@@ -677,6 +765,7 @@ class OatfAddon:
         self.library = library
         with self.lock:
             if self.monitor is not None:
+                self._flush()  # the traffic so far is evaluated with the library it came under
                 self.monitor.replace_attacks(list(library.attacks))
         log.info("oatf: %d attack(s) loaded, %d problem(s)", len(library.attacks), len(library.problems))
         if not library.attacks:
@@ -693,12 +782,16 @@ class OatfAddon:
     def status(self) -> Sequence[str]:
         """Live runs: state, messages, delivery, phases per actor and indicators matched so far."""
         monitor = self.monitor
+        if monitor is not None:
+            monitor.ask_counts()  # answered before the status
         runs = monitor.status(STATUS_SECONDS) if monitor is not None else []
         if runs is None:
             return _shown("oatf.status", [f"the monitor did not answer within {STATUS_SECONDS:g} s; "
                                           f"{self.waiting()} event(s) waiting for evaluation"])
         lines = [f"{len(self.library.attacks)} attack(s) loaded, {len(runs)} live run(s), "
                  f"{self.waiting()} event(s) waiting for evaluation", *self._diagnostics()]
+        if monitor is not None and monitor.counts:
+            lines.append("in memory: " + ", ".join(f"{name} {n:,}" for name, n in monitor.counts.items()))
         if runs:
             rows = [("RUN", "STATE", "MESSAGES", "DELIVERED", "PHASES", "MATCHED")]
             rows += [(printable(r["run"], 300), r["state"], str(r["messages"]), "yes" if r["delivered"] else "no",
@@ -716,6 +809,23 @@ class OatfAddon:
         shown = ", ".join(f"{code} {count}" for code, count in sorted(counts.items()) if count)
         return [f"diagnostics: {shown}"] if shown else []
 
+    @command.command("oatf.flow")
+    def flow_command(self, flows: Sequence[mitmflow.Flow]) -> Sequence[str]:
+        """What OATF knows of the flows (`@focus` in the console, `@ID`, `@marked`, a filter): the protocol
+        messages decoded from each, and every run it took part in, with its verdict, the indicators that
+        matched on it (path, excerpt) and the phase changes it caused."""
+        if not flows:
+            return _shown("oatf.flow", ["no flow matched"])
+        monitor = self.monitor
+        snapshot = monitor.status(STATUS_SECONDS) if monitor is not None else []
+        live = None if snapshot is None else {r["run"]: r for r in snapshot}
+        lines: list[str] = []
+        for shown in flows[:MAX_FLOWS_SHOWN]:
+            lines += [*([""] if lines else []), *flow_lines(shown, live)]
+        if len(flows) > MAX_FLOWS_SHOWN:
+            lines.append(f"… {len(flows) - MAX_FLOWS_SHOWN} more flow(s) matched (at most {MAX_FLOWS_SHOWN} shown)")
+        return _shown("oatf.flow", lines)
+
     @command.command("oatf.verdicts")
     def verdicts(self) -> Sequence[str]:
         """The verdicts of the runs concluded so far, most severe first, with the count of each outcome."""
@@ -731,11 +841,6 @@ def _shown(name: str, lines: list[str]) -> list[str]:
     mitmweb's event log shows as it is. Every line is printable already."""
     log.info("%s:\n%s", name, "\n".join(lines))
     return lines
-
-
-def _release(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
 
 
 def _terminal_width() -> int | None:

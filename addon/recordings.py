@@ -10,6 +10,7 @@ flow formats are read through mitmproxy. `decode_flows` feeds recorded flows thr
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -21,7 +22,8 @@ from addon.inject import tagged
 from oatf_engine.engine_config import EngineConfig, engine_config
 from oatf_engine.events import ObservedEvent
 from oatf_engine.monitor import load_library
-from oatf_engine.replay import Progress, ReplayResult, SessionClose, collector_paused, evaluate_events, worker_count
+from oatf_engine.progress import UPDATE_EVERY, Progress, size
+from oatf_engine.replay import ReplayResult, SessionClose, collector_paused, evaluate_events, worker_count
 from oatf_engine.semantic import load_semantic_evaluator
 from oatf_engine.wire import DecoderConfig, WireDecoder, is_streamed, kept_header
 from oatf_engine.wire.mcp import SESSION_HEADER, closed_session
@@ -32,11 +34,12 @@ class ReplayError(Exception):
     """A flow file that cannot be read."""
 
 
-def read_flows(path: str) -> list[AnyHTTPFlow]:
-    """The HTTP flows of a mitmproxy flow file or a HAR file, in recorded order (`addon.flow_file`)."""
+def read_flows(path: str, position: Callable[[int], None] | None = None) -> list[AnyHTTPFlow]:
+    """The HTTP flows of a mitmproxy flow file or a HAR file, in recorded order (`addon.flow_file`; `position`:
+    the bytes read so far, as it goes)."""
     try:
         with open(path, "rb") as handle:
-            flows = read_flow_file(handle.read())
+            flows = read_flow_file(handle.read(), position)
     except OSError as exc:
         raise ReplayError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except FlowReadException as exc:
@@ -67,35 +70,60 @@ def decode_recordings(flow_paths: list[str], config: DecoderConfig | None = None
     """Every event of every recording, in time order, and the number of flows (`config`: the decoder's
     limits and protocol pins, as the live tap has them). A recording is a mitmproxy flow file, a HAR, or an
     `oatf tap --record` capture of a stdio session (each of its messages counts as a flow). `origins`, when
-    given, receives each flow's recording (flow id → path); `progress` a line per recording read and one when
-    decoding is done; `closes` the MCP sessions the agent closed (`session_closes`)."""
+    given, receives each flow's recording (flow id → path); `progress` the stages `reading recordings` (in
+    bytes) and `decoding` (in flows); `closes` the MCP sessions the agent closed (`session_closes`)."""
     decoder = WireDecoder(config or engine_config({}).decoder)
     captures = []
     flows: list[AnyHTTPFlow] = []
+    if progress is not None:
+        progress.start("reading recordings", sum(_size(path) for path in flow_paths), "bytes")
+    read_bytes = 0
     for path in flow_paths:
         capture = read_capture_file(path)
         if capture is not None:
             captures.append(capture)
-            if progress is not None:
-                progress(f"read {len(capture.messages)} stdio message(s) from {path}")
-            continue
-        read = read_flows(path)
-        flows += read
-        if closes is not None:
-            closes += session_closes(read)
-        if origins is not None:
-            origins.update((flow.id, path) for flow in read)
+        else:
+            read = read_flows(path, _offset(progress.update, read_bytes) if progress is not None else None)
+            flows += read
+            if closes is not None:
+                closes += session_closes(read)
+            if origins is not None:
+                origins.update((flow.id, path) for flow in read)
+        read_bytes += _size(path)
         if progress is not None:
-            progress(f"read {len(read)} flow(s) from {path}")
+            progress.update(read_bytes)
+    messages = sum(len(capture.messages) for capture in captures)
+    if progress is not None:
+        stdio = f" and {messages:,} stdio message(s)" if captures else ""
+        progress.finish(f"read {len(flows):,} flow(s){stdio} from {len(flow_paths):,} recording(s), "
+                        f"{size(read_bytes)}")
+        progress.start("decoding", len(flows) + messages, "flows")
     # One decoder over all flows, interleaved by recorded time: exchanges answer each other (the legacy MCP
     # transport answers POSTs on its SSE stream), so flows cannot be decoded one by one.
-    events = decode_flows(decoder, flows)
+    events = decode_flows(decoder, flows, progress.update if progress is not None else None)
+    decoded = len(flows)
     for capture in captures:
         events.extend(decode_capture(decoder, capture))
+        decoded += len(capture.messages)
+        if progress is not None:
+            progress.update(decoded)
     events.sort(key=lambda e: (e.timestamp, e.seq))
     if progress is not None:
-        progress(f"decoded {len(events)} event(s) from {len(flows)} flow(s)")
-    return events, len(flows) + sum(len(capture.messages) for capture in captures)
+        progress.finish(f"decoded {len(events):,} event(s) from {decoded:,} flow(s)")
+    return events, decoded
+
+
+def _offset(update: Callable[[int], None], base: int) -> Callable[[int], None]:
+    """`update`, told positions in a file that starts `base` bytes into the recordings."""
+    return lambda position: update(base + position)
+
+
+def _size(path: str) -> int:
+    """The size of the file at `path` in bytes; 0 when it cannot be read (reading it then says why)."""
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
 
 
 def session_closes(flows: list[AnyHTTPFlow]) -> list[SessionClose]:
@@ -115,13 +143,13 @@ def replay(attack_paths: list[str], flow_paths: list[str], config: EngineConfig 
            workers: int = 1, progress: Progress | None = None) -> ReplayResult:
     """Evaluate the attacks under `attack_paths` over the recordings in `flow_paths`, with the engine built as
     the live addon builds it from the same settings (`oatf_engine.engine_config`; `workers`: see `evaluate_events`;
-    `progress`: lines about the work as it goes). Raises ImportError/AttributeError when the configured semantic
-    evaluator does not load."""
+    `progress`: each stage as it goes: loading, reading, decoding, evaluating). Raises ImportError/AttributeError
+    when the configured semantic evaluator does not load."""
     config = config or engine_config({})
     semantic = load_semantic_evaluator(config.semantic_evaluator)
     origins: dict[str, str] = {}
     with collector_paused():
-        library = load_library(attack_paths, config.lenient)
+        library = load_library(attack_paths, config.lenient, progress)
         closes: list[SessionClose] = []
         events, flow_count = decode_recordings(flow_paths, config.decoder, origins, progress, closes)
         reports = evaluate_events(list(library.attacks), events, config.monitor, workers, semantic, progress, closes)
@@ -137,7 +165,8 @@ def replay_flows(attack_paths: list[str], flow_paths: list[str], *, grace_period
     return replay(attack_paths, flow_paths, config).reports
 
 
-def decode_flows(decoder: WireDecoder, flows: Iterable[AnyHTTPFlow]) -> list[ObservedEvent]:
+def decode_flows(decoder: WireDecoder, flows: Iterable[AnyHTTPFlow],
+                 decoded: Callable[[int], None] | None = None) -> list[ObservedEvent]:
     """All events of recorded flows (offline replay), each timestamped as recorded, fed to `decoder` in the
     order things happened on the wire across flows: request start, request end, response start, each
     streamed chunk at its recorded arrival (`flow.metadata["wire_chunks"]`, written by `MitmTap`; else the
@@ -146,7 +175,8 @@ def decode_flows(decoder: WireDecoder, flows: Iterable[AnyHTTPFlow]) -> list[Obs
     Streamed bodies are in a flow file when recorded through the tap (`-s addon/oatf_addon.py -w …`), whole
     with `store_streamed_bodies`; a stream that ended early holds the bytes forwarded (`MitmTap`).
     `flows` are mitmproxy's or `addon.flow_file`'s views of them; steps at the same time keep flow order. A flow
-    inject mode altered carries what it injected on its answer, as live (`addon.inject.tagged`)."""
+    inject mode altered carries what it injected on its answer, as live (`addon.inject.tagged`). `decoded`,
+    when given, is told how many flows are through (their last step fed) every `UPDATE_EVERY` flows."""
     steps: list[_Step] = []
     injected: dict[str, Any] = {}
     for flow in flows:
@@ -155,8 +185,16 @@ def decode_flows(decoder: WireDecoder, flows: Iterable[AnyHTTPFlow]) -> list[Obs
             injected[flow.id] = flow.metadata[INJECTED]
     steps.sort(key=_step_time)  # stable
     events: list[ObservedEvent] = []
+    last_steps = (decoder.response_end, decoder.abort)  # a flow's last step is one of these, and only its last
+    through = 0
     for _, feed, args in steps:
         events += feed(*args)
+        if decoded is not None and feed in last_steps:
+            through += 1
+            if through % UPDATE_EVERY == 0:
+                decoded(through)
+    if decoded is not None:
+        decoded(through)
     return [tagged(event, injected[event.flow_id]) if event.flow_id in injected else event for event in events]
 
 
@@ -178,6 +216,8 @@ def _flow_steps(decoder: WireDecoder, flow: AnyHTTPFlow) -> list[_Step]:
     its recorded time)."""
     request, response, fid = flow.request, flow.response, flow.id
     start, end = request.timestamp_start, request.timestamp_end or request.timestamp_start
+    if response is not None:  # a request ends before its answer begins (a HAR ends it with the whole entry)
+        end = min(end, max(start, response.timestamp_start))
     steps: list[_Step] = [
         (start, decoder.request_headers,
          (fid, request.method, request.url, request.headers, client_address(flow), start)),
@@ -193,12 +233,23 @@ def _flow_steps(decoder: WireDecoder, flow: AnyHTTPFlow) -> list[_Step]:
             steps.append((at, decoder.response_data, (fid, body[offset:offset + size], at)))
             offset += size
         finished = response.timestamp_end or max(step[0] for step in steps)
-        if body[offset:]:
+        rest = body[offset:]
+        if rest and chunks is None and is_streamed(response.headers):
             # A stream recorded without chunk times (not through the tap) is fed as the response begins: its
             # messages are sent from then on, and replies to them (POSTed while the stream is open) must come
-            # after them. A buffered body is fed at the response's end, as the live tap feeds it.
-            rest_at = began if chunks is None and is_streamed(response.headers) else finished
-            steps.append((rest_at, decoder.response_data, (fid, body[offset:], rest_at)))
+            # after them. The last event of a POST's stream is fed at the response's end: it is what ends the
+            # exchange's work (an AG-UI RUN_FINISHED, an A2A stream's final status), sent no earlier than the
+            # others and no later than the stream closed, so the window of an AG-UI run (or A2A task) is its
+            # flow's own span (README "Recordings without chunk times"). A GET's stream (the legacy MCP
+            # transport's) carries answers to other flows' POSTs, which keep their place.
+            media = kept_header(response.headers, "content-type") or ""
+            cut = _last_event_start(rest, media) if request.method == "POST" else len(rest)
+            if rest[:cut]:
+                steps.append((began, decoder.response_data, (fid, rest[:cut], began)))
+            if rest[cut:]:
+                steps.append((finished, decoder.response_data, (fid, rest[cut:], finished)))
+        elif rest:  # a buffered body is fed at the response's end, as the live tap feeds it
+            steps.append((finished, decoder.response_data, (fid, rest, finished)))
         if flow.error is None:
             steps.append((finished, decoder.response_end, (fid, finished)))
     if response is None or flow.error is not None:
@@ -210,6 +261,14 @@ def _flow_steps(decoder: WireDecoder, flow: AnyHTTPFlow) -> list[_Step]:
         if at != latest:
             steps[n] = (latest, feed, args)
     return steps
+
+
+def _last_event_start(stream: bytes, content_type: str) -> int:
+    """Where the last event of a recorded stream begins: after the last blank line of a server-sent event
+    stream, after the last line break of a line-delimited one (0: a single event)."""
+    body = stream.rstrip(b"\r\n")
+    separators = (b"\n\n", b"\r\n\r\n", b"\r\r") if "event-stream" in content_type.lower() else (b"\n",)
+    return max((body.rfind(sep) + len(sep) for sep in separators if sep in body), default=0)
 
 
 __all__ = ["ReplayError", "decode_flow", "decode_flows", "decode_recordings", "read_capture_file", "read_flows",

@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 from mitmproxy import contentviews, http
 from mitmproxy.contentviews import Contentview, Metadata, SyntaxHighlight
 
-from oatf_engine.events import Protocol, Side
+from oatf_engine.events import ObservedEvent, Protocol, Side
 from oatf_engine.text import printable
 from oatf_engine.wire import DecoderConfig, SSEEvent, SSEParser, WireDecoder, a2a, a2a_rest, ag_ui
 from oatf_engine.wire.jsonrpc import Invalid, Kind, Message, classify, loads, looks_like_jsonrpc
@@ -123,6 +123,15 @@ def recognise(flow: http.HTTPFlow) -> Protocol | None:
 
 
 def _decode(flow: http.HTTPFlow) -> Protocol | None:
+    events, codes = decode(flow)
+    if events:
+        return events[0].protocol
+    return "mcp" if "uncorrelated_response" in codes else None
+
+
+def decode(flow: http.HTTPFlow) -> tuple[list[ObservedEvent], set[str]]:
+    """The events the project's `WireDecoder` decodes from `flow` alone (at most `MAX_INPUT` bytes of each
+    body), and the codes of its diagnostics."""
     codes: set[str] = set()
     decoder = WireDecoder(DecoderConfig(max_body_size=MAX_INPUT, max_event_size=MAX_INPUT),
                           on_diagnostic=lambda diagnostic: codes.add(diagnostic.code))
@@ -135,9 +144,7 @@ def _decode(flow: http.HTTPFlow) -> Protocol | None:
         events += decoder.response_headers(fid, response.status_code, response.headers.fields, 0.0)
         events += decoder.response_data(fid, body[:MAX_INPUT], 0.0)
         events += decoder.response_end(fid, 0.0) if len(body) <= MAX_INPUT else decoder.abort(fid, 0.0)
-    if events:
-        return events[0].protocol
-    return "mcp" if "uncorrelated_response" in codes else None
+    return events, codes
 
 
 def _media_type(message: http.Message) -> str:

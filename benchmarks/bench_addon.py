@@ -9,8 +9,8 @@ session (Streamable HTTP) against a FastMCP server, through each proxy in turn. 
 - mitmdump + the addon with the whole `attacks/` library (`--set oatf_attacks=attacks/`): every MCP attack
   of the library opens a run on the session and evaluates every message.
 The configurations alternate within each round (warm-up first) so that drift on this shared machine hits them
-alike. Printed: requests/s (calls / summed call latency, per round; the median of the rounds), median and p90
-latency over all calls, the proxy's CPU time per call (from /proc, so a busy machine does not inflate it; split
+alike. Printed: requests/s (calls / summed call latency, per round; the median of the rounds), median, p90
+and p99 latency over all calls, the proxy's CPU time per call (from /proc, so a busy machine does not inflate it; split
 into mitmproxy's event loop thread, its other threads — the addon's queue, sender and receiver threads — and
 its child processes — the addon's monitor process, where evaluation runs), and the addon configurations
 against bare mitmdump: throughput ratio (median of the per-round ratios) and added median latency.
@@ -131,6 +131,7 @@ def main() -> None:
     for name, values in latencies.items():
         print(f"  {name:18} {statistics.median(rates[name]):7.1f} req/s   median {medians[name] * 1000:6.2f} ms   "
               f"p90 {statistics.quantiles(values, n=10)[-1] * 1000:6.2f} ms   "
+              f"p99 {statistics.quantiles(values, n=100)[-1] * 1000:6.2f} ms   "
               f"proxy CPU/call {sum(cpu[name]) * 1000:5.2f} ms (event loop {cpu[name][0] * 1000:5.2f}, "
               f"other threads {cpu[name][1] * 1000:5.2f}, monitor process {cpu[name][2] * 1000:5.2f})")
     for name, target in ((EMPTY, ""), (LIBRARY, "   (targets: >= 85%, <= 2 ms)")):

@@ -14,12 +14,16 @@ load, else a run rightly concludes in mid-session (quiet for a grace period) and
 (the default 10 s grace period would on two shared cores: 1,000 agents keep the proxy at its capacity). When the traffic
 ends, mitmdump gets SIGINT at once: the runs still in their grace period, and any backlog, are concluded then.
 
-Printed: the traffic (sessions, exploit sessions, failed sessions and requests sent again), every
-`--interval` seconds the proxy's and the monitor process's RSS and the backlog (events observed and not yet
-evaluated, read from the addon without asking the monitor), then the count of the reports (from
-`verdicts.jsonl`): runs per session, every exploit session reported exactly once as exploited, (attack,
-session) pairs reported twice or never, evictions, statuses and outcomes; the backlog's maximum, RSS at start,
-peak and end, SIGINT to exit, and whether the summary table was printed.
+Printed: every `--interval` seconds the proxy's and the monitor process's RSS, the backlog (events observed
+and not yet evaluated), the CPU share each process used since the last sample (mitmdump, its monitor process,
+the MCP server, and this process: the agents), and what the monitor holds in memory (live runs and their
+sessions, timers, and what its session resolver remembers: `MonitorProcess.counts`, as of the sample
+before); then the traffic (sessions, sessions/s, failed sessions, requests sent again, each step's latency as
+the agents saw it: p50, p99, max; `pause` is how much longer than asked an agent's think time took, i.e. how
+late this process ran), the count of the reports (from `verdicts.jsonl`): runs per session, every exploit
+session reported exactly once as exploited, (attack, session) pairs reported twice or never, evictions,
+statuses and outcomes; the backlog's maximum, RSS at start, peak and end, CPU seconds per process, SIGINT to
+exit, and whether the summary table was printed.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,6 +60,16 @@ def rss(pid: int | None) -> int:
         return 0
 
 
+def cpu(pid: int | None) -> float:
+    """CPU seconds (user + system) process `pid` has used (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def monitor_child(pid: int) -> int | None:
     """The monitor process (`python -m addon.monitor_process`) among the children of mitmdump `pid`."""
     for task in Path(f"/proc/{pid}/task").glob("*"):
@@ -71,31 +86,55 @@ def monitor_child(pid: int) -> int | None:
     return None
 
 
-class Sampler:
-    """Every `interval` seconds (on a thread of its own): RSS of mitmdump and of its monitor process, and the
-    addon's backlog; printed as it goes, kept for the maxima."""
+@dataclass
+class Sample:
+    seconds: float
+    proxy_rss: int
+    monitor_rss: int
+    backlog: int
+    counts: dict[str, int]
+    """What the monitor process holds in memory (`MonitorProcess.counts`, as of the previous sample)."""
+    cpu: dict[str, float]
+    """CPU seconds used so far by each process: `PROCESSES`."""
 
-    def __init__(self, proxy: OatfProxy, interval: float, start: float) -> None:
-        self.proxy, self.interval, self.start = proxy, interval, start
-        self.samples: list[tuple[float, int, int, int]] = []
+
+PROCESSES = ("proxy", "monitor", "server", "agents")
+"""mitmdump, its monitor process, the MCP server, and this process (the load generator)."""
+
+
+class Sampler:
+    """Every `interval` seconds (on a thread of its own): RSS of mitmdump and of its monitor process, the
+    addon's backlog and the CPU each process used; printed as it goes, kept for the maxima."""
+
+    def __init__(self, proxy: OatfProxy, server_pid: int, interval: float, start: float) -> None:
+        self.proxy, self.server_pid, self.interval, self.start = proxy, server_pid, interval, start
+        self.samples: list[Sample] = []
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
-    def sample(self) -> tuple[float, int, int, int]:
+    def sample(self) -> Sample:
         pid = self.proxy.process.pid
+        child = monitor_child(pid)
         try:
-            backlog = self.proxy.backlog()
+            counts = self.proxy.counts()
         except Exception:  # a loaded proxy may not answer in time: the sample has no backlog
-            backlog = -1
-        sample = (time.monotonic() - self.start, rss(pid), rss(monitor_child(pid)), backlog)
+            counts = {"waiting": -1}
+        own = os.times()
+        sample = Sample(time.monotonic() - self.start, rss(pid), rss(child), counts.pop("waiting"), counts, {
+            "proxy": cpu(pid), "monitor": cpu(child), "server": cpu(self.server_pid), "agents": own.user + own.system})
         self.samples.append(sample)
         return sample
 
     def _run(self) -> None:
         while not self.stopped.wait(self.interval):
-            seconds, proxy, child, backlog = self.sample()
-            print(f"  {seconds:7.0f} s  proxy RSS {proxy / 2**20:6.1f} MiB  monitor RSS {child / 2**20:6.1f} MiB  "
-                  f"backlog {backlog:,} event(s)", flush=True)
+            last = self.samples[-1]
+            now = self.sample()
+            busy = "  ".join(f"{name} {100 * (now.cpu[name] - last.cpu[name]) / (now.seconds - last.seconds):3.0f}%"
+                             for name in PROCESSES)
+            held = ", ".join(f"{name} {n:,}" for name, n in now.counts.items())
+            print(f"  {now.seconds:7.0f} s  proxy RSS {now.proxy_rss / 2**20:6.1f} MiB  monitor RSS "
+                  f"{now.monitor_rss / 2**20:6.1f} MiB  backlog {now.backlog:,} event(s)  CPU {busy}\n"
+                  f"            in memory: {held}", flush=True)
 
     def __enter__(self) -> Sampler:
         self.sample()
@@ -140,7 +179,7 @@ def main() -> None:
               f"grace {args.grace}, pause {args.pause[0]:g}-{args.pause[1]:g} s; other options {options or 'defaults'}",
               flush=True)
         started = time.monotonic()
-        with Sampler(proxy, args.interval, started) as sampler:
+        with Sampler(proxy, server.process.pid, args.interval, started) as sampler:
             traffic = asyncio.run(agents(
                 proxy.url, url, args.in_flight, sessions=None if args.minutes else args.sessions,
                 until=started + args.minutes * 60 if args.minutes else None, exploit_every=args.exploit_every,
@@ -149,6 +188,10 @@ def main() -> None:
         print(f"  traffic: {len(traffic.sessions):,} sessions in {seconds:.0f} s "
               f"({len(traffic.sessions) / seconds:.1f}/s); failed {traffic.failed}, requests sent again "
               f"{traffic.retried}", flush=True)
+        for error, times in traffic.errors.most_common(3):
+            print(f"    failed {times}x: {error}", flush=True)
+        for line in traffic.latencies():
+            print(f"    {line}", flush=True)
         interrupted = time.monotonic()
         status = proxy.interrupt(timeout=1800, sig=signal.SIGINT)
         shutdown = time.monotonic() - interrupted
@@ -157,12 +200,15 @@ def main() -> None:
     for line in counted.lines():
         print(f"  {line}")
     samples = sampler.samples
-    backlogs = [s[3] for s in samples]
-    print(f"  backlog max {max(backlogs):,} event(s) (sampled every {args.interval:g} s)")
-    for name, column in (("proxy", 1), ("monitor", 2)):
-        values = [s[column] for s in samples if s[column]]
+    print(f"  backlog max {max(s.backlog for s in samples):,} event(s) (sampled every {args.interval:g} s)")
+    for name, values in (("proxy", [s.proxy_rss for s in samples]), ("monitor", [s.monitor_rss for s in samples])):
+        values = [value for value in values if value]
         print(f"  {name} RSS: start {values[0] / 2**20:.1f} MiB, peak {max(values) / 2**20:.1f} MiB, "
               f"end {values[-1] / 2**20:.1f} MiB")
+    first, last = samples[0], samples[-1]
+    print("  CPU seconds during the traffic: " + ", ".join(
+        f"{name} {last.cpu[name] - first.cpu[name]:.0f} s" for name in PROCESSES)
+          + f" (of {last.seconds - first.seconds:.0f} s on {os.cpu_count()} cores)")
     print(f"  SIGINT to exit {shutdown:.2f} s (exit status {status}); summary table printed: "
           f"{'yes' if 'oatf verdicts:' in log else 'NO'}; Traceback in the log: {log.count('Traceback')}")
     sound = (counted.duplicated == counted.missing == counted.false_negatives == counted.false_positives

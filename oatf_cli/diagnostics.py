@@ -63,8 +63,43 @@ class Finding:
                 f"{' ' * (len(gutter) - 2)}| {' ' * _display_width(shown_before)}^"]
 
     def record(self) -> dict[str, object]:
-        return {"file": self.file, "severity": self.severity, "rule": self.rule, "path": self.path,
-                "line": self.line, "column": self.column, "message": self.message}
+        """The finding as `--format json` gives it (line and column 1-based, null when unknown)."""
+        return {"file": self.file, "line": self.line, "column": self.column, "severity": self.severity,
+                "rule": self.rule, "path": self.path, "message": self.message}
+
+
+@dataclass(frozen=True)
+class CheckedFile:
+    """One file `oatf validate` checked: whether it could be read, and its findings."""
+
+    file: str
+    readable: bool
+    findings: Sequence[Finding]
+
+    @property
+    def errors(self) -> int:
+        return sum(f.severity == "error" for f in self.findings)
+
+    @property
+    def valid(self) -> bool:
+        return self.readable and not self.errors
+
+
+def summary(files: Sequence[CheckedFile]) -> dict[str, int]:
+    """The counts every format's summary gives: documents checked, valid, invalid (read, with errors),
+    unreadable, and the errors and warnings found."""
+    errors = sum(f.errors for f in files)
+    return {"documents": len(files), "valid": sum(f.valid for f in files),
+            "invalid": sum(f.readable and not f.valid for f in files),
+            "unreadable": sum(not f.readable for f in files), "errors": errors,
+            "warnings": sum(len(f.findings) for f in files) - errors}
+
+
+def summary_line(files: Sequence[CheckedFile]) -> str:
+    """`3 document(s) checked, 2 invalid` (`, 1 unreadable` when some could not be read)."""
+    counts = summary(files)
+    unreadable = f", {counts['unreadable']} unreadable" if counts["unreadable"] else ""
+    return f"{counts['documents']} document(s) checked, {counts['invalid']} invalid{unreadable}"
 
 
 def _display_width(text: str) -> int:
@@ -106,11 +141,16 @@ def to_text(findings: Sequence[Finding]) -> str:
     return "".join(line + "\n" for f in findings for line in (f.text(), *f.excerpt()))
 
 
-def to_json(files: Sequence[tuple[str, bool, Sequence[Finding]]]) -> str:
-    """A JSON array with one record per file checked: `file`, `valid` and its `diagnostics` (the findings)."""
-    records = [{"file": file, "valid": valid, "diagnostics": [f.record() for f in findings]}
-               for file, valid, findings in files]
-    return json.dumps(records, indent=2) + "\n"
+def to_json(files: Sequence[CheckedFile]) -> str:
+    """One JSON document: the `summary` (`summary`), and per file checked, in order, its `file`, `valid`,
+    `readable`, counts of `errors` and `warnings`, and its `diagnostics` (`Finding.record`)."""
+    document = {
+        "summary": summary(files),
+        "files": [{"file": f.file, "valid": f.valid, "readable": f.readable, "errors": f.errors,
+                   "warnings": len(f.findings) - f.errors, "diagnostics": [d.record() for d in f.findings]}
+                  for f in files],
+    }
+    return json.dumps(document, indent=2) + "\n"
 
 
 # --- GitHub Actions workflow commands ------------------------------------------------------------------------

@@ -6,15 +6,14 @@ proxy serves them (`oatf_engine.feed`).
   batch) and then journaled as reported; the inputs journaled first (`oatf_engine.journal`), so a crash of the
   process leaves a journal that `oatf recover DIR` (or the next tap or monitor started on the directory)
   concludes. A clean finish, every report written, deletes the journal. One process journals in a report
-  directory at a time (an exclusive lock on `journal.lock`): another that finds it taken says so and judges
-  without a journal.
+  directory at a time (`oatf_engine.journal.take_lock`): another that finds it taken says so and judges without a
+  journal.
 - `Say`: the messages and failures of the front door, each kind once; no failure of judging stops the relay or
   the serving.
 """
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import queue
 import signal
@@ -22,14 +21,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import IO, Any
 
 import oatf
 from oatf_engine.engine_config import EngineConfig
 from oatf_engine.events import ObservedEvent
 from oatf_engine.feed import FeedServer
-from oatf_engine.journal import Journal, run_key
+from oatf_engine.journal import Journal, run_key, take_lock
 from oatf_engine.monitor import LoadedAttack, Monitor, RunConcluded, load_library
 from oatf_engine.recovery import conclude_pending, pending_journal
 from oatf_engine.reports import ReportWriter
@@ -37,7 +35,6 @@ from oatf_engine.semantic import load_semantic_evaluator
 
 TICK_SECONDS = 1.0
 """How often the clock advances while no traffic comes, so grace periods end live."""
-LOCK_FILE = "journal.lock"
 
 
 class Say:
@@ -85,12 +82,8 @@ class Judge:
         """The journal, after concluding the runs a process that did not stop cleanly left in it; None (said)
         when another process journals there or it cannot be written."""
         try:
-            Path(self.report_dir).mkdir(parents=True, exist_ok=True)
-            lock = open(Path(self.report_dir) / LOCK_FILE, "a")  # noqa: SIM115 (held while judging)
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                lock.close()
+            lock = take_lock(self.report_dir)
+            if lock is None:
                 self.say.always(f"another process journals in {self.report_dir}: this one judges without a journal "
                                 f"(a crash would lose its open runs); give it a report directory of its own")
                 return None

@@ -11,8 +11,8 @@
 - `oatf tap [--attacks PATH…] [--report-dir DIR] [--record FILE] -- COMMAND…`: run an MCP stdio server,
   relaying and evaluating its traffic (`oatf_cli.tap`); exits as the server did.
 - `oatf monitor [--listen PATH] [--attacks PATH…]`: one judge for several taps (`oatf_cli.judge`).
-- `oatf serve DOC… [--host H] [--port N] [--report-dir DIR] [--agent URL] [--stdio]`: play the documents' attackers
-  against an agent and judge what was served (`oatf_serve`).
+- `oatf serve DOC… [--host H] [--port N] [--report-dir DIR] [--agent URL] [--stdio] [--stateless]`: play the
+  documents' attackers against an agent and judge what was served (`oatf_serve`).
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ from typing import TYPE_CHECKING
 
 import oatf
 from oatf_engine.engine_config import SETTINGS, EngineConfig
+from oatf_engine.progress import UPDATE_EVERY, Progress
 
 from . import diagnostics
-from .diagnostics import Finding, error_findings, parse_findings, validation_findings
+from .diagnostics import CheckedFile, Finding, error_findings, parse_findings, validation_findings
 
 if TYPE_CHECKING:
     from oatf_engine.replay import ReplayResult
@@ -37,14 +38,42 @@ EXIT_OK, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
 EVALUATE_EXIT_STATUSES = """exit status:
   0  no attack exploited (every run resisted or was not delivered), or none that --fail-on,
      --severity-threshold and --min-tier count
-  1  some run exploited or partial (with --fail-on: of the outcomes named; with --severity-threshold: of an
-     attack at or above that severity, or without one; with --min-tier: whose verdict's max tier reaches it,
-     or whose matched indicators declare no tier)
+  1  some run exploited or partial (with --fail-on: of the outcomes named, inconclusive included when named;
+     with --severity-threshold: of an attack at or above that severity, or without one; with --min-tier:
+     whose verdict's max tier reaches it, or whose matched indicators declare no tier)
   2  errors: any document not loaded (invalid, unreadable, or refused by strict loading), unreadable
      flows, no run produced, or some verdict is `error` (whatever the thresholds)
   3  --require-delivered or --fail-on not-delivered: some attack (at or above --severity-threshold) never
      reached the agent (no run of it was delivered)
 Matched values are redacted in every output (AKIA…XY (20 chars)) unless --show-secrets."""
+VALIDATE_EXIT_STATUSES = """exit status:
+  0  every document valid (warnings allowed)
+  1  some document invalid (with --strict: or with a strict-check error)
+  2  some file could not be read, or no document (.yaml, .yml) was found"""
+NORMALIZE_EXIT_STATUSES = """exit status:
+  0  the canonical form printed
+  1  the document is invalid (its findings on stderr)
+  2  the file could not be read"""
+RECOVER_EXIT_STATUSES = """exit status:
+  0  nothing to recover, or no recovered run exploited
+  1  some recovered run exploited or partial
+  2  errors: a document not loaded (the journal is kept), the semantic evaluator not loaded, or some verdict
+     is `error`"""
+EXPORT_EXIT_STATUSES = """exit status:
+  0  the traces written (their paths on stdout)
+  2  a recording could not be read"""
+TAP_EXIT_STATUSES = """exit status:
+  the server's: its exit status, or the signal that ended it (the tap ends by the same signal)
+  2    the tap could not start (the semantic evaluator, the record file or the report directory)
+  126  COMMAND is not executable
+  127  COMMAND was not found"""
+MONITOR_EXIT_STATUSES = """exit status:
+  0  stopped by SIGINT or SIGTERM, every open run concluded and reported
+  2  could not start (the semantic evaluator, the report directory, or the socket)"""
+SERVE_EXIT_STATUSES = """exit status (once stopped, as oatf recover's):
+  0  no run exploited
+  1  some run exploited or partial
+  2  could not start (a document or option unusable, a port taken), or some verdict is `error`"""
 DOCUMENT_SUFFIXES = (".yaml", ".yml")
 
 
@@ -85,28 +114,25 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if not files:
         print("oatf validate: no OATF documents (.yaml, .yml) found", file=sys.stderr)
         return EXIT_UNREADABLE
-    checked: list[tuple[str, bool, list[Finding]]] = []
-    invalid = 0
+    checked: list[CheckedFile] = []
     for path in files:
         findings, readable, _ = check_file(path, args.strict)
-        failed = any(f.severity == "error" for f in findings)
+        checked.append(CheckedFile(str(path), readable, findings))
         if not readable:
             status = EXIT_UNREADABLE
-        elif failed:
-            invalid += 1
+        elif not checked[-1].valid:
             status = max(status, EXIT_INVALID)
-        checked.append((str(path), readable and not failed, findings))
-    every = [finding for _, _, findings in checked for finding in findings]
+    every = [finding for file in checked for finding in file.findings]
     if args.format == "json":
         sys.stdout.write(diagnostics.to_json(checked))
     elif args.format == "github":
         sys.stdout.write(diagnostics.to_github(every))
     elif args.format == "sarif":
-        sys.stdout.write(diagnostics.to_sarif(every, [file for file, _, _ in checked], package_version()))
+        sys.stdout.write(diagnostics.to_sarif(every, [file.file for file in checked], package_version()))
     else:
         sys.stdout.write(diagnostics.to_text(every))
     if not args.quiet and args.format in ("text", "github"):
-        print(f"{len(files)} document(s) checked, {invalid} invalid", file=sys.stderr)
+        print(diagnostics.summary_line(checked), file=sys.stderr)
     return status
 
 
@@ -150,13 +176,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     """Replay recordings through the decoders and monitor; print the verdict table (or another format); write
     reports and CI files; exit as `EVALUATE_EXIT_STATUSES` says."""
     from addon.recordings import ReplayError, replay
+    from oatf_cli.progress import shown as progress_shown
     from oatf_engine.replay import available_cpus
     from oatf_engine.reports import (
         DEFAULT_FAIL_ON,
-        ReportWriter,
         exit_status,
         outcome_summary,
-        redact_report,
         severity_at_least,
         undelivered_attacks,
     )
@@ -165,27 +190,20 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if config is None:
         return EXIT_UNREADABLE
     attack_paths = _paths(args.attacks)
-    show_progress = args.progress if args.progress is not None else sys.stderr.isatty()
-    try:
-        result = replay(attack_paths, args.flows, config, args.jobs or available_cpus(),
-                        progress=(lambda line: print(f"oatf evaluate: {line}", file=sys.stderr, flush=True))
-                        if show_progress else None)
-    except (ImportError, AttributeError) as exc:
-        print(f"oatf evaluate: --semantic-evaluator: {exc}", file=sys.stderr)
-        return EXIT_UNREADABLE
-    except ReplayError as exc:
-        print(f"oatf evaluate: {exc}", file=sys.stderr)
-        return EXIT_UNREADABLE
+    with progress_shown("oatf evaluate", args.progress, sys.stderr) as progress:
+        try:
+            result = replay(attack_paths, args.flows, config, args.jobs or available_cpus(), progress)
+        except (ImportError, AttributeError) as exc:
+            print(f"oatf evaluate: --semantic-evaluator: {exc}", file=sys.stderr)
+            return EXIT_UNREADABLE
+        except ReplayError as exc:
+            print(f"oatf evaluate: {exc}", file=sys.stderr)
+            return EXIT_UNREADABLE
+        reports = _kept_reports(result.reports, args.report_dir, args.show_secrets, progress)
     for waived in result.waived:
         print(f"warning: loaded anyway (--lenient): {waived}", file=sys.stderr)
     for problem in result.problems:
         print(f"not loaded: {problem}", file=sys.stderr)
-    reports = result.reports if args.show_secrets else [redact_report(r) for r in result.reports]
-    if args.report_dir:
-        writer = ReportWriter(args.report_dir, show_secrets=True)  # already redacted unless --show-secrets
-        for report in reports:
-            writer.write(report)
-        writer.commit()
     outputs = _evaluate_outputs(args, reports, result)
     sys.stdout.write(outputs[args.format])
     for fmt in FILE_FORMATS:
@@ -216,6 +234,33 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return exit_status(reports, undelivered, fail_on, args.severity_threshold, args.min_tier)
 
 
+def _kept_reports(reports: list[dict], report_dir: str | None, show_secrets: bool,
+                  progress: Progress | None) -> list[dict]:
+    """`reports` redacted (`redact_report`) unless `show_secrets`, and written to `report_dir` when given;
+    `progress`: the stage `writing reports` (or `redacting evidence`), in reports."""
+    from oatf_engine.reports import ReportWriter, redact_report
+
+    if show_secrets and not report_dir:
+        return reports
+    writer = ReportWriter(report_dir, show_secrets=True) if report_dir else None  # redacted here, unless asked
+    if progress is not None:
+        progress.start("writing reports" if writer else "redacting evidence", len(reports), "reports")
+    kept = []
+    for count, report in enumerate(reports):
+        if progress is not None and count % UPDATE_EVERY == 0:
+            progress.update(count)
+        kept.append(report if show_secrets else redact_report(report))
+        if writer is not None:
+            writer.write(kept[-1])
+    if writer is not None:
+        writer.commit()
+    if progress is not None:
+        progress.update(len(kept))
+        progress.finish(f"wrote {len(kept):,} report(s) to {report_dir}" if writer else
+                        f"redacted {len(kept):,} report(s)")
+    return kept
+
+
 FILE_FORMATS = ("json", "sarif", "junit", "html")
 """The formats `oatf evaluate` also writes to files (`--json FILE`, `--sarif FILE`, …), beside stdout's."""
 
@@ -226,14 +271,14 @@ def _severity_level(attack: oatf.Attack | None) -> str | None:
 
 def _evaluate_outputs(args: argparse.Namespace, reports: list[dict], result: ReplayResult) -> dict[str, str]:
     """Each output format `args` asks for (stdout's and the files'), by format name, rendered lazily."""
-    from . import outputs
+    from . import html_report, outputs
 
     renderers = {
         "text": lambda: outputs.to_text(reports, args.quiet, args.verbose),
         "json": lambda: outputs.to_json(reports),
         "sarif": lambda: outputs.to_sarif(reports, result.attacks, result.flow_files, args.flows, package_version()),
         "junit": lambda: outputs.to_junit(reports),
-        "html": lambda: outputs.to_html(reports),
+        "html": lambda: html_report.to_html(reports, result.attacks),
     }
     wanted = {args.format, *(fmt for fmt in FILE_FORMATS if getattr(args, fmt))}
     return {fmt: renderers[fmt]() for fmt in wanted}
@@ -250,11 +295,13 @@ def package_version() -> str:
 def cmd_export_trace(args: argparse.Namespace) -> int:
     """Write each agent session of the recordings as an Attest v1 trace."""
     from addon.recordings import ReplayError, decode_recordings
+    from oatf_cli.progress import shown as progress_shown
     from oatf_engine.attest_traces import TraceCollector, write_traces
     from oatf_engine.monitor import SessionKey
 
     try:
-        events, flows = decode_recordings(args.flows)
+        with progress_shown("oatf export-trace", args.progress, sys.stderr) as progress:
+            events, flows = decode_recordings(args.flows, progress=progress)
     except ReplayError as exc:
         print(f"oatf export-trace: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
@@ -278,6 +325,14 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
                                 help=f"{setting.help} (default: {setting.default or 'none'})")
 
 
+def add_progress_argument(parser: argparse.ArgumentParser, stages: str) -> None:
+    """`--progress`/`--no-progress` (`oatf_cli.progress.shown`), its help naming the command's `stages`."""
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction,
+                        help=f"progress on stderr, stage by stage ({stages}: done of total, rate, time left) "
+                        "and the time each took: a bar on a terminal (the default there; --no-progress: none), "
+                        "occasional lines elsewhere (only with --progress)")
+
+
 def add_live_arguments(parser: argparse.ArgumentParser) -> None:
     """A live front door's attacks, report directory and engine settings (`tap`, `monitor`)."""
     parser.add_argument("--attacks", action="append", metavar="PATH",
@@ -289,6 +344,7 @@ def add_live_arguments(parser: argparse.ArgumentParser) -> None:
 
 def cmd_recover(args: argparse.Namespace) -> int:
     """Conclude and report the runs a proxy that did not stop cleanly left open in its report directory."""
+    from oatf_engine.journal import take_lock
     from oatf_engine.monitor import load_library
     from oatf_engine.recovery import conclude_pending, pending_journal
     from oatf_engine.reports import exit_status, summary_table
@@ -311,7 +367,17 @@ def cmd_recover(args: argparse.Namespace) -> int:
     if library.problems:
         print("oatf recover: the journal is kept; fix the documents and run again", file=sys.stderr)
         return EXIT_UNREADABLE
-    reports = conclude_pending(args.report_dir, list(library.attacks), config.monitor, semantic)
+    try:
+        held = take_lock(args.report_dir)
+    except OSError as exc:
+        print(f"oatf recover: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    if held is None:
+        print(f"oatf recover: another process journals in {args.report_dir} (a proxy, tap or monitor runs there): "
+              f"its runs are not left open; it reports them itself when it stops", file=sys.stderr)
+        return EXIT_UNREADABLE
+    with held:
+        reports = conclude_pending(args.report_dir, list(library.attacks), config.monitor, semantic)
     print(summary_table(reports) if reports else "every run had been reported: nothing left open")
     print(f"{len(reports)} run(s) recovered into {args.report_dir}", file=sys.stderr)
     return exit_status(reports)
@@ -352,27 +418,31 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return EXIT_UNREADABLE
     documents = _paths(args.documents)
     return run_serve(ServeOptions(documents, config, args.host, args.port, args.report_dir, args.verbose, args.agent,
-                                  args.stdio))
+                                  args.stdio, args.stateless))
 
 
 def build_parser() -> argparse.ArgumentParser:
     from oatf_engine.reports import FAIL_ON, SEVERITY_LEVELS
 
-    parser = argparse.ArgumentParser(prog="oatf", description="Open Agent Threat Format tools")
+    parser = argparse.ArgumentParser(prog="oatf", description="Open Agent Threat Format tools",
+                                     epilog="Each command's --help lists its exit statuses.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
-    validate = sub.add_parser("validate", help="check documents against every OATF rule (V-001…V-049, W-001…)")
+    validate = sub.add_parser("validate", help="check documents against every OATF rule (V-001…V-049, W-001…)",
+                              epilog=VALIDATE_EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter)
     validate.add_argument("paths", nargs="+", metavar="FILE|DIR")
     validate.add_argument("--format", choices=VALIDATE_FORMATS, default="text",
                           help="text: file:line:col: RULE path: message and the source line with a caret; json: "
-                          "one record per file with its findings; github: GitHub Actions annotations "
+                          "one document: a summary (counts) and each file with its diagnostics (file, line, "
+                          "column, severity, rule, path, message); github: GitHub Actions annotations "
                           "(::error file=…,line=…,col=…,title=RULE::…); sarif: SARIF 2.1.0 for code scanning")
     validate.add_argument("-q", "--quiet", action="store_true", help="no summary line")
     validate.add_argument("--strict", action="store_true",
                           help="also report, as errors, what can never fire in its binding (S-001…S-004: unknown "
                           "surface, event, mode or protocol, target in the JSON-RPC envelope)")
     validate.set_defaults(func=cmd_validate)
-    normalize = sub.add_parser("normalize", help="print a valid document's canonical YAML form")
+    normalize = sub.add_parser("normalize", help="print a valid document's canonical YAML form",
+                               epilog=NORMALIZE_EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter)
     normalize.add_argument("file")
     normalize.set_defaults(func=cmd_normalize)
     evaluate = sub.add_parser("evaluate", help="replay recorded traffic (.mitm flows or HAR) against attacks",
@@ -389,8 +459,9 @@ def build_parser() -> argparse.ArgumentParser:
                       ("html", "one self-contained HTML page"), ("json", "the reports as a JSON array")):
         evaluate.add_argument(f"--{fmt}", metavar="FILE", help=f"also write {what} to FILE")
     evaluate.add_argument("--fail-on", action="append", choices=FAIL_ON, metavar="OUTCOME",
-                          help="what fails the run (repeatable): exploited, partial (exit 1), not-delivered "
-                          "(exit 3; as --require-delivered); default: exploited and partial")
+                          help="what fails the run (repeatable): exploited, partial, inconclusive (delivered but cut "
+                          "short: nothing shows the agent resisted) (exit 1), not-delivered (exit 3; as "
+                          "--require-delivered); default: exploited and partial")
     evaluate.add_argument("--severity-threshold", choices=SEVERITY_LEVELS[1:],
                           help="only attacks of this severity or above fail the run")
     evaluate.add_argument("--min-tier", choices=[t.value for t in oatf.Tier],
@@ -404,16 +475,14 @@ def build_parser() -> argparse.ArgumentParser:
     verbosity.add_argument("-q", "--quiet", action="store_true",
                            help="text: no table, only the summary line; no statistics on stderr")
     verbosity.add_argument("-v", "--verbose", action="store_true", help="text: each run's evidence under the table")
-    evaluate.add_argument("--progress", action=argparse.BooleanOptionalAction,
-                          help="progress lines on stderr (flows read, events decoded, runs concluded); "
-                          "default: when stderr is a terminal")
+    add_progress_argument(evaluate, "attacks loaded, bytes read, flows decoded, events evaluated, reports written")
     evaluate.add_argument("--jobs", type=_positive, metavar="N",
                           help="processes that evaluate sessions in parallel (default: the CPUs available; "
                           "small recordings use one)")
     evaluate.set_defaults(func=cmd_evaluate)
     recover_ = sub.add_parser("recover", help="conclude the runs a proxy that did not stop cleanly (kill -9, a "
                               "crash) left open, from the journal in its report directory",
-                              epilog=EVALUATE_EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter)
+                              epilog=RECOVER_EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter)
     recover_.add_argument("report_dir", metavar="DIR", help="the proxy's oatf_report_dir")
     recover_.add_argument("--attacks", action="append", required=True, metavar="PATH",
                           help="the attack documents the proxy evaluated (repeat or comma-separate)")
@@ -421,10 +490,12 @@ def build_parser() -> argparse.ArgumentParser:
     recover_.set_defaults(func=cmd_recover)
     tap = sub.add_parser("tap", help="run an MCP stdio server (COMMAND) relaying the agent's traffic to it and "
                          "evaluating that traffic; exits with the server's status",
-                         usage="oatf tap [--attacks PATH] [options] -- COMMAND [ARGS...]")
+                         usage="oatf tap [--attacks PATH] [options] -- COMMAND [ARGS...]",
+                         epilog=TAP_EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_live_arguments(tap)
     tap.add_argument("--record", metavar="FILE",
-                     help="write the observed messages here as NDJSON (replayable by oatf evaluate --flows)")
+                     help="write the observed messages here as NDJSON (replayable by oatf evaluate --flows); "
+                          "{pid} in FILE is replaced by the tap's process id (a capture per session)")
     tap.add_argument("--agent", default="127.0.0.1", metavar="NAME",
                      help="the agent the server serves, whose other traffic its exchanges join in episodes: a name "
                           "of oatf_agents, or a host (default: the local host, 127.0.0.1)")
@@ -435,14 +506,16 @@ def build_parser() -> argparse.ArgumentParser:
     tap.add_argument("command", nargs="+", metavar="COMMAND", help="the server's command line, after --")
     tap.set_defaults(func=cmd_tap)
     monitor = sub.add_parser("monitor", help="one judge for several taps (oatf tap --monitor PATH): judge the "
-                             "events they send to a Unix socket, until SIGINT/SIGTERM")
+                             "events they send to a Unix socket, until SIGINT/SIGTERM",
+                             epilog=MONITOR_EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter)
     monitor.add_argument("--listen", metavar="PATH", help="the socket (default: monitor.sock in --report-dir)")
     add_live_arguments(monitor)
     monitor.add_argument("-v", "--verbose", action="store_true", help="connections and reports written, on stderr")
     monitor.set_defaults(func=cmd_monitor)
     serve = sub.add_parser("serve", help="play the documents' attackers (mcp_server and a2a_server actors, and "
-                           "ag_ui_client actors with --agent) against an agent and judge what was served; one port "
-                           "per document; stop with Ctrl-C (or, when every document drives the agent, when done)")
+                           "client actors with --agent) against an agent and judge what was served; one port "
+                           "per document; stop with Ctrl-C (or, when every document drives the agent, when done)",
+                           epilog=SERVE_EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter)
     serve.add_argument("documents", nargs="+", metavar="DOC", help="attack documents: files or directories")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     serve.add_argument("--port", type=int, default=0,
@@ -451,17 +524,24 @@ def build_parser() -> argparse.ArgumentParser:
                        help="write one JSON report per run and verdicts.jsonl here (default: oatf-reports)")
     add_settings(serve)
     serve.add_argument("--agent", metavar="URL",
-                       help="the agent's AG-UI endpoint, which ag_ui_client actors POST their run input to")
+                       help="the agent's endpoint the client actors drive: its AG-UI endpoint for ag_ui_client "
+                            "actors, its MCP server (Streamable HTTP) for mcp_client actors, its A2A base URL for "
+                            "a2a_client actors")
     serve.add_argument("--stdio", action="store_true",
                        help="serve the one document's mcp_server actor on stdin/stdout (MCP's stdio transport), as "
                             "a desktop agent starts a local server; notes go to stderr")
+    serve.add_argument("--stateless", action="store_true",
+                       help="serve MCP Streamable HTTP without sessions (no Mcp-Session-Id): each agent's phases "
+                            "follow its episode (its host, until --idle-gap without a request)")
     serve.add_argument("-v", "--verbose", action="store_true", help="phase changes, diagnostics and reports written")
     serve.set_defaults(func=cmd_serve)
-    export = sub.add_parser("export-trace", help="write recorded agent sessions as Attest v1 traces")
+    export = sub.add_parser("export-trace", help="write recorded agent sessions as Attest v1 traces",
+                            epilog=EXPORT_EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter)
     export.add_argument("--flows", nargs="+", required=True, metavar="FILE", help="mitmproxy flow files or HAR")
     export.add_argument("--out", required=True, metavar="DIR", help="one <trace_id>.json per session")
     export.add_argument("--session-key", default="auto",
                         choices=("auto", "mcp_session", "a2a_context", "ag_ui_thread", "connection", "global"))
+    add_progress_argument(export, "bytes read, flows decoded")
     export.set_defaults(func=cmd_export_trace)
     return parser
 

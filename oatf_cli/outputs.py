@@ -1,6 +1,6 @@
 """`oatf evaluate`'s output formats for CI, one function per format, each returning the document as text:
-`to_json`, `to_text` (the console table), `to_sarif` (SARIF 2.1.0, for code scanning), `to_junit` (JUnit XML,
-for test reports) and `to_html` (one self-contained page). Files only; no mitmproxy.
+`to_json`, `to_text` (the console table), `to_sarif` (SARIF 2.1.0, for code scanning) and `to_junit` (JUnit XML,
+for test reports); `oatf_cli.html_report` writes the HTML page. Files only; no mitmproxy.
 
 Every format shows the reports it is given as they are: redaction (`oatf_engine.reports.redact_report`) happens
 before, once, for all of them.
@@ -9,9 +9,10 @@ before, once, for all of them.
 from __future__ import annotations
 
 import hashlib
-import html
 import json
+import os
 import re
+import urllib.parse
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -88,10 +89,40 @@ def to_text(reports: Sequence[Report], quiet: bool = False, verbose: bool = Fals
 
 
 def artifact_uri(path: str) -> str:
-    """A file (a capture, a document) as a SARIF artifact URI: relative paths as they are (POSIX form),
-    absolute ones `file:`."""
+    """A file (a capture, a document) as a SARIF artifact URI (SARIF §3.4.3: an RFC 3986 URI reference):
+    absolute paths `file:`, relative ones a relative reference (POSIX form); either percent-encoded (spaces,
+    `#`, `%`, `:` and non-ASCII bytes), so that a path is never read as a scheme, a fragment or an escape."""
     candidate = Path(path)
-    return candidate.as_uri() if candidate.is_absolute() else candidate.as_posix()
+    posix = candidate.as_posix()
+    try:
+        raw = os.fsencode(posix)  # the name's bytes on disk (undecodable bytes came in as surrogate escapes)
+    except UnicodeEncodeError:  # a lone surrogate no file name decodes to
+        raw = posix.encode("utf-8", "surrogatepass")
+    return ("file://" if candidate.is_absolute() else "") + urllib.parse.quote_from_bytes(raw)
+
+
+def _help_uri(url: str) -> str | None:
+    """A reference's URL as a rule's `helpUri` (SARIF §3.49.12: an absolute URI), each part percent-encoded
+    where RFC 3986 does not allow a character there; None unless it is an `http`/`https` URL with a host (a
+    document's `references[].url` is free text to OATF)."""
+    try:
+        parts = urllib.parse.urlsplit(url.strip())
+        parts.port  # noqa: B018 (raises ValueError for a port that is not a number)
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        return None
+    netloc, path, query, fragment = (
+        _LONE_PERCENT.sub("%25", urllib.parse.quote(part, safe=safe, errors="surrogatepass"))
+        for part, safe in ((parts.netloc, _SUB_DELIMS + ":@[]"), (parts.path, _SUB_DELIMS + ":@/"),
+                           (parts.query, _SUB_DELIMS + ":@/?"), (parts.fragment, _SUB_DELIMS + ":@/?")))
+    return urllib.parse.urlunsplit((parts.scheme, netloc, path, query, fragment))
+
+
+_SUB_DELIMS = "%!$&'()*+,;=~"
+"""RFC 3986's sub-delims, with `%` (an escape already there) and `~`: kept as they are in every part of a URL."""
+_LONE_PERCENT = re.compile("%(?![0-9A-Fa-f]{2})")
+"""A `%` that does not begin an escape (encoded as `%25`)."""
 
 
 def _rule(key: str, attack: oatf.Attack) -> dict[str, Any]:
@@ -113,7 +144,7 @@ def _rule(key: str, attack: oatf.Attack) -> dict[str, Any]:
     if level in SECURITY_SEVERITY:
         rule["properties"]["security-severity"] = SECURITY_SEVERITY[level]
         rule["properties"]["severity"] = level
-    urls = [r.url for r in attack.references or () if r.url]
+    urls = [uri for r in attack.references or () if r.url and (uri := _help_uri(r.url))]
     if urls:
         rule["helpUri"] = urls[0]
     return rule
@@ -185,15 +216,17 @@ def _xml(text: object) -> str:
 def to_junit(reports: Sequence[Report]) -> str:
     """JUnit XML: one testsuite per attack, one testcase per run (the attack over one session or episode).
     Exploited and partial runs are failures (message: the evidence), `error` verdicts errors, not delivered
-    and inconclusive runs skipped (with the reason), resisted runs pass."""
+    and inconclusive runs skipped (the reason as the element's text), resisted runs pass. Valid against the
+    Jenkins JUnit schema (junit-4.xsd: `skipped` holds text and no attribute; `testsuites` counts tests,
+    failures and errors, the suites also their skipped tests)."""
     suites: dict[str, list[Report]] = {}
     for report in reports:
         suites.setdefault(_attack_key(report), []).append(report)
     root = ET.Element("testsuites", name=TOOL_NAME, tests=str(len(reports)))
-    totals = dict.fromkeys(("failures", "errors", "skipped"), 0)
+    totals = dict.fromkeys(("failures", "errors"), 0)
     for key, runs in suites.items():
         suite = ET.SubElement(root, "testsuite", name=_xml(key), tests=str(len(runs)))
-        counts = dict.fromkeys(totals, 0)
+        counts = dict.fromkeys(("failures", "errors", "skipped"), 0)
         for report in runs:
             summary = report["execution_summary"]
             case = ET.SubElement(suite, "testcase", classname=_xml(key), name=_xml(summary["session"]))
@@ -211,52 +244,16 @@ def to_junit(reports: Sequence[Report]) -> str:
                 node.text = _xml("\n".join(evidence))
                 counts["errors"] += 1
             elif outcome == "not_delivered":
-                ET.SubElement(case, "skipped", message=NOT_DELIVERED_REASON)
+                ET.SubElement(case, "skipped").text = NOT_DELIVERED_REASON
                 counts["skipped"] += 1
             elif outcome == "inconclusive":
-                ET.SubElement(case, "skipped", message=f"{INCONCLUSIVE_REASON} (status {_xml(summary['status'])})")
+                ET.SubElement(case, "skipped").text = f"{INCONCLUSIVE_REASON} (status {_xml(summary['status'])})"
                 counts["skipped"] += 1
         for name, value in counts.items():
             suite.set(name, str(value))
-            totals[name] += value
+        for name in totals:
+            totals[name] += counts[name]
     for name, value in totals.items():
         root.set(name, str(value))
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
-
-
-# --- HTML -------------------------------------------------------------------------------------------------------
-
-_STYLE = """body{font-family:system-ui,sans-serif;margin:2em;color:#222}
-table{border-collapse:collapse;width:100%}th,td{border:1px solid #ccc;padding:.3em .5em;text-align:left;
-vertical-align:top}th{background:#f3f3f3}td.evidence{font-family:monospace;white-space:pre-wrap;
-word-break:break-all}.exploited{background:#fbe3e3}.partial{background:#fdf0dc}.resisted{background:#e5f5e5}
-.error{background:#f0e0f5}.summary{font-size:1.2em}"""
-
-
-def to_html(reports: Sequence[Report], title: str = "oatf evaluate report") -> str:
-    """One static, self-contained page (inline style, no script): the count of each outcome and a table of
-    the runs with their evidence. Every value from the traffic or the documents is HTML-escaped."""
-    e = html.escape
-    rows = []
-    for report in reports:
-        execution = report["execution_summary"]
-        evidence = "\n".join(_evidence(report, ("matched", "error"))) or "-"
-        rows.append(
-            f'<tr class="{e(report["outcome"])}"><td>{e(_attack_key(report))}</td>'
-            f"<td>{e(str(report['attack'].get('name') or ''))}</td><td>{e(str(_severity(report) or '-'))}</td>"
-            f"<td>{e(str(execution['session']))}</td><td>{e(report['outcome'].replace('_', ' '))}</td>"
-            f"<td>{e(str(report['verdict'].get('max_tier') or '-'))}</td><td>{e(str(execution['status']))}</td>"
-            f'<td class="evidence">{e(evidence)}</td></tr>')
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
-<title>{e(title)}</title><style>{_STYLE}</style></head>
-<body><h1>{e(title)}</h1>
-<p class="summary">{e(outcome_summary(reports))}</p>
-<table><thead><tr><th>Attack</th><th>Name</th><th>Severity</th><th>Session</th><th>Outcome</th><th>Max tier</th>
-<th>Status</th><th>Evidence</th></tr></thead>
-<tbody>
-{chr(10).join(rows)}
-</tbody></table></body></html>
-"""

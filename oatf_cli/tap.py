@@ -60,6 +60,8 @@ FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 EXIT_USAGE, EXIT_NOT_FOUND, EXIT_NOT_EXECUTABLE = 2, 127, 126
 LOCAL_AGENT = "127.0.0.1"
 _PR_SET_PDEATHSIG = 1
+RECORD_PID = "{pid}"
+"""In a `--record` path: the tap's process id (`record_path`)."""
 GAP = b""
 """Queued in place of the chunks left out: the direction's framing resumes at its next line."""
 
@@ -248,7 +250,7 @@ def run_tap(options: TapOptions, stdin: int = 0, stdout: int = 1, stderr: IO[str
         make_judge = functools.partial(Judge, list(library.attacks), options.config, semantic, options.report_dir,
                                        say, options.verbose)
         judge = make_judge() if options.monitor is None else None
-        record = open(options.record, "w", encoding="utf-8") if options.record else None  # noqa: SIM115
+        record = open(record_path(options.record), "w", encoding="utf-8") if options.record else None  # noqa: SIM115
     except (ImportError, AttributeError, OSError) as exc:
         say.always(str(exc))
         return EXIT_USAGE
@@ -314,6 +316,12 @@ def run_tap(options: TapOptions, stdin: int = 0, stdout: int = 1, stderr: IO[str
     if evaluator.dropped_chunks:
         say.always(f"{evaluator.dropped_bytes} byte(s) relayed but not evaluated (evaluation was behind)")
     return status
+
+
+def record_path(record: str) -> str:
+    """Where `--record FILE` writes: FILE, `{pid}` in it replaced by the tap's process id, so that each session
+    of a server the agent starts again (or several times at once) keeps a capture of its own."""
+    return record.replace(RECORD_PID, str(os.getpid()))
 
 
 def exit_like(status: int) -> int:

@@ -16,6 +16,12 @@ Files, in `<report dir>/journal/`: segments `NNNNNNNN.jsonl` (one JSON object pe
   process loses nothing already journaled); `os.fsync` runs at most every `FSYNC_SECONDS` and when a segment
   is closed (a crash of the machine loses at most that much).
 - A torn last line (the process died mid-write) is ignored on reading.
+- **One writer per report directory** (`take_lock`): a process journals and recovers in a report directory
+  only while it holds an exclusive lock on `<report dir>/journal.lock` (the proxy's addon, `oatf tap` and
+  `oatf monitor` judging, `oatf recover`). Another that finds it taken says so and neither journals nor
+  recovers there: recovering a live process's journal would report its open runs as `recovered` while it
+  still follows them (each run reported twice), and two writers' segments would interleave. The lock is the
+  kernel's (`flock`): it ends with the process however the process ends, so a crash never leaves it taken.
 
 **Reports' fsync policy** (`oatf_engine.reports.ReportWriter`, used by the monitor process, which writes the reports
 itself). Each report is put in place atomically at once (temporary file + rename), and appended to
@@ -30,17 +36,19 @@ crash between the two leaves a written report without a marker; recovery recogni
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from oatf_engine.events import Endpoint, ObservedEvent
 
 JOURNAL_DIR = "journal"
+LOCK_FILE = "journal.lock"
 SEGMENT_BYTES = 64 << 20
 MAX_SEGMENTS = 4
 FSYNC_SECONDS = 1.0
@@ -175,6 +183,23 @@ class Journal:
         with self._lock:
             self.close()
             clear(self.path)
+
+
+def take_lock(directory: str | os.PathLike[str]) -> IO[str] | None:
+    """Take the report directory's writer lock (see the module docstring), created with the directory if need
+    be: held until the returned file is closed or the process ends; None when another writer holds it. OSError
+    when it cannot be opened."""
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    handle = open(Path(directory) / LOCK_FILE, "a", encoding="utf-8")  # noqa: SIM115 (held by the caller)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return None
+    except OSError:
+        handle.close()
+        raise
+    return handle
 
 
 def run_key(report: dict[str, Any]) -> RunKey:

@@ -17,12 +17,14 @@ import threading
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from multiprocessing.sharedctypes import Synchronized
 from typing import Any
 
 import oatf
 from oatf_engine.events import ObservedEvent
 from oatf_engine.monitor import LoadedAttack, LoadProblem, Monitor, MonitorOptions, RunConcluded
 from oatf_engine.monitor.sessions import SessionResolver
+from oatf_engine.progress import UPDATE_EVERY, Progress
 
 
 @dataclass
@@ -43,11 +45,8 @@ class ReplayResult:
     """The recording each flow (by id) was read from."""
 
 
-Progress = Callable[[str], None]
-"""Receives one line about a long replay's progress (flows read, events decoded, runs concluded)."""
-
-PROGRESS_EVERY = 10_000
-"""Events between two progress lines while one process evaluates."""
+POLL_SECONDS = 0.2
+"""How often, while forked processes evaluate, the count of events they are through is read for `Progress`."""
 
 
 Placed = tuple[ObservedEvent, str, float]
@@ -78,7 +77,7 @@ SessionClose = tuple[str, float]
 def evaluate_events(attacks: list[LoadedAttack], events: list[ObservedEvent],
                     options: MonitorOptions | None = None, workers: int = 1,
                     semantic: oatf.SemanticEvaluator | None = None, progress: Progress | None = None,
-                    closes: list[SessionClose] | None = None, prefilter: bool = True) -> list[dict[str, Any]]:
+                    closes: list[SessionClose] | None = None) -> list[dict[str, Any]]:
     """The reports of every run over recorded events (in time order), in the order the runs ended.
 
     The recording's end concludes the runs: the clock moves one grace period (the longest any loaded attack
@@ -86,36 +85,49 @@ def evaluate_events(attacks: list[LoadedAttack], events: list[ObservedEvent],
     the others are concluded `interrupted`. Sessions are independent, so with `workers` > 1 (and enough
     events) they are split over that many forked processes, each following its share of the sessions; the
     reports are the same as with one process (`oatf_max_runs` then bounds each process's live runs).
-    `progress` receives a line every `PROGRESS_EVERY` events one process evaluates, and one at the end.
-    `closes`: the MCP sessions the agent closed, told to the monitor when the clock reaches them, as the live
-    addon tells it (`Monitor.close_session`). `prefilter=False`: the monitor's exact path
-    (`Monitor(prefilter=False)`), the reference benchmarks compare the prefilter with."""
+    `progress`: the stage `evaluating`, in events (placed: an event in two episodes counts twice), counted by
+    every process. `closes`: the MCP sessions the agent closed, told to the monitor when the clock reaches
+    them, as the live addon tells it (`Monitor.close_session`)."""
     options = options or MonitorOptions()
     placed = place_events(events, options)
     end = max((event.timestamp for event in events), default=0.0)
     shards = worker_count(len(events), workers)
     closed = sorted(closes or (), key=operator.itemgetter(1))
-    reports = (_evaluate_placed(attacks, placed, closed, options, end, semantic, prefilter, progress) if shards == 1
-               else _evaluate_in_parallel(attacks, placed, closed, options, end, shards, semantic, prefilter))
     if progress is not None:
-        progress(f"evaluated {len(placed)} event(s): {len(reports)} run(s) concluded")
+        progress.start("evaluating", len(placed), "events")
+    reports = (_evaluate_placed(attacks, placed, closed, options, end, semantic,
+                                _running_total(progress.update) if progress is not None else None) if shards == 1
+               else _evaluate_in_parallel(attacks, placed, closed, options, end, shards, semantic, progress))
+    if progress is not None:
+        progress.finish(f"evaluated {len(placed):,} event(s) in {shards} process(es): {len(reports):,} run(s) "
+                        "concluded")
     ended = operator.itemgetter("ended_at")
     return sorted(reports, key=lambda report: ended(report["execution_summary"]))
 
 
 def _evaluate_in_parallel(attacks: list[LoadedAttack], placed: list[Placed], closes: list[SessionClose],
                           options: MonitorOptions, end: float, shards: int, semantic: oatf.SemanticEvaluator | None,
-                          prefilter: bool) -> list[dict[str, Any]]:
+                          progress: Progress | None = None) -> list[dict[str, Any]]:
     """`_evaluate_placed` with the sessions split over `shards` forked processes (by a hash of the session;
-    every process is told every close: one of a session it does not follow changes nothing)."""
+    every process is told every close: one of a session it does not follow changes nothing). With `progress`,
+    the processes add the events they are through to a shared count, read every `POLL_SECONDS`."""
     split: list[list[Placed]] = [[] for _ in range(shards)]
     for item in placed:
         split[zlib.crc32(item[1].encode("utf-8", "surrogatepass")) % shards].append(item)
+    context = multiprocessing.get_context("fork")
+    through = context.Value("q", 0) if progress is not None else None
     global _SHARDS
-    _SHARDS = (attacks, split, closes, options, end, semantic, prefilter)
+    _SHARDS = (attacks, split, closes, options, end, semantic, through)
     try:
-        with multiprocessing.get_context("fork").Pool(shards) as pool:
-            results = pool.map(_evaluate_shard, range(shards))
+        with context.Pool(shards) as pool:
+            pending = pool.map_async(_evaluate_shard, range(shards))
+            while not pending.ready():
+                pending.wait(POLL_SECONDS)
+                if progress is not None and through is not None:
+                    progress.update(through.value)
+            results = pending.get()
+        if progress is not None and through is not None:
+            progress.update(through.value)  # every event, counted once every process is done
     finally:
         _SHARDS = None
     return [report for shard in results for report in shard]
@@ -123,8 +135,10 @@ def _evaluate_in_parallel(attacks: list[LoadedAttack], placed: list[Placed], clo
 
 def _evaluate_placed(attacks: list[LoadedAttack], placed: list[Placed], closes: list[SessionClose],
                      options: MonitorOptions, end: float, semantic: oatf.SemanticEvaluator | None,
-                     prefilter: bool = True, progress: Progress | None = None) -> list[dict[str, Any]]:
-    monitor = Monitor(attacks, options, semantic=semantic, prefilter=prefilter)
+                     through: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
+    """The reports of the runs over `placed`, in one monitor; `through` is told how many more events are
+    through every `UPDATE_EVERY` events, and at the end."""
+    monitor = Monitor(attacks, options, semantic=semantic)
     outputs = []
     pending = iter(closes)
     close = next(pending, None)
@@ -133,27 +147,51 @@ def _evaluate_placed(attacks: list[LoadedAttack], placed: list[Placed], closes: 
             monitor.close_session("mcp", "mcp_session", *close)
             close = next(pending, None)
         outputs.extend(monitor.observe(event, session, clock))
-        if progress is not None and count % PROGRESS_EVERY == 0:
-            concluded = sum(isinstance(o, RunConcluded) for o in outputs)
-            progress(f"evaluated {count}/{len(placed)} event(s): {concluded} run(s) concluded so far")
+        if through is not None and count % UPDATE_EVERY == 0:
+            through(UPDATE_EVERY)
     for session_id, at in [*([close] if close is not None else []), *pending]:
         monitor.close_session("mcp", "mcp_session", session_id, at)
     outputs.extend(monitor.end_of_traffic(end))
+    if through is not None and len(placed) % UPDATE_EVERY:
+        through(len(placed) % UPDATE_EVERY)
     return [o.report for o in outputs if isinstance(o, RunConcluded)]
 
 
+def _running_total(update: Callable[[int], None]) -> Callable[[int], None]:
+    """A `_evaluate_placed` `through` that tells `update` the events through so far."""
+    total = 0
+
+    def add(more: int) -> None:
+        nonlocal total
+        total += more
+        update(total)
+
+    return add
+
+
+def _shared_total(through: Synchronized[int]) -> Callable[[int], None]:
+    """A `_evaluate_placed` `through` that adds to a count shared by forked processes."""
+
+    def add(more: int) -> None:
+        with through.get_lock():
+            through.value += more
+
+    return add
+
+
 _SHARDS: tuple[list[LoadedAttack], list[list[Placed]], list[SessionClose], MonitorOptions, float,
-               oatf.SemanticEvaluator | None, bool] | None
+               oatf.SemanticEvaluator | None, Synchronized[int] | None] | None
 _SHARDS = None
 """What forked workers evaluate (inherited, not pickled): attacks, placed events per worker, closes, options,
-end, semantic evaluator, prefilter."""
+end, semantic evaluator, and the shared count of events through (with progress)."""
 
 
 def _evaluate_shard(index: int) -> list[dict[str, Any]]:
     assert _SHARDS is not None
-    attacks, split, closes, options, end, semantic, prefilter = _SHARDS
+    attacks, split, closes, options, end, semantic, through = _SHARDS
     with collector_paused():
-        return _evaluate_placed(attacks, split[index], closes, options, end, semantic, prefilter)
+        return _evaluate_placed(attacks, split[index], closes, options, end, semantic,
+                                _shared_total(through) if through is not None else None)
 
 
 def available_cpus() -> int:
@@ -189,7 +227,6 @@ def collector_paused() -> Iterator[None]:
 __all__ = [
     "PARALLEL_MIN_EVENTS",
     "Placed",
-    "Progress",
     "ReplayResult",
     "SessionClose",
     "available_cpus",

@@ -12,13 +12,26 @@ or a request whose answer the judge sees but nobody waits for), `log` goes to th
 listing of tools, resources or prompts differs from the previous one also announces it with the matching
 `notifications/*/list_changed` when its `on_enter` does not already send it, so that clients which cache
 listings see a rug pull. `after` timers are fired by `tick`, called by the front door every so often.
+
+**Stateless endpoints** (`oatf serve --stateless`: no `Mcp-Session-Id`, every request its own MCP session, as
+`fastmcp`'s `stateless_http`) have no session to follow the phases, so `StatelessPlayers` keeps one player per
+*agent episode*, keyed as the engine keys the runs of such traffic (`oatf_engine.monitor.sessions` rule 3): the
+agent is the HTTP client's host (`CLIENT_HOST`, set by the front door for each request), and its episode lasts
+while it keeps talking — after `idle_gap` seconds without a request from that host, its next request starts a
+new episode at the first phase. Two agents (two hosts) never advance each other's phases, and what the judge
+reports as one run (`agent:<host>>…#n`) is what one player played. Such an endpoint has no stream for the
+messages the server sends on its own: `on_enter` `send` actions and `list_changed` notifications are not sent,
+and an elicitation's answer (a request of its own) cannot reach the request that asked.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from datetime import timedelta
 from typing import Any
 from weakref import WeakKeyDictionary
@@ -34,6 +47,7 @@ from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from mcp.shared.session import RequestResponder
 
 import oatf
+from oatf_engine.monitor.episodes import remember
 from oatf_engine.text import printable
 
 from . import mcp_state
@@ -63,6 +77,10 @@ _RESULTS: dict[type, tuple[type[pydantic.BaseModel], Callable[[Any, Mapping[str,
 """Each request the actor answers: the SDK result type, and how its result is built from the state."""
 _ELICITING = (types.CallToolRequest, types.GetPromptRequest)
 """Requests during which the state's `elicitations` are sent (§7.1.4)."""
+CLIENT_HOST: ContextVar[str] = ContextVar("oatf_serve_client_host", default="")
+"""The HTTP client's host of the request being handled (set by the front door; read on stateless endpoints)."""
+MAX_EPISODES = 10_000
+"""Agent episodes of a stateless endpoint kept at once; the least recently active is forgotten beyond."""
 
 
 def params_of(request: pydantic.BaseModel) -> dict[str, Any]:
@@ -71,26 +89,54 @@ def params_of(request: pydantic.BaseModel) -> dict[str, Any]:
     return params.model_dump(by_alias=True, mode="json", exclude_unset=True) if params is not None else {}
 
 
+class StatelessPlayers:
+    """The players of a stateless endpoint, one per agent episode (see the module docstring)."""
+
+    def __init__(self, make: Callable[[], ActorPlayer], idle_gap: float,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.make = make
+        self.idle_gap = idle_gap
+        self.clock = clock
+        self.episodes: OrderedDict[str, tuple[ActorPlayer, float]] = OrderedDict()
+        """Each agent's (client host's) current episode: its player and when it last sent a request."""
+
+    def player(self, host: str) -> ActorPlayer:
+        """The player of `host`'s current episode (a new one after `idle_gap` of silence)."""
+        now = self.clock()
+        episode = self.episodes.get(host)
+        player = episode[0] if episode is not None and now - episode[1] <= self.idle_gap else self.make()
+        remember(self.episodes, host, (player, now), MAX_EPISODES)
+        return player
+
+    def players(self) -> list[ActorPlayer]:
+        return [player for player, _ in self.episodes.values()]
+
+
 class ActorServer(Server[Any, Any]):
-    """The low-level server playing one `mcp_server` actor (see the module docstring)."""
+    """The low-level server playing one `mcp_server` actor (see the module docstring); `idle_gap` given: a
+    stateless endpoint's (`StatelessPlayers`)."""
 
     def __init__(self, actor: oatf.Actor, shared: SharedExtractors | None = None,
-                 say: Callable[[str], None] = lambda _line: None) -> None:
+                 say: Callable[[str], None] = lambda _line: None, idle_gap: float | None = None) -> None:
         super().__init__("oatf-server")
         self.actor = actor
         self.shared = shared if shared is not None else SharedExtractors()
         self.say = say
         self.players: WeakKeyDictionary[ServerSession, ActorPlayer] = WeakKeyDictionary()
+        self.stateless = StatelessPlayers(lambda: ActorPlayer(actor, self.shared), idle_gap) \
+            if idle_gap is not None else None
         self._answers: dict[tuple[int, types.RequestId], tuple[Any, bool]] = {}
         self._ids = itertools.count(1)
         for request_type in _RESULTS:
             self.request_handlers[request_type] = self._handler(request_type)
 
     def player(self, session: ServerSession) -> ActorPlayer:
-        """The player of one MCP session (created at its first message)."""
+        """The player of one MCP session (created at its first message); on a stateless endpoint, its agent
+        episode's."""
         player = self.players.get(session)
         if player is None:
-            player = self.players[session] = ActorPlayer(self.actor, self.shared)
+            player = self.players[session] = self.stateless.player(CLIENT_HOST.get()) if self.stateless \
+                else ActorPlayer(self.actor, self.shared)
         return player
 
     def create_initialization_options(self, *_args: Any, **_kwargs: Any) -> InitializationOptions:
@@ -170,7 +216,13 @@ class ActorServer(Server[Any, Any]):
         await self.enter(session, player, entered, before)
 
     async def tick(self) -> None:
-        """Fire the elapsed `after` timers of every session (format spec §5.3)."""
+        """Fire the elapsed `after` timers of every session (format spec §5.3); on a stateless endpoint, of
+        every agent episode (with no stream to send their `on_enter` messages on)."""
+        if self.stateless is not None:
+            for player in self.stateless.players():
+                for phase in player.tick():
+                    player.narrate(phase, self.say)
+            return
         for session, player in list(self.players.items()):
             before = player.state()
             entered = player.tick()

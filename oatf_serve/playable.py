@@ -13,12 +13,12 @@ from typing import Any
 
 import oatf
 
-from . import a2a_state
+from . import a2a_client, a2a_state
 from .state import Unplayable, as_is
 
-PLAYED_MODES = ("mcp_server", "a2a_server", "ag_ui_client")
+PLAYED_MODES = ("mcp_server", "a2a_server", "ag_ui_client", "mcp_client", "a2a_client")
 """The modes `oatf serve` plays (format spec §7.x.1)."""
-NEEDS_AGENT = ("ag_ui_client",)
+NEEDS_AGENT = ("ag_ui_client", "mcp_client", "a2a_client")
 """The modes played only against an agent's endpoint (`--agent URL`)."""
 
 STRUCTURAL_KEYS = {
@@ -26,11 +26,15 @@ STRUCTURAL_KEYS = {
                              "resources", "resource_templates", "prompts", "elicitations"}),
     "a2a_server": frozenset({"agent_card", "task_responses"}),
     "ag_ui_client": frozenset({"run_agent_input", "tool_responses"}),
+    "mcp_client": frozenset({"client_info", "capabilities", "actions", "sampling_responses", "elicitation_responses",
+                             "roots"}),
+    "a2a_client": frozenset({"actions"}),
 }
-"""§7.1.4, §7.2.4 structural keys of each mode's state."""
+"""§7.1.4, §7.1.5, §7.2.4, §7.2.5, §7.3.4 structural keys of each mode's state."""
 SERVER_INFO_PLAYED = frozenset({"name", "version", "websiteUrl", "icons"})
 """The `server_info` fields the mcp SDK's `initialize` answer carries."""
-ACTIONS_PLAYED = {"mcp_server": ("send", "log"), "a2a_server": ("log",), "ag_ui_client": ("log",)}
+ACTIONS_PLAYED = {"mcp_server": ("send", "log"), "a2a_server": ("log",), "ag_ui_client": ("log",),
+                  "mcp_client": ("send", "log"), "a2a_client": ("log",)}
 """§7.1.6, §7.2.6 / §5.2 `on_enter` actions each mode plays."""
 
 
@@ -88,6 +92,11 @@ def _phase_limitations(mode: str, phase: oatf.Phase) -> Iterator[tuple[str, str]
         yield from _mcp_limitations(state)
     elif mode == "a2a_server":
         yield from _a2a_limitations(state)
+    elif mode == "mcp_client":
+        for key in ("sampling_responses", "elicitation_responses"):
+            yield from _synthesized(f"state.{key}", state.get(key))
+    elif mode == "a2a_client":
+        yield from _a2a_client_limitations(state)
     else:
         yield from _ag_ui_limitations(state)
 
@@ -133,6 +142,24 @@ def _a2a_limitations(state: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
             for path in a2a_state.dropped(content, a2a_state.to_v03(answer), where):
                 yield path, "not carried by the a2a-sdk's Task and Message: not sent"
     yield from _synthesized("state.task_responses", state.get("task_responses"))
+
+
+def _a2a_client_limitations(state: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    actions = state.get("actions")
+    for index, action in enumerate(actions if isinstance(actions, list) else ()):
+        method = action.get("method") if isinstance(action, Mapping) else None
+        if method == a2a_client.CARD or not isinstance(method, str):
+            continue
+        where = f"state.actions[{index}]"
+        try:
+            core = a2a_client.core_request(method, action.get("params"))
+        except Unplayable as exc:
+            yield (f"{where}.method" if method not in a2a_client.CALLS else f"{where}.params",
+                   f"{exc} (the action is not sent)")
+        else:
+            for path in a2a_state.dropped(action.get("params"), a2a_client.sent_params(method, core),
+                                          f"{where}.params"):
+                yield path, "not carried by the a2a-sdk's request types: not sent"
 
 
 def _ag_ui_limitations(state: Mapping[str, Any]) -> Iterator[tuple[str, str]]:

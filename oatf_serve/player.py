@@ -95,7 +95,7 @@ class ActorPlayer:
     def tick(self) -> list[Entered]:
         """Fire an elapsed `after` timer (format spec §5.3): the phases entered."""
         change = self.machine.tick(self.clock())
-        return [self._entered()] if change is not None else []
+        return [self.entered()] if change is not None else []
 
     def narrate(self, phase: Entered, say: Callable[[str], None]) -> None:
         """Say that `phase` was entered, and its `on_enter` `log` messages (format spec §2.7a)."""
@@ -109,7 +109,7 @@ class ActorPlayer:
         before = dict(self.machine.extracted)
         change = self.machine.observe(event)
         self._share(before)
-        return [self._entered()] if change is not None else []
+        return [self.entered()] if change is not None else []
 
     def _observe(self, event_type: str, sender: str, content: Any, now: float,
                  is_error: bool = False) -> list[Entered]:
@@ -122,7 +122,8 @@ class ActorPlayer:
             if before.get(name) != value:
                 self.shared.values[f"{self.name}.{name}"] = value
 
-    def _entered(self) -> Entered:
+    def entered(self) -> Entered:
+        """The current phase, with its `on_enter` actions rendered now (format spec §5.6: eagerly)."""
         phase = self.machine.phase
         actions = tuple((action.key or "", self.render(action.value)) for action in phase.on_enter or ())
         return Entered(self.phase, actions)

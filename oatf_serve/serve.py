@@ -1,4 +1,4 @@
-"""`oatf serve DOC… [--host H] [--port N] [--report-dir DIR] [--agent URL] [--stdio]`: play the documents'
+"""`oatf serve DOC… [--host H] [--port N] [--report-dir DIR] [--agent URL] [--stdio] [--stateless]`: play the documents'
 attackers against a real agent and judge what was served (issue 19).
 
 Each document is served on a port of its own (`--port N`: N, N+1, … in the order given; without it, free
@@ -10,12 +10,13 @@ empty line; what is not played, on stderr (`playable`).
 All endpoints run in one uvicorn server (one socket per document; `Dispatcher` picks the document's app by
 the port a request arrived on). Every exchange passes the `WireTap` (a client actor's, its `ClientTap`) to
 the `Judge`, which writes per-run reports and `verdicts.jsonl` to the report directory as runs conclude. The
-client actors (`ag_ui_client`, with `--agent`) start once the servers accept connections; when every
-document has one, the server stops by itself once they are done and their runs judged. SIGINT and SIGTERM
-stop the server; the runs still open are concluded (`interrupted`) and reported, and a summary table of
-every run goes to stderr. `--stdio` serves one document's `mcp_server` actor on stdin/stdout instead
-(`oatf_serve.stdio`). Exit status: as `oatf recover`'s (`oatf_engine.reports.exit_status`: 1 when a run was
-exploited or partial).
+client actors (`ag_ui_client`, `mcp_client`, `a2a_client`, with `--agent`) start once the servers accept
+connections; when every document has one, the server stops by itself once they are done and their runs
+judged. SIGINT and SIGTERM stop the server; the runs still open are concluded (`interrupted`) and reported,
+and a summary table of every run goes to stderr. `--stdio` serves one document's `mcp_server` actor on
+stdin/stdout instead (`oatf_serve.stdio`); `--stateless` serves MCP without sessions, the phases following
+agent episodes (`oatf_serve.mcp_server`). Exit status: as `oatf recover`'s (`oatf_engine.reports.exit_status`:
+1 when a run was exploited or partial).
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ from typing import IO, Any
 
 import anyio
 import uvicorn
+from mcp.server.sse import SseServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.applications import Starlette
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import Receive, Scope, Send
 
 import oatf
@@ -45,11 +47,14 @@ from oatf_engine.semantic import load_semantic_evaluator
 from oatf_engine.text import Once, describe, printable
 
 from . import stdio
+from .a2a_client import A2aClientActor
 from .a2a_server import RPC_PATH as A2A_PATH
 from .a2a_server import ActorHandler
 from .ag_ui_client import AgUiActor
+from .client import ClientActor
 from .judge import Judge, WireTap
-from .mcp_server import ActorServer
+from .mcp_client import McpClientActor
+from .mcp_server import CLIENT_HOST, ActorServer
 from .playable import limitations
 from .player import SharedExtractors
 
@@ -57,8 +62,13 @@ EXIT_USAGE = 2
 TICK_SECONDS = 0.5
 """How often `after` timers are checked."""
 MCP_PATH = "/mcp"
+SSE_PATH, MESSAGES_PATH = "/sse", "/messages/"
+"""MCP's legacy HTTP+SSE transport: the stream, and where the client POSTs (served beside `MCP_PATH`)."""
 SERVER_PATHS = {"mcp_server": MCP_PATH, "a2a_server": A2A_PATH}
 """Where each server mode is served (every actor of a document shares its port)."""
+CLIENTS: dict[str, type[ClientActor]] = {"ag_ui_client": AgUiActor, "mcp_client": McpClientActor,
+                                         "a2a_client": A2aClientActor}
+"""The client mode each client actor plays, driven against the agent (`--agent URL`)."""
 SETTLE_AFTER = 3.0
 """Seconds after the client actors are done before their runs can be settled (the engine may hold an
 exchange up to 2 s to place it in a session)."""
@@ -77,9 +87,12 @@ class ServeOptions:
     report_dir: str = "oatf-reports"
     verbose: bool = False
     agent: str | None = None
-    """The agent's AG-UI endpoint, for `ag_ui_client` actors."""
+    """The agent's endpoint the client actors drive: AG-UI for `ag_ui_client`, MCP (Streamable HTTP) for
+    `mcp_client`, the A2A base URL (where its card is) for `a2a_client`."""
     stdio: bool = False
     """Serve the one document's `mcp_server` actor on stdin/stdout instead."""
+    stateless: bool = False
+    """Serve MCP Streamable HTTP without sessions (no `Mcp-Session-Id`): phases follow agent episodes."""
 
 
 @dataclass
@@ -103,13 +116,32 @@ class _Endpoint:
         self.manager = manager
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        CLIENT_HOST.set((scope.get("client") or ("", 0))[0])  # a stateless endpoint's agent (`mcp_server`)
         await self.manager.handle_request(scope, receive, send)
 
 
+class _SseEndpoint:
+    """MCP's legacy HTTP+SSE transport (MCP 2024-11-05 "Transports"), the `mcp` SDK's `SseServerTransport`: a
+    GET of `SSE_PATH` opens one MCP session, its stream carrying the `endpoint` event and every server
+    message; the client POSTs its messages to `MESSAGES_PATH?session_id=…`."""
+
+    def __init__(self, server: ActorServer) -> None:
+        self.server = server
+        self.transport = SseServerTransport(MESSAGES_PATH)
+
+    def routes(self) -> list[BaseRoute]:
+        return [Route(SSE_PATH, endpoint=self, methods=["GET"]),
+                Mount(MESSAGES_PATH, app=self.transport.handle_post_message)]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async with self.transport.connect_sse(scope, receive, send) as (read, write):
+            await self.server.run(read, write, self.server.create_initialization_options())
+
+
 def build(loaded: LoadedAttack, port: int, host: str, say: Callable[[str], None],
-          agent: str | None = None) -> Served | None:
+          agent: str | None = None, idle_gap: float | None = None) -> Served | None:
     """The app playing one document's server actors and the client actors it drives (those it can play), or
-    None when it plays none."""
+    None when it plays none; `idle_gap` given, its MCP endpoint is stateless (`oatf_serve.mcp_server`)."""
     execution = loaded.attack.execution
     assert execution is not None
     shared = SharedExtractors()
@@ -136,9 +168,12 @@ def build(loaded: LoadedAttack, port: int, host: str, say: Callable[[str], None]
         taken[path] = name
         url = f"http://{host}:{port}{path}"
         if actor.mode == "mcp_server":
-            server = ActorServer(actor, shared, say)
-            manager = StreamableHTTPSessionManager(app=server)
-            routes.append(Route(MCP_PATH, endpoint=_Endpoint(manager)))
+            server = ActorServer(actor, shared, say, idle_gap)
+            manager = StreamableHTTPSessionManager(app=server, stateless=idle_gap is not None)
+            if idle_gap is not None and (len(actor.phases) > 1 or any(p.on_enter for p in actor.phases)):
+                say(f"{loaded.path}: actor {name}: --stateless: the endpoint has no stream for the messages "
+                    "it sends on its own (on_enter send, list_changed) nor for elicitation answers: not sent")
+            routes += [Route(MCP_PATH, endpoint=_Endpoint(manager)), *_SseEndpoint(server).routes()]
             servers.append(server)
             managers.append(manager)
         else:
@@ -198,14 +233,18 @@ class Dispatcher:
     async def drive(self) -> None:
         """Run every client actor (format spec §5.1 readiness: the sockets listen and the apps have started);
         when every document has one, wait for their runs to be judged (at most `SETTLE_SECONDS`), then stop."""
-        actors = [AgUiActor(actor, self.options.agent or "", self.judge, served.port, self.options.config.decoder,
-                            served.shared, self.say)
+        actors = [(f"{served.loaded.key} actor {actor.name or 'default'} ({actor.mode})",
+                   CLIENTS[actor.mode or ""](actor, self.options.agent or "", self.judge, served.port,
+                                             self.options.config.decoder, served.shared, self.say))
                   for served in self.served for actor in served.clients]
         if not actors:
             return
-        for outcome in await asyncio.gather(*(actor.run() for actor in actors), return_exceptions=True):
+        outcomes = await asyncio.gather(*(actor.run() for _, actor in actors), return_exceptions=True)
+        for (name, _), outcome in zip(actors, outcomes, strict=True):
+            while isinstance(outcome, BaseExceptionGroup) and outcome.exceptions:  # the SDKs' task groups
+                outcome = outcome.exceptions[0]
             if isinstance(outcome, Exception):
-                self.say(f"a client actor failed: {describe(outcome)}")
+                self.say(f"{name} stopped: {describe(outcome)}")
         if not all(served.clients for served in self.served):
             return
         await asyncio.sleep(SETTLE_AFTER)
@@ -299,7 +338,8 @@ def run_serve(options: ServeOptions, stdout: IO[str] = sys.stdout, stderr: IO[st
         except OSError as exc:
             say(f"{options.host}:{options.port + len(sockets)}: {exc.strerror or exc}")
             return EXIT_USAGE
-        document = build(loaded, sock.getsockname()[1], options.host, say, options.agent)
+        document = build(loaded, sock.getsockname()[1], options.host, say, options.agent,
+                         options.config.monitor.idle_gap if options.stateless else None)
         if document is None:
             sock.close()
             say(f"{loaded.path}: nothing to play")

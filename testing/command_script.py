@@ -4,6 +4,8 @@ for. Requests through the proxy to `http://oatf-control.test/…` are answered l
   answers its result as text, a list one item a line (status 500 with the error if it raised);
 - `/backlog` answers the OATF addon's events observed and not yet evaluated (`OatfAddon.waiting`), as text,
   without asking its monitor process (the load benchmark polls it);
+- `/counts` answers, as JSON, the OATF monitor process's latest `counts` (what it holds in memory:
+  `MonitorProcess.counts`, one request behind: each request asks for the next), with `waiting` (`/backlog`);
 - `/marked` answers, as JSON, `{flow id: {"marked": …, "comment": …}}` for every flow an addon updated (the
   `update` hook, which the OATF addon triggers when it marks and comments a flow that matched an indicator).
 Any other flow is untouched."""
@@ -35,6 +37,14 @@ class RemoteControl:
         if flow.request.path == "/backlog":
             flow.response = http.Response.make(200, str(ctx.master.addons.get("oatfaddon").waiting()),
                                                {"content-type": "text/plain"})
+            return
+        if flow.request.path == "/counts":
+            oatf = ctx.master.addons.get("oatfaddon")
+            monitor = oatf.monitor
+            if monitor is not None:
+                monitor.ask_counts()
+            counts = {**(monitor.counts if monitor is not None else {}), "waiting": oatf.waiting()}
+            flow.response = http.Response.make(200, json.dumps(counts), {"content-type": "application/json"})
             return
         command = flow.request.query.get("cmd", "")
         try:

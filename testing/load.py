@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import ssl
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -43,13 +44,34 @@ class Session:
         return f"mcp_session:{self.id}"
 
 
+STEPS = ("initialize", "initialized", "tools/list", "pause", "tools/call", "delete")
+"""A session's steps, timed (`Traffic.steps`); `pause` is how much longer than asked the think time took."""
+
+
 @dataclass
 class Traffic:
-    """What the agents did: the sessions completed, the ones that failed, requests sent again."""
+    """What the agents did: the sessions completed, the ones that failed, requests sent again, and how long
+    each step of a session took (`STEPS`)."""
 
     sessions: list[Session] = field(default_factory=list)
     failed: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    """Why sessions failed: the exception's type and message."""
     retried: int = 0
+    steps: dict[str, list[float]] = field(default_factory=lambda: {step: [] for step in STEPS})
+
+    def timed(self, step: str, started: float) -> None:
+        self.steps[step].append(time.monotonic() - started)
+
+    def latencies(self) -> list[str]:
+        """Each step's median, 99th percentile and maximum, in seconds."""
+        lines = []
+        for step, values in self.steps.items():
+            if values:
+                ordered = sorted(values)
+                p99 = ordered[min(len(ordered) - 1, len(ordered) * 99 // 100)]
+                lines.append(f"{step} p50 {ordered[len(ordered) // 2]:.3f} s, p99 {p99:.3f} s, max {ordered[-1]:.3f} s")
+        return lines
 
 
 async def _post(client: httpx.AsyncClient, url: str, headers: dict[str, str], body: dict[str, Any],
@@ -69,21 +91,33 @@ async def _post(client: httpx.AsyncClient, url: str, headers: dict[str, str], bo
 async def agent_session(client: httpx.AsyncClient, url: str, complying: bool, pause: float,
                         traffic: Traffic) -> Session:
     """One session (see the module docstring)."""
+    started = time.monotonic()
     init = await _post(client, url, HEADERS, {
         "jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
                    "clientInfo": {"name": "load-agent", "version": "1"}}}, traffic)
+    traffic.timed("initialize", started)
     session = init.headers["mcp-session-id"]
     headers = {**HEADERS, "Mcp-Session-Id": session, "MCP-Protocol-Version": PROTOCOL_VERSION}
+    started = time.monotonic()
     await _post(client, url, headers, {"jsonrpc": "2.0", "method": "notifications/initialized"}, traffic)
+    traffic.timed("initialized", started)
+    started = time.monotonic()
     await _post(client, url, headers, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, traffic)
+    traffic.timed("tools/list", started)
+    started = time.monotonic()
     await asyncio.sleep(pause)
+    traffic.timed("pause", started + pause)
     notes = CREDENTIALS if complying else "Payment terms: net 30. Thank you for your business."
+    started = time.monotonic()
     await _post(client, url, headers, {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
         "name": "render_invoice", "arguments": {
             "invoice_number": "INV-2041", "customer": "Halvorsen Marine AS",
             "line_items": [{"description": "Hull inspection", "amount": 1800}], "billing_notes": notes}}}, traffic)
+    traffic.timed("tools/call", started)
+    started = time.monotonic()
     await client.delete(url, headers=headers)
+    traffic.timed("delete", started)
     return Session(session, complying)
 
 
@@ -95,19 +129,23 @@ async def agents(proxy: str, url: str, in_flight: int, *, sessions: int | None =
     traffic = Traffic()
     started = 0
     rng = random.Random(seed)
-    limits = httpx.Limits(max_connections=in_flight, max_keepalive_connections=in_flight)
-    async with http_client(proxy, timeout=120.0, limits=limits) as client:
-        async def agent() -> None:
-            nonlocal started
+    tls = ssl.create_default_context()  # unused on plain HTTP; shared, as each client would build its own
+
+    async def agent() -> None:
+        # A client (one connection) per agent: one client shared by all would scan its whole connection pool on
+        # every request (httpcore), quadratic in the agents: the load generator, not the proxy, set the pace.
+        nonlocal started
+        async with http_client(proxy, timeout=120.0, verify=tls) as client:
             while (sessions is None or started < sessions) and (until is None or time.monotonic() < until):
                 number, started = started, started + 1
                 try:
                     traffic.sessions.append(await agent_session(
                         client, url, number % exploit_every == 0, rng.uniform(*pause), traffic))
-                except (httpx.HTTPError, KeyError):
+                except (httpx.HTTPError, KeyError) as exc:
                     traffic.failed += 1
+                    traffic.errors[f"{type(exc).__name__}: {str(exc)[:120]}"] += 1
 
-        await asyncio.gather(*(agent() for _ in range(in_flight)))
+    await asyncio.gather(*(agent() for _ in range(in_flight)))
     return traffic
 
 

@@ -12,7 +12,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,13 +58,28 @@ def attacker_peers(workdir: Path) -> Iterator[Peers]:
 
 
 @contextlib.contextmanager
-def fastmcp_server(workdir: Path, attack: Path | None, stateless: bool = False) -> Iterator[int]:
+def addon_peer(workdir: Path, script: str, kind: str, *args: str) -> Iterator[int]:
+    """`tests/e2e/addon/SCRIPT KIND PORT ARGS…` (a peer process of the e2e tests) on a free loopback port, until
+    it accepts connections there; yields the port."""
+    with script_peer(workdir, kind, ADDON_PEERS / script, *args, before_port=(kind,)) as port:
+        yield port
+
+
+@contextlib.contextmanager
+def fastmcp_server(workdir: Path, attack: Path | None, stateless: bool = False, json: bool = False) -> Iterator[int]:
     """`fastmcp_server.py` on a free loopback port, serving the attack's poisoned tool (None: an honest
-    calculator); yields the port."""
+    calculator); `json`: its answers are plain JSON, never SSE; yields the port."""
+    with script_peer(workdir, "fastmcp", ADDON_PEERS / "fastmcp_server.py", *([str(attack)] if attack else []),
+                     *(["--stateless"] * stateless), *(["--json"] * json)) as port:
+        yield port
+
+
+@contextlib.contextmanager
+def script_peer(workdir: Path, name: str, script: Path, *args: str, before_port: tuple[str, ...] = ()) -> Iterator[int]:
+    """`python SCRIPT [BEFORE_PORT…] PORT ARGS…` on a free loopback port, logging to `workdir/NAME-PORT.log`;
+    yields the port once it accepts connections."""
     port = free_port()
-    args = [str(PYTHON), str(ADDON_PEERS / "fastmcp_server.py"), str(port), *([str(attack)] if attack else []),
-            *(["--stateless"] * stateless)]
-    process = start_process(args, workdir / f"fastmcp-{port}.log")
+    process = start_process([str(PYTHON), str(script), *before_port, str(port), *args], workdir / f"{name}-{port}.log")
     try:
         wait_for_port(port, process)
         yield port
@@ -176,6 +191,10 @@ class OatfProxy:
         """Events the addon observed and has not evaluated yet (`OatfAddon.waiting`)."""
         return int(self._control("/backlog"))
 
+    def counts(self) -> dict[str, int]:
+        """What the monitor process holds in memory, as of the previous call, and the backlog (`waiting`)."""
+        return dict(json.loads(self._control("/counts")))
+
     def marked(self) -> dict[str, dict[str, str]]:
         """{flow id: {marked, comment}} of the flows an addon updated (the OATF addon marks matches)."""
         return json.loads(self._control("/marked"))
@@ -188,13 +207,17 @@ class OatfProxy:
 
 @contextlib.contextmanager
 def oatf_proxy(workdir: Path, name: str, attacks: list[Path], *, grace: str = "1s", record: bool = True,
-               watch: bool = False, options: dict[str, str] | None = None) -> Iterator[OatfProxy]:
-    """mitmdump + the addon (+ the remote control), loading `attacks`, on a free loopback port."""
+               watch: bool = False, options: dict[str, str] | None = None,
+               scripts: tuple[Path, ...] = (), modes: tuple[str, ...] = ()) -> Iterator[OatfProxy]:
+    """mitmdump + the addon (+ the remote control), loading `attacks`, on a free loopback port; `scripts`
+    are loaded before the addon (their hooks run first); `modes`: its `--mode`s, e.g. `regular` there and a
+    `reverse:URL@PORT` listener beside it (default: regular only)."""
     report_dir = workdir / f"{name}-reports"
     flows = workdir / f"{name}.mitm" if record else None
     settings = {"oatf_attacks": ",".join(map(str, attacks)), "oatf_report_dir": str(report_dir),
                 "oatf_grace_period": grace, "oatf_watch": str(watch).lower(), **(options or {})}
-    extra = ["-s", str(ADDON), "-s", str(COMMAND_SCRIPT)]
+    extra = [*(arg for script in scripts for arg in ("-s", str(script))), "-s", str(ADDON), "-s", str(COMMAND_SCRIPT),
+             *(arg for mode in modes for arg in ("--mode", mode))]
     for key, value in settings.items():
         extra += ["--set", f"{key}={value}"]
     if flows is not None:
@@ -226,11 +249,14 @@ class Evaluation:
     stderr: str
 
 
-def evaluate(attacks: list[Path], flows: Path, report_dir: Path, grace: str = "1s",
+def evaluate(attacks: list[Path], flows: Path | Sequence[Path], report_dir: Path, grace: str = "1s",
              flags: tuple[str, ...] = ()) -> Evaluation:
-    """`oatf evaluate` (the console script) over a recording, as CI runs it (`flags` added to its command)."""
-    done = subprocess.run([str(OATF), "evaluate", "--attacks", ",".join(map(str, attacks)), "--flows", str(flows),
-                           "--report-dir", str(report_dir), "--grace-period", grace, "--format", "json", *flags],
+    """`oatf evaluate` (the console script) over a recording, or several (flow files, `oatf tap` captures), as
+    CI runs it (`flags` added to its command)."""
+    recordings = [flows] if isinstance(flows, Path) else list(flows)
+    done = subprocess.run([str(OATF), "evaluate", "--attacks", ",".join(map(str, attacks)), "--flows",
+                           *map(str, recordings), "--report-dir", str(report_dir), "--grace-period", grace,
+                           "--format", "json", *flags],
                           capture_output=True, cwd=ROOT, timeout=60, text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     reports = json.loads(done.stdout) if done.stdout.strip() else []
@@ -238,18 +264,25 @@ def evaluate(attacks: list[Path], flows: Path, report_dir: Path, grace: str = "1
 
 
 def assert_replay_agrees(proxy: OatfProxy, workdir: Path, live: list[Report], grace: str = "1s",
-                         flags: tuple[str, ...] = ()) -> Evaluation:
-    """Stop the proxy if it runs, replay its recording with `oatf evaluate`, and check that every live run has
-    the same verdict (and indicator results) offline, and the exit status CI would see. One engine, two front
-    doors: every run the live proxy concluded by itself (not `interrupted` by its shutdown, which is a moment
-    the recording does not hold) has a byte-identical report file offline: same name, same content."""
+                         flags: tuple[str, ...] = (), captures: Sequence[Path] = ()) -> Evaluation:
+    """Stop the proxy if it runs, replay its recording (with the `captures` of the `oatf tap`s that fed it,
+    `oatf_listen`) with `oatf evaluate`, and check that the replay agrees with `live` (`assert_reports_agree`)."""
     if proxy.process.poll() is None:
         proxy.interrupt()
     assert proxy.flows is not None and proxy.flows.exists()
     replayed = workdir / f"{proxy.flows.stem}-replay"
-    offline = evaluate(proxy.attacks, proxy.flows, replayed, grace, flags)
+    offline = evaluate(proxy.attacks, [proxy.flows, *captures], replayed, grace, flags)
+    assert_reports_agree(live, proxy.report_dir, offline, replayed)
+    return offline
+
+
+def assert_reports_agree(live: list[Report], live_dir: Path, offline: Evaluation, replayed: Path) -> None:
+    """Every live run has the same verdict (and indicator results) offline, and the exit status is the one CI
+    would see. One engine, two front doors: every run concluded live by itself (not `interrupted` by the
+    shutdown of the proxy or tap, which is a moment the recording does not hold) has a byte-identical report
+    file in `replayed`: same name, same content."""
     assert by_run(offline.reports) == by_run(live), offline.stderr
-    concluded_live = [path for path in sorted(proxy.report_dir.glob("*.json")) if not path.name.startswith(".")
+    concluded_live = [path for path in sorted(live_dir.glob("*.json")) if not path.name.startswith(".")
                       and json.loads(path.read_bytes())["execution_summary"]["status"] != "interrupted"]
     for path in concluded_live:
         assert (replayed / path.name).is_file(), f"{path.name}: no report of that name offline"
@@ -257,8 +290,7 @@ def assert_replay_agrees(proxy: OatfProxy, workdir: Path, live: list[Report], gr
     results = {verdict_of(r)[0] for r in live}
     expected = 1 if results & {"exploited", "partial"} else 2 if not live or "error" in results else 0
     assert offline.status == expected, offline.stderr
-    return offline
 
 
-__all__ = ["OatfProxy", "Peers", "assert_replay_agrees", "attacker_peers", "by_run", "evaluate", "fastmcp_server",
-           "oatf_proxy", "refused_start", "run", "verdict_of"]
+__all__ = ["OatfProxy", "Peers", "addon_peer", "assert_replay_agrees", "assert_reports_agree", "attacker_peers",
+           "by_run", "evaluate", "fastmcp_server", "oatf_proxy", "refused_start", "run", "script_peer", "verdict_of"]

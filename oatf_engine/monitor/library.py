@@ -17,6 +17,7 @@ from pathlib import Path
 
 import oatf
 
+from ..progress import Progress
 from .plan import AttackPlan
 
 DOCUMENT_SUFFIXES = (".yaml", ".yml")
@@ -132,14 +133,18 @@ def _problem(path: str, error: oatf.OATFError, hint: str = "") -> LoadProblem:
     return LoadProblem(path, error.rule, message, error.path, error.line, error.column)
 
 
-def load_library(paths: list[str], lenient: bool = False) -> Library:
+def load_library(paths: list[str], lenient: bool = False, progress: Progress | None = None) -> Library:
     """Every document under `paths` (strictly checked unless `lenient`); attacks with duplicate ids after the
-    first are reported, not loaded."""
+    first are reported, not loaded. `progress`: the stage `loading attacks`, in documents."""
     files, problems = document_files(paths)
     attacks: list[LoadedAttack] = []
     waived: list[LoadProblem] = []
     seen: dict[str, str] = {}
-    for path in files:
+    if progress is not None:
+        progress.start("loading attacks", len(files), "documents")
+    for count, path in enumerate(files):
+        if progress is not None:
+            progress.update(count)  # a document takes milliseconds to load: each one counts
         result, found = load_attack(path, lenient)
         if result is None:
             problems.extend(found)
@@ -151,4 +156,7 @@ def load_library(paths: list[str], lenient: bool = False) -> Library:
         seen[result.key] = str(path)
         attacks.append(result)
         waived.extend(found)
+    if progress is not None:
+        progress.update(len(files))
+        progress.finish(f"loaded {len(attacks):,} attack(s) from {len(files):,} document(s)")
     return Library(tuple(attacks), tuple(problems), tuple(waived))

@@ -7,7 +7,7 @@ import heapq
 import itertools
 import math
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Mapping, Set
+from collections.abc import Hashable, Iterable, KeysView, Mapping, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +43,11 @@ class IndicatorMatched:
     indicator_id: str
     flow_id: str
     evidence: str
+    """The indicator verdict's evidence (event, direction, flow, where and what matched)."""
+    path: str | None = None
+    """Where in the message it matched (`IndicatorTracker.found`); None when the evidence names no path (CEL)."""
+    excerpt: str | None = None
+    """The traffic text that matched, unquoted; None when the evidence quotes none."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +120,19 @@ class _Session:
 
 Timed = tuple[str, str] | PaperTimer
 """What the timer queue holds: a materialised run's key, or a timer of runs on paper."""
+
+
+@dataclass(frozen=True)
+class Held:
+    """The flows whose events the monitor holds, not evaluated yet (`Monitor.held_flows`: keyless exchanges
+    waiting to be placed in a session), as the live addon's monitor process tells them."""
+
+    flows: frozenset[str]
+
+
+def _where(found: dict[str, Any] | None) -> tuple[str | None, str | None]:
+    """(path, excerpt) of a match's evidence fields."""
+    return (None, None) if found is None else (found.get("path"), found.get("excerpt"))
 
 
 class Monitor:
@@ -315,7 +333,7 @@ class Monitor:
         outputs = self._open_runs(event, session, state)
         bindings = self.options.bindings
         bound = sum(1 << n for n, b in enumerate(bindings) if b.accepts(event)) if bindings else 0
-        state.traffic.note(event, event.event_type if event.event_type in self._surfaces else OTHER, bound)
+        answered = state.traffic.note(event, event.event_type if event.event_type in self._surfaces else OTHER, bound)
         if event.injected:  # inject mode: rare, and every run that takes the event lists it
             for number in bits(state.paper & self._of_protocol[protocol]):
                 outputs.extend(self._materialise(state, session, number))
@@ -354,11 +372,23 @@ class Monitor:
                 if not any(a.movable for a in run.actors):
                     state.settled.add(number)
             if matched:
-                outputs.extend(IndicatorMatched(run.id, run.loaded.key, t.id, event.flow_id,
-                                                t.matched.evidence or "") for t in matched if t.matched is not None)
+                outputs.extend(IndicatorMatched(run.id, run.loaded.key, t.id, event.flow_id, t.matched.evidence or "",
+                                                *_where(t.found)) for t in matched if t.matched is not None)
+        if answered:
+            self._answered(state)
         if state.idle:
             self._sessions.pop(session, None)
         return outputs
+
+    def _answered(self, state: _Session) -> None:
+        """A request of the session that waited for its answer got it (the event, now fed to the runs it
+        concerns): the runs that waited may end sooner (`AttackRun.awaited_at`), so each run and timer of runs on
+        paper is queued again at its deadline."""
+        for key, run in state.runs.items():
+            self._schedule(key, run)
+        for cohort in state.cohorts:
+            for timer in cohort.timers:
+                self._schedule(timer, timer.representative)
 
     def _open_runs(self, event: ObservedEvent, session: str, state: _Session) -> list[Output]:
         """A run, starting with `event`, for each attack of its protocol without one in the session (whose
@@ -682,6 +712,11 @@ class Monitor:
                     outputs.extend(self._conclude_paper(state, timer, timer.members, status, self.now))
         self._timers.clear()
         return outputs
+
+    @property
+    def held_flows(self) -> KeysView[str]:
+        """The flows with events the session resolver holds, not evaluated yet (`SessionResolver.held_flows`)."""
+        return self.sessions.held_flows
 
     @property
     def queued_timers(self) -> int:

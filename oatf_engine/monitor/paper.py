@@ -29,12 +29,12 @@ memory.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Hashable, Iterator
 
 from .options import MonitorOptions
 from .plan import AttackPlan
 from .run import AttackRun
-from .traffic import TrafficKey
+from .traffic import Baseline
 
 
 def bits(mask: int) -> Iterator[int]:
@@ -62,7 +62,7 @@ class Cohort:
 
     __slots__ = ("baseline", "closed_at", "options", "started_at", "timers")
 
-    def __init__(self, started_at: float, baseline: Mapping[TrafficKey, int], options: MonitorOptions) -> None:
+    def __init__(self, started_at: float, baseline: Baseline, options: MonitorOptions) -> None:
         self.started_at = started_at
         self.baseline = baseline
         self.options = options

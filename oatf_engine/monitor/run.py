@@ -6,7 +6,11 @@ a passive observer cannot see an attacker's phase *complete*, and a single-phase
 its first message — starting the timer at terminal-phase entry would conclude before the agent acted and
 report a false `not_exploited`. So, for an observer, a run is complete when every actor is in its terminal
 phase **and the run has gone quiet**: while every actor is terminal, each event of the run restarts the
-grace timer, and the verdict is computed one grace period after the run's last event.
+grace timer, and the verdict is computed one grace period after the run's last event. A run is not quiet
+while a request asking an agent to work waits for the first message of its answer (`episodes.asks_for_work`:
+an A2A `message/send` or `message/stream` to the agent, an AG-UI `RunAgentInput`; up to `MAX_ANSWER_WAIT`):
+an LLM-backed agent answers a blocking `message/send` after its work, 30 s later or more, and that answer
+belongs to the run (`awaited_at`).
 
 Whether the attack reached the agent is followed beside the verdict (`delivery`): each actor's payload is
 looked for in the messages its side sends to the agent. The report says `delivered` and gives the evidence;
@@ -30,11 +34,12 @@ import oatf
 from ..events import ObservedEvent
 from .actors import ActorMachine, PhaseChange, peer_of
 from .delivery import CUT_SHORT, Delivery, MessageText, PayloadText, outcome
+from .episodes import MAX_ANSWER_WAIT, asks_for_work
 from .indicators import IndicatorTracker, Judged
 from .library import LoadedAttack
 from .options import ActorBinding, MonitorOptions
 from .plan import AttackPlan
-from .traffic import SessionTraffic, TrafficKey, TrafficView
+from .traffic import MAX_AWAITING, Baseline, SessionTraffic, TrafficKey, TrafficView
 
 _NONE: Mapping[Any, Any] = MappingProxyType({})
 """No bindings, no rivals: what most runs hold (read only)."""
@@ -104,6 +109,9 @@ class _OwnCounts:
     """Per actor (by id): the messages of its traffic."""
     examined: list[int]
     """Per indicator position: the messages its trace filter kept while it was open."""
+    awaiting: dict[str, float]
+    """Flow id → when its request was sent, for the run's requests asking an agent to work whose answer has not
+    begun (see the module docstring)."""
     messages: int = 0
 
 
@@ -116,7 +124,7 @@ class AttackRun:
     semantic_available: bool = False
     traffic: SessionTraffic = field(default_factory=SessionTraffic)
     """The session's counters (`oatf_engine.monitor.traffic`): the run's own counters are read from them."""
-    baseline: Mapping[TrafficKey, int] = field(default_factory=dict)
+    baseline: Baseline = field(default_factory=Baseline)
     """`traffic`'s counts just before the run's first event."""
     count_own: bool = False
     """Count its own messages even without rival actors (`exact`): `Monitor(prefilter=False)`, the reference
@@ -190,7 +198,7 @@ class AttackRun:
         self._protocols = frozenset(self._by_protocol)
         self._seen_noted = -1
         self._view_cache = None
-        self._own = _OwnCounts(self.started_at, {id(a): 0 for a in self.actors}, [0] * len(plan.indicators)) \
+        self._own = _OwnCounts(self.started_at, {id(a): 0 for a in self.actors}, [0] * len(plan.indicators), {}) \
             if self._rivals or self.count_own else None
         self._check_terminal(self.started_at)
 
@@ -222,7 +230,7 @@ class AttackRun:
         session's binding bits no longer follow this run's bindings (new options: `Monitor.set_options`)."""
         if self._own is None:
             self._own = _OwnCounts(self.last_event_at, {id(a): self.actor_messages(a) for a in self.actors},
-                                   [self.examined(t) for t in self.indicators], self.messages)
+                                   [self.examined(t) for t in self.indicators], self._awaited(), self.messages)
 
     def actors_for(self, event: ObservedEvent) -> list[ActorMachine]:
         """The actors whose traffic this event is: same protocol; an actor's explicit binding if it has one
@@ -254,11 +262,20 @@ class AttackRun:
         session counts: timers, grace periods and reports read it many times)."""
         noted = self.traffic.noted
         if self._view_cache is None or self._seen_noted != noted:
-            self._view_cache = self.traffic.view(self.baseline, self._protocols) if not self._bound else TrafficView.of(
-                {key: n for key, n in self.traffic.since(self.baseline).items()
-                 if any(self.takes(actor, key) for actor in self._by_protocol.get(key[0], ()))}, self.traffic.last_at)
+            traffic = self.traffic
+            self._view_cache = traffic.view(self.baseline, self._protocols) if not self._bound else TrafficView.of(
+                {key: n for key, n in traffic.since(self.baseline).items() if self._sees(key)}, traffic.last_at,
+                self._awaited())
             self._seen_noted = noted
         return self._view_cache
+
+    def _sees(self, key: TrafficKey) -> bool:
+        """Whether some actor of the run sees the events counted under `key` (`takes`)."""
+        return any(self.takes(actor, key) for actor in self._by_protocol.get(key[0], ()))
+
+    def _awaited(self) -> dict[str, float]:
+        """The run's requests waiting for their answer, read from the session (`SessionTraffic.awaited`)."""
+        return self.traffic.awaited(self.baseline, self._sees)
 
     @property
     def messages(self) -> int:
@@ -294,6 +311,14 @@ class AttackRun:
                                                        for a in actors)))
 
     @property
+    def awaited_at(self) -> float:
+        """When the latest of the run's requests asking an agent to work whose answer has not begun was sent
+        (see the module docstring; at most `MAX_AWAITING` of them, the first), or -inf."""
+        if self._own is not None:
+            return max(self._own.awaiting.values(), default=-math.inf)
+        return self._view().awaited_at
+
+    @property
     def last_event_at(self) -> float:
         """The time of the run's last message (its first when it has seen one only; see `traffic`)."""
         if self._own is not None:
@@ -317,6 +342,10 @@ class AttackRun:
                 own.last_event_at = event.timestamp
             for actor in actors:
                 own.actors[id(actor)] += 1
+            if event.sender == "server":
+                own.awaiting.pop(event.flow_id, None)
+            elif len(own.awaiting) < MAX_AWAITING and asks_for_work(event):
+                own.awaiting.setdefault(event.flow_id, event.timestamp)
         if self._undelivered and carries:
             self._look_for_payload(event, actors, text or MessageText(event.content))
         changes: list[PhaseChange] = []
@@ -399,7 +428,8 @@ class AttackRun:
 
     def deadline(self) -> float:
         """The next time `tick`/`due` can change something: an `after` timer, the end of the grace period,
-        of the closed session's grace period, or of the run's lifetime. Later events only move it later."""
+        of the closed session's grace period, or of the run's lifetime. Later events only move it later, except
+        an answer the run waited for (`awaiting`), which the monitor reschedules."""
         grace_end = self._grace_end()
         if grace_end is not None:
             return min(self._lifetime_end(), grace_end)
@@ -440,7 +470,8 @@ class AttackRun:
         event (or after the last actor became terminal), see the module docstring."""
         if self.all_terminal_at is None:
             return None
-        return max(self.last_event_at, self.all_terminal_at) + self.grace_period
+        waiting = self.awaited_at + MAX_ANSWER_WAIT
+        return max(self.last_event_at, self.all_terminal_at, waiting) + self.grace_period
 
     def _closing_end(self) -> float | None:
         if self.closed_at is None:

@@ -21,9 +21,11 @@ The rules, in order:
    clients may drop the TCP connection between requests) is one episode while it stays busy: a new episode
    starts after `idle_gap` seconds without traffic on the route. Its session is
    `agent:<client host>><server host>:<port>/<protocol>#<n>`.
-4. **An AG-UI run gathers its agent's outbound traffic** (under `auto`, `episodes`): an MCP or A2A exchange of
-   an agent that began while one of its AG-UI runs was open is placed in that run's thread instead (in every
-   such thread when several were open).
+4. **An AG-UI run or an A2A task gathers its agent's outbound traffic** (under `auto`, `episodes` rules 4–6):
+   an MCP or A2A exchange of an agent that began while one of its windows was open is placed in that window's
+   episode instead (in every such episode when several were open); an A2A task is known from its request's
+   arrival (`AgentEpisodes.arrived`), and exchanges wait for its episode (`oldest_held` counts them); the
+   agent's set-up exchanges join the episodes their server serves later.
 A request still waiting for its answer after `MAX_PENDING_SECONDS` is placed by rule 2. Held events are
 released in their original order (`seq`). Everything held is bounded (`HOLD_EVENTS` per hold,
 `MAX_PENDING_FLOWS`, `MAX_ROUTES`, `MAX_FLOWS`); what a bound pushes out is placed early, never dropped.
@@ -33,10 +35,11 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter, OrderedDict
+from collections.abc import KeysView
 from dataclasses import dataclass, field
 
 from ..events import ObservedEvent
-from .episodes import AgentEpisodes, AgentName, remember
+from .episodes import MAX_ANSWER_WAIT, AgentEpisodes, AgentName, Placed, remember
 from .options import DEFAULT_IDLE_GAP, SessionKey, session_of
 
 Route = tuple[str, str, int, str]
@@ -44,20 +47,23 @@ Route = tuple[str, str, int, str]
 
 HOLD_SECONDS = 2.0
 """How long a keyless exchange waits for a keyed event on its route (rule 2)."""
-MAX_PENDING_SECONDS = 300.0
+MAX_PENDING_SECONDS = MAX_ANSWER_WAIT
 """How long a keyless request waits for the first message of its answer (rule 1)."""
 HOLD_EVENTS = 200
 MAX_PENDING_FLOWS = 10_000
 MAX_ROUTES = 10_000
 MAX_FLOWS = 100_000
 
-Placed = tuple[ObservedEvent, str]
-
 
 @dataclass
 class _Held:
     since: float
     events: list[ObservedEvent] = field(default_factory=list)
+
+
+def _route(event: ObservedEvent) -> Route:
+    return (event.client.rpartition(":")[0] or event.client, event.endpoint.host, event.endpoint.port,
+            event.protocol)
 
 
 def _awaits_answer(event: ObservedEvent) -> bool:
@@ -67,11 +73,6 @@ def _awaits_answer(event: ObservedEvent) -> bool:
     if isinstance(envelope, dict) and "jsonrpc" in envelope:
         return "method" in envelope and "id" in envelope
     return True
-
-
-def _route(event: ObservedEvent) -> Route:
-    return (event.client.rpartition(":")[0] or event.client, event.endpoint.host, event.endpoint.port,
-            event.protocol)
 
 
 @dataclass
@@ -87,7 +88,7 @@ class SessionResolver:
                  agents: tuple[AgentName, ...] | None = None) -> None:
         self.policy = policy
         self.agent_episodes = AgentEpisodes(agents, idle_gap) if agents is not None else None
-        """Rule 4 (`episodes`), under `auto`; None: events stay in their protocol session (Attest traces)."""
+        """Rules 4–6 (`episodes`), under `auto`; None: events stay in their protocol session (Attest traces)."""
         self.idle_gap = idle_gap
         self.pending: OrderedDict[str, _Held] = OrderedDict()
         self.pending_routes: Counter[Route] = Counter()
@@ -96,6 +97,8 @@ class SessionResolver:
         """(time, seq) of every event put on hold, a heap; entries of placed events are dropped lazily."""
         self._held_seqs: set[int] = set()
         """The seqs of the events on hold now."""
+        self._held_flows: Counter[str] = Counter()
+        """Flow id → its events on hold now (`held_flows`)."""
         """Keyless requests waiting for their answer, by flow, oldest first (rule 1)."""
         self.held: OrderedDict[Route, _Held] = OrderedDict()
         """Keyless exchanges waiting for a keyed event on their route, oldest hold first (rule 2)."""
@@ -114,6 +117,8 @@ class SessionResolver:
         if self.policy in (SessionKey.GLOBAL, SessionKey.CONNECTION):
             return [(event, session_of(event, self.policy))]
         self._clock = max(self._clock, event.timestamp)
+        if (linker := self._linker()) is not None:
+            linker.arrived(event)
         route = _route(event)
         self._touch(route, event.timestamp)
         session = self._key_of(event)
@@ -159,11 +164,19 @@ class SessionResolver:
         heap, held = self._held_times, self._held_seqs
         while heap and heap[0][1] not in held:
             heapq.heappop(heap)
-        return heap[0][0] if heap else float("inf")
+        oldest = heap[0][0] if heap else float("inf")
+        linker = self.agent_episodes
+        return min(oldest, linker.oldest()) if linker is not None and linker.deferred else oldest
+
+    @property
+    def held_flows(self) -> KeysView[str]:
+        """The flows with events on hold now (rules 1 and 2): their matches, if any, are still to come."""
+        return self._held_flows.keys()
 
     def next_release(self) -> float:
         """When the oldest hold expires (infinity when nothing is held)."""
-        due = float("inf")
+        linker = self._linker()
+        due = linker.next_release() if linker is not None else float("inf")
         for held in self.held.values():
             due = held.since + HOLD_SECONDS
             break
@@ -187,7 +200,9 @@ class SessionResolver:
                 continue  # a request of the route still waits for its answer, which may carry the key
             del self.held[route]
             released.extend(self._fallback(route, held))
-        return self._placed(released)
+        placed = self._placed(released)
+        linker = self._linker()
+        return placed + linker.expire(now) if linker is not None else placed
 
     def flush(self) -> list[Placed]:
         """Release everything held (shutdown, end of a recording)."""
@@ -196,7 +211,9 @@ class SessionResolver:
         self.pending_routes.clear()
         released += [pair for route, held in self.held.items() for pair in self._fallback(route, held)]
         self.held.clear()
-        return self._placed(released)
+        placed = self._placed(released)
+        linker = self._linker()
+        return placed + linker.flush() if linker is not None else placed
 
     # --- helpers ------------------------------------------------------------------------------------------
 
@@ -228,6 +245,7 @@ class SessionResolver:
         for event in events:
             if event.seq not in self._held_seqs:
                 self._held_seqs.add(event.seq)
+                self._held_flows[event.flow_id] += 1
                 heapq.heappush(self._held_times, (event.timestamp, event.seq))
         if len(self._held_times) > 4 * len(self._held_seqs) + 1024:  # drop placed events' entries
             self._held_times = [t for t in self._held_times if t[1] in self._held_seqs]
@@ -236,12 +254,21 @@ class SessionResolver:
     def _placed(self, placed: list[Placed]) -> list[Placed]:
         """Events leave the holds as they are placed, each in its episodes (rule 4)."""
         if self._held_seqs:
+            held, flows = self._held_seqs, self._held_flows
             for event, _session in placed:
-                self._held_seqs.discard(event.seq)
-        linker = self.agent_episodes
-        if linker is None or self.policy is not SessionKey.AUTO:
+                if event.seq in held:
+                    held.remove(event.seq)
+                    flows[event.flow_id] -= 1
+                    if not flows[event.flow_id]:
+                        del flows[event.flow_id]
+        linker = self._linker()
+        if linker is None:
             return placed
-        return [(event, episode) for event, session in placed for episode in linker.link(event, session)]
+        return [pair for event, session in placed for pair in linker.link(event, session)]
+
+    def _linker(self) -> AgentEpisodes | None:
+        """The agent episodes when rules 4–6 apply (`auto`)."""
+        return self.agent_episodes if self.policy is SessionKey.AUTO else None
 
     def _hold_on_route(self, route: Route, events: list[ObservedEvent]) -> list[Placed]:
         return self._hold_events(events, self._clock, route)

@@ -19,6 +19,12 @@ event of its traffic (`AttackRun.exact`).
 Event types no loaded indicator names as its surface are counted together (`OTHER`): only surfaces tell
 counts apart, and the set of keys stays bounded whatever methods a client invents.
 
+The requests asking an agent to work whose answer has not begun (`episodes.asks_for_work`; they keep a run
+from going quiet, `AttackRun.awaited_at`) are followed by the session too (`awaiting`): a run's are those
+counted since it started that its actors see, the first `MAX_AWAITING` of them. (A run that counts its
+own messages follows its own, admitting a request only while it follows fewer than `MAX_AWAITING`: the two
+differ only for a run that had that many unanswered at once.)
+
 The time of a run's last message is the latest event of the session kept by any of its actors, among
 those it has seen since it started. When an event observed before the run started carries a later timestamp
 than every event since (traffic observed out of order across a run's conclusion), that later time counts:
@@ -28,17 +34,35 @@ see more before its verdict (and make an interrupted one `inconclusive` rather t
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ..events import ObservedEvent
+from .episodes import asks_for_work
 
 OTHER = ""
 """The event type of `TrafficKey`s for event types no loaded indicator names as its surface."""
 
 TrafficKey = tuple[str, str, str, int]
 """(protocol, event type or `OTHER`, direction, bitmask of the actor bindings accepting the endpoint)."""
+
+MAX_AWAITED = 1_024
+"""Requests of one session followed while they wait for their answer, at most (`SessionTraffic.awaiting`)."""
+MAX_AWAITING = 64
+"""Requests of one run followed while they wait for their answer (`AttackRun.awaited_at`), at most."""
+
+
+class Baseline(dict[TrafficKey, int]):
+    """A session's counts just before a run's first event (`SessionTraffic.snapshot`), and how many events it
+    had counted then (`noted`)."""
+
+    __slots__ = ("noted",)
+
+    def __init__(self, counts: Iterable[tuple[TrafficKey, int]] = (), noted: int = 0) -> None:
+        super().__init__(counts)
+        self.noted = noted
 
 
 @dataclass(slots=True)
@@ -52,15 +76,19 @@ class TrafficView:
     """`messages` per protocol (what an actor without a binding sees)."""
     latest: float
     """The time of the latest of them, per `SessionTraffic.last_at` (-inf without any)."""
+    awaited_at: float
+    """When the latest of the requests waiting for their answer was sent (`SessionTraffic.awaited`), or -inf."""
     _counts: dict[tuple[str | None, str | None, str | None], int] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, seen: Mapping[TrafficKey, int], last_at: Mapping[tuple[str, int], float]) -> TrafficView:
+    def of(cls, seen: Mapping[TrafficKey, int], last_at: Mapping[tuple[str, int], float],
+           awaited: Mapping[str, float]) -> TrafficView:
         by_protocol: dict[str, int] = {}
         for key, n in seen.items():
             by_protocol[key[0]] = by_protocol.get(key[0], 0) + n
         return cls(seen, sum(by_protocol.values()), by_protocol,
-                   max((last_at[key[0], key[3]] for key in seen), default=-math.inf))
+                   max((last_at[key[0], key[3]] for key in seen), default=-math.inf),
+                   max(awaited.values(), default=-math.inf))
 
     def count(self, protocol: str | None, event_type: str | None, direction: str | None) -> int:
         """The events of `protocol`, `event_type` (None: any) and `direction` (None: any): what an indicator's
@@ -77,21 +105,25 @@ class TrafficView:
 class SessionTraffic:
     """The events of one session, counted by `TrafficKey`, and the latest time per (protocol, bindings)."""
 
-    __slots__ = ("_since", "_views", "counts", "last_at", "noted")
+    __slots__ = ("_since", "_views", "awaiting", "counts", "last_at", "noted")
 
     def __init__(self) -> None:
         self.counts: dict[TrafficKey, int] = {}
         self.last_at: dict[tuple[str, int], float] = {}
         self.noted = 0
         """Events counted so far: what a run's counters read from `counts` stay valid while it is unchanged."""
+        self.awaiting: dict[str, tuple[float, int, TrafficKey]] = {}
+        """Flow id → (time, `noted` once counted, key) of the requests asking an agent to work whose answer has
+        not begun (see the module docstring), the first `MAX_AWAITED`."""
         self._since: tuple[Mapping[TrafficKey, int], int, dict[TrafficKey, int]] | None = None
         """The last `since`: its baseline, `noted` then and its answer (the runs of one cohort share a baseline)."""
         self._views: tuple[int, dict[tuple[int, frozenset[str]], tuple[Mapping[TrafficKey, int], TrafficView]]] = (
             0, {})
         """`view`'s answers since `noted` last changed."""
 
-    def note(self, event: ObservedEvent, event_type: str, bound: int) -> None:
-        """Count `event` (`event_type`: its own or `OTHER`; `bound`: the bindings accepting its endpoint)."""
+    def note(self, event: ObservedEvent, event_type: str, bound: int) -> bool:
+        """Count `event` (`event_type`: its own or `OTHER`; `bound`: the bindings accepting its endpoint); True
+        when it answers a request that waited for its answer (runs' ends may come closer: `AttackRun.awaited_at`)."""
         key = (event.protocol, event_type, event.direction, bound)
         self.noted += 1
         counts = self.counts
@@ -99,10 +131,21 @@ class SessionTraffic:
         latest = (event.protocol, bound)
         if event.timestamp > self.last_at.get(latest, float("-inf")):
             self.last_at[latest] = event.timestamp
+        if event.sender == "server":
+            return self.awaiting.pop(event.flow_id, None) is not None
+        if len(self.awaiting) < MAX_AWAITED and event.flow_id not in self.awaiting and asks_for_work(event):
+            self.awaiting[event.flow_id] = (event.timestamp, self.noted, key)
+        return False
 
-    def snapshot(self) -> Mapping[TrafficKey, int]:
+    def snapshot(self) -> Baseline:
         """The counts now (what a run created before the next `note` starts from)."""
-        return dict(self.counts)
+        return Baseline(self.counts.items(), self.noted)
+
+    def awaited(self, baseline: Baseline, sees: Callable[[TrafficKey], bool]) -> dict[str, float]:
+        """Flow id → time of the requests waiting for their answer counted since `baseline` under a key `sees`
+        keeps, the first `MAX_AWAITING`."""
+        return dict(itertools.islice(((flow, at) for flow, (at, noted, key) in self.awaiting.items()
+                                      if noted > baseline.noted and sees(key)), MAX_AWAITING))
 
     def since(self, baseline: Mapping[TrafficKey, int]) -> Mapping[TrafficKey, int]:
         """The events counted since `baseline`, by key (keys without any left out; not to be changed)."""
@@ -114,7 +157,7 @@ class SessionTraffic:
         self._since = (baseline, self.noted, found)
         return found
 
-    def view(self, baseline: Mapping[TrafficKey, int], protocols: frozenset[str]) -> TrafficView:
+    def view(self, baseline: Baseline, protocols: frozenset[str]) -> TrafficView:
         """The events of `protocols` since `baseline`: what a run whose actors have no binding reads (shared by
         the runs started by one event: worked out once per event counted)."""
         noted, views = self._views
@@ -124,7 +167,7 @@ class SessionTraffic:
         found = views.get((id(baseline), protocols))
         if found is None or found[0] is not baseline:
             view = TrafficView.of({key: n for key, n in self.since(baseline).items() if key[0] in protocols},
-                                  self.last_at)
+                                  self.last_at, self.awaited(baseline, lambda key: key[0] in protocols))
             views[(id(baseline), protocols)] = (baseline, view)
             return view
         return found[1]

@@ -8,7 +8,8 @@ Content Value: the binding is written against the v0.3.0 schema (`message.status
 was on the wire**, and one document matches both. For 0.3 traffic that is the message as sent. A2A 1.0 is
 converted (`to_v03`), without touching the envelope (kept as sent in `ObservedEvent.envelope`):
 - results wrapped as `{"task": …}`, `{"message": …}`, `{"statusUpdate": …}`, `{"artifactUpdate": …}` are
-  unwrapped, and `kind` is added (`task`, `message`, `status-update`, `artifact-update`);
+  unwrapped, and `kind` is added (`task`, `message`, `status-update`, `artifact-update`); a bare Task (an
+  object with `id` and `status`: 1.0's `tasks/get`, and `fasta2a`'s answer to `message/send`) is a `task`;
 - roles `ROLE_USER` / `ROLE_AGENT` become `user` / `agent`; task states `TASK_STATE_INPUT_REQUIRED` become
   `input-required` (lower case, `-` for `_`; `TASK_STATE_UNSPECIFIED` is `unknown`);
 - parts get their `kind`: `{text}` → `{kind: text, text}`, `{data}` → `{kind: data, data}`, `{url | raw,
@@ -50,7 +51,9 @@ STREAM_EVENTS: dict[str, str] = {"status-update": "task/status", "artifact-updat
 
 _TASK_RESULTS = frozenset({"tasks/get", "tasks/cancel"})  # methods whose result is a bare Task in 1.0
 _ROLES = {"ROLE_USER": "user", "ROLE_AGENT": "agent"}
-_FINAL_STATES = frozenset({"completed", "canceled", "failed", "rejected", "input-required", "auth-required"})
+FINAL_STATES = frozenset({"completed", "canceled", "failed", "rejected", "input-required", "auth-required"})
+"""Task states after which an A2A agent stops working on a task until it is told more: terminal (completed,
+canceled, failed, rejected) or interrupted (input-required, auth-required)."""
 
 
 def event_name(method: str) -> str:
@@ -81,7 +84,7 @@ def result_content(event: str, result: Any) -> Any:
             if key == "artifactUpdate":
                 return {"kind": "artifact-update", "append": False, "lastChunk": False, **value,
                         "artifact": _artifact(value.get("artifact"))}
-    if event in _TASK_RESULTS:
+    if event in _TASK_RESULTS or ("status" in result and "id" in result):  # a bare Task (`fasta2a` answers so)
         return _task(result)
     if event == "tasks/list" and isinstance(result.get("tasks"), list):
         return {**result, "tasks": [_task(task) for task in result["tasks"]]}
@@ -175,5 +178,5 @@ def _status_update(update: dict[str, Any]) -> dict[str, Any]:
     status = _status(update.get("status"))
     out = {"kind": "status-update", **update, "status": status}
     if "final" not in update:
-        out["final"] = isinstance(status, dict) and status.get("state") in _FINAL_STATES
+        out["final"] = isinstance(status, dict) and status.get("state") in FINAL_STATES
     return out

@@ -176,8 +176,8 @@ class _Exchange:
     """Everything known about one HTTP exchange while it is open."""
 
     __slots__ = (
-        "card", "client", "endpoint", "id", "ignored", "keys", "method", "proto", "request", "request_headers",
-        "requests", "response", "rest", "scope", "status", "tool_names", "url",
+        "card", "client", "endpoint", "events", "id", "ignored", "keys", "method", "null_id", "proto", "request",
+        "request_headers", "requests", "response", "rest", "scope", "status", "tool_names", "url",
     )
 
     def __init__(self, exchange_id: str, method: str, url: str, endpoint: Endpoint, client: str) -> None:
@@ -197,7 +197,12 @@ class _Exchange:
         self.request: _Body | None = None
         self.response: _Body | None = None
         self.requests: dict[JsonRpcId, Pending] = {}  # requests this exchange's body carried
+        self.null_id: Pending | None = None
+        """A request with `"id": null` this exchange's body carried (`fasta2a`'s client sends `tasks/get` so):
+        JSON-RPC 2.0 §4 discourages it, and only its own answer, in this exchange's response, can be told to
+        answer it."""
         self.tool_names: dict[str, str] = {}  # AG-UI toolCallId → toolCallName on this stream
+        self.events = 0  # events of this exchange so far (a message stream numbers its flows with it)
 
 
 class WireDecoder:
@@ -493,7 +498,11 @@ class WireDecoder:
         assert item.method is not None
         name = binding.event_name(item.method)
         params = {} if item.payload is None else item.payload
-        flow = f"{ex.id}#{self._seq + 1}" if ex.method == _STREAM else None  # the seq `_event` gives it
+        # A message stream's request is a flow of its own, numbered by its event's place in the stream (not in
+        # the decoder: a capture replayed with other recordings keeps the flow ids the tap gave it live).
+        flow = f"{ex.id}#{ex.events + 1}" if ex.method == _STREAM else None
+        if item.kind is Kind.REQUEST and item.id is None and sender == "client" and ex.method != _STREAM:
+            ex.null_id = Pending(name, params, "")
         if item.kind is Kind.REQUEST and item.id is not None:
             pending = Pending(name, params, flow or "")
             if sender == "client" and ex.method != _STREAM and len(ex.requests) < self.config.max_pending:
@@ -515,6 +524,8 @@ class WireDecoder:
             local = ex.requests.get(item.id) if sender == "server" else None
             requester = "server" if sender == "client" else "client"
             pending = self._pending.pop(f"{ex.scope}|{requester}", item.id) or local
+        elif sender == "server":
+            pending, ex.null_id = ex.null_id, None
         if pending is None:
             self._diagnose("uncorrelated_response", ex, f"response id {item.id!r} answers no request seen")
             return []
@@ -656,6 +667,7 @@ class WireDecoder:
         """An event sent by `sender` in flow `flow` (default: its exchange's); its `direction` is the format spec
         §6.1 reading (`oatf_engine.events`)."""
         self._seq += 1
+        ex.events += 1
         return ObservedEvent(
             protocol=protocol, event_type=name, direction=DIRECTION[sender], sender=sender, content=content,
             flow_id=flow or ex.id, seq=self._seq, timestamp=timestamp, endpoint=ex.endpoint, client=ex.client,

@@ -191,7 +191,7 @@ def test_read_flows_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     # mitmproxy checks a request's types only when Python runs without -O
     no_start = tflow.tflow()
     no_start.request.data.timestamp_start = None  # type: ignore[assignment]
-    monkeypatch.setattr("addon.recordings.read_flow_file", lambda _data: [tflow.tflow(), no_start])
+    monkeypatch.setattr("addon.recordings.read_flow_file", lambda _data, _position: [tflow.tflow(), no_start])
     assert "start time" in str(read_file(b""))
 
 

@@ -13,9 +13,10 @@ import pytest
 from mitmproxy import exceptions, http
 from mitmproxy.test import taddons, tflow
 
-from addon.inject import METADATA_KEY, EventFramer
+from addon.inject import METADATA_KEY
 from addon.oatf_addon import OatfAddon
 from addon.recordings import decode_flow
+from addon.sse_frames import EventFramer
 from oatf_engine.events import ObservedEvent
 from oatf_engine.wire import WireDecoder
 from oatf_engine.wire.sse import SSEParser
@@ -23,7 +24,7 @@ from testing.paths import ROOT
 
 INVOICE = ROOT / "attacks" / "OW-001_invoice-tool-credential-harvest.yaml"
 RUG_PULL = ROOT / "attacks" / "OW-006_fx-converter-rug-pull.yaml"
-A2A_ONLY = ROOT / "attacks" / "OW-025_travel-agent-card-payment-harvest.yaml"
+CLIENT_ONLY = ROOT / "attacks" / "OW-021_support-agent-config-disclosure.yaml"
 SESSION = {"mcp-session-id": "s-1"}
 HONEST_TOOLS = {"tools": [{"name": "add", "description": "Adds two numbers.", "inputSchema": {"type": "object"}}]}
 
@@ -243,7 +244,7 @@ def test_rug_pull_phases_advance_and_list_changed_goes_ahead_of_the_next_streame
 # --- the option -----------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("value, message", [
     ("/nonexistent/doc.yaml", "oatf_inject: /nonexistent/doc.yaml"),
-    (str(A2A_ONLY), "no mcp_server actor"),
+    (str(CLIENT_ONLY), "no mcp_server, a2a_server, ag_ui_client actor"),
 ])
 def test_bad_values_are_option_errors(value: str, message: str) -> None:
     addon = OatfAddon()
@@ -251,9 +252,9 @@ def test_bad_values_are_option_errors(value: str, message: str) -> None:
         tctx.configure(addon.inject, oatf_inject=str(INVOICE))
         with pytest.raises(exceptions.OptionsError, match=message):
             tctx.configure(addon.inject, oatf_inject=value)
-        assert addon.inject.actors  # the previous documents stay
+        assert addon.inject.actors and addon.inject.on  # the previous documents stay
         tctx.configure(addon.inject, oatf_inject="")
-        assert not addon.inject.actors
+        assert not addon.inject.actors and not addon.inject.on
 
 
 def test_event_framer_cuts_whole_events_in_any_chunking() -> None:

@@ -10,15 +10,18 @@ import io
 import logging
 import sys
 import time
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mitmproxy.addons.save import Save
+from mitmproxy.io import FlowReader
 from mitmproxy.test import taddons, tflow
 
-import addon.oatf_addon as oatf_addon
+from addon import flow_marks
 from addon.oatf_addon import OatfAddon
+from oatf_engine.monitor import Held, IndicatorMatched
 from oatf_engine.reports import Reported
 from tests.addon.test_monitor_faults import KEY, configured, wait_until
 from tests.oatf_engine.monitor.test_monitor import RUG_PULL, call, event
@@ -76,13 +79,13 @@ def test_status_lists_live_runs_as_a_table_and_a_closed_mcp_session_as_closing(t
             delete = tflow.tflow(req=tflow.treq(method="DELETE"), resp=tflow.tresp(status_code=status))
             delete.request.headers["Mcp-Session-Id"] = session
             addon._closed_session(delete)
-        assert addon.monitor is not None
-        addon._close_sessions(addon.monitor)
+        addon._flush()
         lines = addon.status()
         addon.done()
     assert lines[0] == "1 attack(s) loaded, 2 live run(s), 0 event(s) waiting for evaluation"
-    assert lines[1].split() == ["RUN", "STATE", "MESSAGES", "DELIVERED", "PHASES", "MATCHED"]
-    rows = {line.split()[0]: line for line in lines[2:]}
+    assert lines[1].startswith("in memory: runs 2, sessions 2, ")  # the monitor process's `counts`
+    assert lines[2].split() == ["RUN", "STATE", "MESSAGES", "DELIVERED", "PHASES", "MATCHED"]
+    rows = {line.split()[0]: line for line in lines[3:]}
     assert "session closed" in rows["TEST-002@mcp_session:a"] and " live " in rows["TEST-002@mcp_session:b"]
     assert " no " in rows["TEST-002@mcp_session:b"] and "trust" in rows["TEST-002@mcp_session:b"]
 
@@ -111,63 +114,109 @@ def test_the_summary_table_reaches_the_terminal_after_the_console(tmp_path: Path
         assert lines[-1] == f"oatf reports in {(tmp_path / 'reports').resolve()}"
 
 
+def saved_file(path: Path) -> dict[str, tuple[str, str]]:
+    """{flow id: (mark, comment)} of the flows mitmproxy's `save` addon wrote to `path`."""
+    with path.open("rb") as handle:
+        return {f.id: (f.marked, f.comment) for f in FlowReader(handle).stream()}
+
+
+async def until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met"
+        await asyncio.sleep(0.01)
+
+
+def saving(addon: OatfAddon, save: Save, tmp_path: Path, wait: str, proxy: Coroutine[Any, Any, None]) -> None:
+    """Run `proxy` on an event loop, the addon (configured, `oatf_save_wait` `wait`) and mitmproxy's `save`
+    addon (writing `flows.mitm`) loaded; then shut both down as mitmproxy does."""
+    with taddons.context(save, addon) as context:
+        configured(addon, context, tmp_path)
+        context.configure(save, save_stream_file=str(tmp_path / "flows.mitm"))
+        context.configure(addon, oatf_save_wait=wait)
+        asyncio.run(proxy)
+        addon.done()
+        save.done()
+
+
 @pytest.mark.parametrize("wait", ["2s", "0s"])
-def test_with_w_a_flow_is_saved_once_its_evaluation_has_marked_it(tmp_path: Path, wait: str) -> None:
-    """The `response` hook hands mitmproxy an awaitable while the flow's events are being evaluated (mitmproxy
-    awaits it before the `save` addon's hook): when it ends, the match has marked and commented the flow. With
-    `oatf_save_wait` 0 nothing waits (and the flow is not marked yet)."""
-    addon = OatfAddon()
+def test_with_w_a_flow_is_written_once_its_evaluation_has_marked_it(tmp_path: Path, wait: str) -> None:
+    """mitmproxy's `save` addon writes a flow right after the addon's `response` hook, which never holds the
+    flow (the agent gets its response at once): the write is deferred while the flow's events are being
+    evaluated, and happens once the match has marked and commented it. With `oatf_save_wait` 0 it is written
+    at once, unmarked."""
+    addon, save = OatfAddon(), Save()
     flow = tflow.tflow(resp=True)
-    marked: dict[str, Any] = {}
+    seen: dict[str, Any] = {}
 
     async def proxy() -> None:
         addon.loop = asyncio.get_running_loop()
         addon.flows[flow.id] = flow
         addon._enqueue(call(KEY, time.time(), flow=flow.id))
-        saving = addon.response(flow)
-        marked["before"] = flow.marked
-        addon._send(addon._drain())
-        if saving is not None:
-            await saving
-        marked["saved"] = (flow.marked, flow.comment)
+        seen["hook"] = addon.response(flow)
+        save.response(flow)
+        seen["deferred"] = flow.id in addon.saving.deferred
+        addon._flush()
+        await until(lambda: not addon.saving.deferred and addon.waiting() == 0)
 
-    with taddons.context(Save(), addon) as context:
-        configured(addon, context, tmp_path)
-        context.configure(addon, save_stream_file=str(tmp_path / "flows.mitm"), oatf_save_wait=wait)
-        asyncio.run(proxy())
-        addon.done()
-    assert marked["before"] == ""
+    saving(addon, save, tmp_path, wait, proxy())
+    assert seen["hook"] is None
+    (mark, comment), = saved_file(tmp_path / "flows.mitm").values()
     if wait != "0s":
-        assert marked["saved"][0] == oatf_addon.MARK and "TEST-001-01 matched" in marked["saved"][1]
+        assert seen["deferred"]
+        assert mark == flow_marks.MARKS["matched"] and comment.startswith("OATF TEST-001-01 matched")
     else:
-        assert marked["saved"] == ("", "")
-    assert not addon.saving and not addon.unevaluated
+        assert not seen["deferred"] and (mark, comment) == ("", "")
+    assert not addon.marking and not addon.unevaluated
 
 
-def test_with_w_a_flow_evaluated_before_its_response_hook_waits_for_the_mark_already_scheduled(
+def test_with_w_a_flow_evaluated_before_its_end_is_written_after_the_mark_already_scheduled(
         tmp_path: Path) -> None:
-    """The monitor can answer before mitmproxy runs the `response` hook (a streamed answer's events go out as
-    they arrive): nothing of the flow is left to evaluate, but its mark, scheduled on the event loop, is not
-    applied yet. The hook still hands mitmproxy an awaitable, which ends once the mark is on the flow."""
-    from oatf_engine.monitor import IndicatorMatched
-
-    addon = OatfAddon()
+    """The monitor can answer before the flow ends (a streamed answer's events go out as they arrive): nothing
+    of the flow is left to evaluate, but its mark, scheduled on the event loop, is not applied yet. The write
+    waits for it."""
+    addon, save = OatfAddon(), Save()
     flow = tflow.tflow(resp=True)
-    saved: dict[str, Any] = {}
 
     async def proxy() -> None:
         addon.loop = asyncio.get_running_loop()
         addon.flows[flow.id] = flow
-        addon._mark(IndicatorMatched("TEST-001@s", "TEST-001", "TEST-001-01", flow.id, "matched"))
-        saving = addon.response(flow)
-        assert saving is not None and flow.marked == ""
-        await saving
-        saved["flow"] = (flow.marked, flow.comment)
+        addon._update_flow(flow.id, flow_marks.record_match,
+                           IndicatorMatched("TEST-001@s", "TEST-001", "TEST-001-01", flow.id, "matched"))
+        save.response(flow)
+        assert flow.id in addon.saving.deferred and flow.marked == ""
+        await until(lambda: not addon.saving.deferred)
 
-    with taddons.context(Save(), addon) as context:
-        configured(addon, context, tmp_path)
-        context.configure(addon, save_stream_file=str(tmp_path / "flows.mitm"), oatf_save_wait="2s")
-        asyncio.run(proxy())
-        addon.done()
-    assert saved["flow"] == (oatf_addon.MARK, "OATF TEST-001-01 matched: matched")
+    saving(addon, save, tmp_path, "2s", proxy())
+    assert saved_file(tmp_path / "flows.mitm") == {flow.id: (":warning:", "OATF TEST-001-01 matched: matched")}
     assert not addon.marking
+
+
+def test_with_w_a_flow_the_monitor_holds_is_written_once_placed_and_marked(tmp_path: Path) -> None:
+    """Events the monitor holds to place them in a session (a keyless exchange, `Held`) are evaluated later: the
+    flow's write waits until the monitor no longer holds them and their match has marked the flow. The flow is
+    never held (the exchange that places it is the agent's next one); a flow still held at shutdown is written
+    with what the monitor concluded then."""
+    addon, save = OatfAddon(), Save()
+    flow, late = tflow.tflow(resp=True), tflow.tflow(resp=True)
+    seen: dict[str, Any] = {}
+
+    async def proxy() -> None:
+        addon.loop = asyncio.get_running_loop()
+        addon.flows[flow.id] = flow
+        addon.flows[late.id] = late
+        addon._handle([Held(frozenset({flow.id, late.id}))])
+        save.response(flow)
+        save.response(late)
+        await asyncio.sleep(0.1)
+        seen["held"] = sorted(addon.saving.deferred)
+        addon._handle([IndicatorMatched("TEST-001@s", "TEST-001", "TEST-001-01", flow.id, "matched"),
+                       Held(frozenset({late.id}))])
+        await until(lambda: flow.id not in addon.saving.deferred)
+        seen["left"] = sorted(addon.saving.deferred)
+        addon._handle([IndicatorMatched("TEST-001@t", "TEST-001", "TEST-001-01", late.id, "late")])
+
+    saving(addon, save, tmp_path, "60s", proxy())
+    assert seen == {"held": sorted([flow.id, late.id]), "left": [late.id]}
+    assert saved_file(tmp_path / "flows.mitm") == {flow.id: (":warning:", "OATF TEST-001-01 matched: matched"),
+                                                   late.id: (":warning:", "OATF TEST-001-01 matched: late")}

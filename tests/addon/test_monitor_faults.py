@@ -38,6 +38,19 @@ def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> bool:
     return True
 
 
+def start_worker(addon: OatfAddon) -> None:
+    """What `running` starts on mitmproxy's event loop: the worker, and the clock marks (`addon.watermark`),
+    here from a thread."""
+    addon.worker = threading.Thread(target=addon._work, daemon=True)
+    addon.worker.start()
+
+    def clock() -> None:
+        while not addon.stopping.wait(0.05):
+            addon.mark()
+
+    threading.Thread(target=clock, daemon=True).start()
+
+
 def nested(levels: int, inner: Any) -> Any:
     for _ in range(levels):
         inner = [inner]
@@ -102,8 +115,7 @@ def test_the_addon_replaces_a_stalled_monitor_and_evaluation_goes_on(tmp_path: P
         assert first is not None
         first.stall_seconds = 0.5
         os.kill(first._process.pid, signal.SIGSTOP)
-        addon.worker = threading.Thread(target=addon._work, daemon=True)  # what `running` starts
-        addon.worker.start()
+        start_worker(addon)
         addon._enqueue(call("lost with the stalled monitor", 0.0, session="before"))
         assert wait_until(lambda: addon.monitor is not first)
         assert not first.alive
@@ -125,8 +137,7 @@ def test_the_runs_of_a_killed_monitor_are_concluded_from_the_journal_at_once_and
         context.configure(addon, oatf_grace_period="1h")
         first = addon.monitor
         assert first is not None
-        addon.worker = threading.Thread(target=addon._work, daemon=True)  # what `running` starts
-        addon.worker.start()
+        start_worker(addon)
         addon._enqueue(call(KEY, time.time(), session="before"))
         assert wait_until(lambda: addon.waiting() == 0)  # evaluated: journaled before it was sent
         os.kill(first._process.pid, signal.SIGKILL)

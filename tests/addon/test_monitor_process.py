@@ -79,6 +79,17 @@ def test_events_are_evaluated_in_the_child_and_shutdown_reports_every_run(tmp_pa
     assert not monitor.alive and collector.failures == []
 
 
+def test_the_child_counts_what_it_holds_in_memory(tmp_path: Path) -> None:
+    collector = Collector()
+    monitor = start(collector, tmp_path)
+    monitor.observe([call("nothing", 0.0, session="a"), call("nothing", 1.0, session="b")])
+    monitor.ask_counts()
+    assert collector.wait(lambda: bool(monitor.counts))
+    assert {name: monitor.counts[name] for name in ("runs", "sessions", "flows")} == {
+        "runs": 2, "sessions": 2, "flows": 2}
+    assert monitor.shutdown(timeout=30)
+
+
 def test_clock_ticks_conclude_runs_in_the_child(tmp_path: Path) -> None:
     collector = Collector()
     monitor = start(collector, tmp_path, grace=1.0)

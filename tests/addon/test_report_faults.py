@@ -11,7 +11,6 @@ import logging
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +21,7 @@ from mitmproxy.test import taddons
 from addon.oatf_addon import OatfAddon
 from oatf_engine.journal import JOURNAL_DIR
 from oatf_engine.reports import JSONL_NAME
-from tests.addon.test_monitor_faults import KEY, wait_until
+from tests.addon.test_monitor_faults import KEY, start_worker, wait_until
 from tests.oatf_engine.monitor.test_monitor import POISONED_TOOL, call
 
 
@@ -53,8 +52,7 @@ def start(addon: OatfAddon, context: taddons.context, tmp_path: Path) -> None:
     attack.write_text(POISONED_TOOL, encoding="utf-8")
     context.configure(addon, oatf_attacks=str(attack), oatf_report_dir=str(tmp_path / "reports"),
                       oatf_watch=False, oatf_grace_period="1s")
-    addon.worker = threading.Thread(target=addon._work, daemon=True)  # what `running` starts
-    addon.worker.start()
+    start_worker(addon)
 
 
 def test_an_unwritable_report_directory_keeps_the_runs_for_the_next_start(

@@ -93,7 +93,7 @@ def test_oatf_validate_cli_accepts_the_library() -> None:
     result = subprocess.run([str(oatf_script), "validate", "--format", "json", str(sessions.ATTACKS)],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
-    records = json.loads(result.stdout)
+    records = json.loads(result.stdout)["files"]
     assert len(records) == len(DOCUMENTS) and all(r["valid"] for r in records)
     assert {d["rule"] for r in records for d in r["diagnostics"]} <= {"W-007"}
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -89,7 +90,7 @@ def test_parse_error_is_reported_not_raised(docs: Path) -> None:
 
 def test_json_format(docs: Path) -> None:
     result = run("validate", "--format", "json", str(docs))
-    records = json.loads(result.stdout)
+    records = json.loads(result.stdout)["files"]
     assert [r["valid"] for r in records] == [True, False]
     bad = records[1]["diagnostics"]
     assert {"file", "severity", "rule", "path", "line", "column", "message"} <= set(bad[0])
@@ -187,3 +188,20 @@ def test_huge_integer_is_a_located_parse_error(docs: Path, number: str) -> None:
 def test_integers_up_to_the_limit_parse() -> None:
     document = oatf.parse(f'oatf: "0.1"\nattack:\n  id: ACME-001\n  x-size: {"9" * 4300}\n')
     assert document.to_dict()["attack"]["x-size"] == 10**4300 - 1
+
+
+def test_every_command_lists_its_exit_statuses(capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from oatf_cli.main import build_parser
+
+    parser = build_parser()
+    [commands] = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+    assert len(commands.choices) >= 8
+    for name, command in commands.choices.items():
+        text = command.format_help()
+        statuses = text[text.index("\nexit status"):] if "\nexit status" in text else ""
+        assert re.match(r"\nexit status[^\n]*:\n  ", statuses), name
+        assert "\n  0  " in statuses or name == "tap", name  # tap exits as its server did
+        assert "\n  2  " in statuses or "\n  2    " in statuses, name
+    assert "exit statuses" in parser.format_help()

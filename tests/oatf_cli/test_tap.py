@@ -115,6 +115,24 @@ def test_record_replays_to_the_same_verdicts(tmp_path: Path) -> None:
     assert verdicts(json.loads(evaluate.stdout)) == verdicts(live)
 
 
+def test_record_pid_gives_each_session_its_own_capture(tmp_path: Path) -> None:
+    """A server the agent starts again (or twice at once) under one configuration: `{pid}` in `--record`
+    keeps each session's capture, where one file name would be overwritten by the next session."""
+    echo = "import os\nwhile data := os.read(0, 4096):\n    os.write(1, data)\n"
+    pids = []
+    for method in ("first", "second"):
+        tap = subprocess.Popen([OATF, *tap_command(tmp_path, sys.executable, "-c", echo,
+                                                   record=tmp_path / "capture-{pid}.ndjson")],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        tap.communicate(json.dumps({"jsonrpc": "2.0", "method": f"notifications/{method}"}).encode() + b"\n",
+                        timeout=GUARD)
+        pids.append(tap.pid)
+    captures = [tmp_path / f"capture-{pid}.ndjson" for pid in pids]
+    assert sorted(tmp_path.glob("capture-*.ndjson")) == sorted(captures)
+    assert [json.loads(json.loads(c.read_text().splitlines()[1])["line"])["method"] for c in captures] == \
+        ["notifications/first", "notifications/second"]
+
+
 def test_relay_is_byte_for_byte_and_stderr_passes_through(tmp_path: Path) -> None:
     echo = ("import os, sys\nsys.stderr.write('child stderr\\n')\nsys.stderr.flush()\n"
             "while data := os.read(0, 4096):\n    os.write(1, data)\n")
@@ -156,9 +174,9 @@ def _line(process: subprocess.Popen[bytes], message: dict[str, Any]) -> dict[str
     return json.loads(process.stdout.readline()) if "id" in message else {}
 
 
-def open_session(report_dir: Path) -> subprocess.Popen[bytes]:
-    """The tap in front of `server.py`, spoken to line by line: initialized, its tools listed."""
-    tap = subprocess.Popen([OATF, *tap_command(report_dir, *SERVER)], cwd=ROOT, stdin=subprocess.PIPE,
+def open_session(report_dir: Path, flags: tuple[str, ...] = ()) -> subprocess.Popen[bytes]:
+    """The tap (with `flags`) in front of `server.py`, spoken to line by line: initialized, its tools listed."""
+    tap = subprocess.Popen([OATF, *tap_command(report_dir, *SERVER, flags=flags)], cwd=ROOT, stdin=subprocess.PIPE,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     _line(tap, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})

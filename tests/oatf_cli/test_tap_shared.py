@@ -18,6 +18,7 @@ import pytest
 from oatf_cli import tap as tap_module
 from oatf_cli.judge import Say
 from oatf_cli.tap import Evaluator
+from oatf_engine.journal import Journal, take_lock
 from oatf_engine.wire import WireDecoder
 from oatf_engine.wire.ndjson import StdioSession, endpoint_of
 from testing.paths import ROOT
@@ -113,6 +114,22 @@ def test_a_killed_tap_leaves_a_journal_that_oatf_recover_concludes(tmp_path: Pat
     [report] = reports(tmp_path)
     assert (report["outcome"], report["execution_summary"]["status"]) == ("exploited", "recovered")
     assert not list((tmp_path / "journal").glob("*.jsonl"))
+
+
+def test_oatf_recover_leaves_a_live_writers_journal_alone(tmp_path: Path) -> None:
+    """`oatf recover` is a writer too: while another process holds the report directory's lock (a live proxy,
+    tap or monitor, whose runs are open, not left open), it refuses and the journal stays; once the lock is
+    free it recovers."""
+    Journal(tmp_path).tick(1.0)
+    recover = [OATF, "recover", str(tmp_path), "--attacks", ATTACK]
+    held = take_lock(tmp_path)
+    assert held is not None
+    with held:
+        refused = subprocess.run(recover, capture_output=True, text=True, timeout=GUARD)
+    assert refused.returncode == 2 and "another process journals in" in refused.stderr, refused.stderr
+    assert list((tmp_path / "journal").glob("*.jsonl")), "the journal is left alone"
+    done = subprocess.run(recover, capture_output=True, text=True, timeout=GUARD)
+    assert done.returncode == 0 and "0 run(s) recovered" in done.stderr, done.stderr
 
 
 def test_the_queue_is_bounded_and_overflow_is_counted_said_and_resynchronised(

@@ -8,7 +8,6 @@ import re
 import tempfile
 from pathlib import Path
 
-import jsonschema
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -18,7 +17,7 @@ from oatf.regex import regex_syntax_error
 from oatf_cli.diagnostics import Finding, to_github
 from oatf_cli.main import main
 from testing.paths import ROOT
-from tests.oatf_cli.test_ci_outputs import SARIF_REQUIRED
+from tests.oatf_cli.sarif_schema import assert_valid_sarif
 
 GOOD = (ROOT / "attacks" / "OW-001_invoice-tool-credential-harvest.yaml").read_text(encoding="utf-8")
 
@@ -48,7 +47,7 @@ def test_an_unknown_field_is_reported_as_such_with_the_closest_name(tmp_path: Pa
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     status, out, _ = validate(capsys, "--format", "json", str(misspelled(tmp_path)))
     assert status == 1
-    [finding] = json.loads(out)[0]["diagnostics"]
+    [finding] = json.loads(out)["files"][0]["diagnostics"]
     assert (finding["rule"], finding["path"], finding["line"], finding["column"]) == (
         "parse/unknown_field", "attack.indicatrs", 67, 3)
     assert finding["message"] == "unknown field 'indicatrs' in attack; did you mean 'indicators'?"
@@ -84,14 +83,14 @@ def test_misspelled_names_and_enum_values_get_a_suggestion(tmp_path: Path, capsy
                                                            old: str, new: str, rule: str, suggestion: str) -> None:
     assert old in GOOD
     _, out, _ = validate(capsys, "--format", "json", str(write(tmp_path, "typo.yaml", GOOD.replace(old, new, 1))))
-    messages = [d["message"] for d in json.loads(out)[0]["diagnostics"] if d["rule"] == rule]
+    messages = [d["message"] for d in json.loads(out)["files"][0]["diagnostics"] if d["rule"] == rule]
     assert messages and messages[0].endswith(suggestion), messages
 
 
 def test_a_regex_error_does_not_repeat_the_pattern(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     document = write(tmp_path, "regex.yaml", GOOD.replace('regex: "(aws_secret', 'regex: "((aws_secret'))
     _, out, _ = validate(capsys, "--format", "json", str(document))
-    [finding] = json.loads(out)[0]["diagnostics"]
+    [finding] = json.loads(out)["files"][0]["diagnostics"]
     assert finding["rule"] == "V-013"
     assert finding["message"].endswith("': missing )") and finding["message"].count("aws_secret") == 1
     assert regex_syntax_error("a(?=b)c") == "invalid perl operator at '(?='"  # a part: quoted once
@@ -188,16 +187,42 @@ def library(tmp_path: Path) -> tuple[Path, Path, Path]:
     return good, bad, invalid
 
 
-def test_json_lists_every_file_with_its_findings(library: tuple[Path, Path, Path],
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    status, out, _ = validate(capsys, "--format", "json", *map(str, library))
-    assert status == 1
-    records = json.loads(out)
-    assert [(r["file"], r["valid"]) for r in records] == [(str(library[0]), True), (str(library[1]), False),
-                                                          (str(library[2]), False)]
-    assert records[0]["diagnostics"] == []
-    assert {(d["rule"], d["severity"]) for d in records[2]["diagnostics"]} >= {
+def test_json_is_one_document_with_a_summary_and_every_file(library: tuple[Path, Path, Path], tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "missing.yaml"
+    status, out, _ = validate(capsys, "--format", "json", *map(str, library), str(missing))
+    assert status == 2, "a file that cannot be read"
+    document = json.loads(out)
+    assert list(document) == ["summary", "files"]
+    files = document["files"]
+    assert [(f["file"], f["valid"], f["readable"]) for f in files] == [
+        (str(library[0]), True, True), (str(library[1]), False, True), (str(library[2]), False, True),
+        (str(missing), False, False)]
+    assert files[0]["diagnostics"] == [] and (files[0]["errors"], files[0]["warnings"]) == (0, 0)
+    assert {(d["rule"], d["severity"]) for d in files[2]["diagnostics"]} >= {
         ("V-005", "error"), ("V-013", "error"), ("W-003", "warning")}
+    assert [d["rule"] for d in files[3]["diagnostics"]] == ["unreadable"]
+    for record in files:
+        assert record["errors"] == sum(d["severity"] == "error" for d in record["diagnostics"])
+        assert record["warnings"] == sum(d["severity"] == "warning" for d in record["diagnostics"])
+        for diagnostic in record["diagnostics"]:
+            assert list(diagnostic) == ["file", "line", "column", "severity", "rule", "path", "message"]
+            assert diagnostic["file"] == record["file"]
+    assert document["summary"] == {
+        "documents": 4, "valid": 1, "invalid": 2, "unreadable": 1,
+        "errors": sum(f["errors"] for f in files), "warnings": sum(f["warnings"] for f in files)}
+    assert document["summary"]["warnings"] >= 1 and document["summary"]["errors"] >= 4
+    _, _, err = validate(capsys, *map(str, library), str(missing))
+    assert "4 document(s) checked, 2 invalid, 1 unreadable" in err, "the text summary gives the same counts"
+
+
+def test_help_lists_the_formats_and_exit_statuses(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["validate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "{text,json,github,sarif}" in text
+    for status in ("0 every document valid", "1 some document invalid", "2 some file could not be read"):
+        assert status in text
 
 
 GITHUB_COMMAND = re.compile(r"^::(error|warning) file=([^,:]+),line=(\d+),col=(\d+),title=([^,:]+)::(.+)$")
@@ -209,7 +234,7 @@ def test_github_annotations(library: tuple[Path, Path, Path], capsys: pytest.Cap
     assert (status, out) == (0, "")
     _, out, _ = validate(capsys, "--format", "github", str(bad), str(invalid))
     _, listed, _ = validate(capsys, "--format", "json", str(bad), str(invalid))
-    expected = [d for record in json.loads(listed) for d in record["diagnostics"]]
+    expected = [d for record in json.loads(listed)["files"] for d in record["diagnostics"]]
     commands = [GITHUB_COMMAND.match(line) for line in out.splitlines()]
     assert all(commands) and len(commands) == len(expected), out
     for command, finding in zip(commands, expected, strict=True):
@@ -234,15 +259,15 @@ def test_sarif_has_one_result_per_finding_located_at_its_line(library: tuple[Pat
     good = library[0]
     status, out, _ = validate(capsys, "--format", "sarif", str(good))
     log = json.loads(out)
-    jsonschema.validate(log, SARIF_REQUIRED)
+    assert_valid_sarif(log)
     assert status == 0 and log["runs"][0]["results"] == []
     assert [a["location"]["uri"] for a in log["runs"][0]["artifacts"]] == [good.as_uri()]
 
     status, out, _ = validate(capsys, "--format", "sarif", *map(str, library))
     log = json.loads(out)
-    jsonschema.validate(log, SARIF_REQUIRED)
+    assert_valid_sarif(log)
     _, listed, _ = validate(capsys, "--format", "json", *map(str, library))
-    expected = [d for record in json.loads(listed) for d in record["diagnostics"]]
+    expected = [d for record in json.loads(listed)["files"] for d in record["diagnostics"]]
     run = log["runs"][0]
     rules = run["tool"]["driver"]["rules"]
     results = run["results"]
@@ -259,6 +284,20 @@ def test_sarif_has_one_result_per_finding_located_at_its_line(library: tuple[Pat
     assert results[0]["locations"][0]["physicalLocation"]["region"]["snippet"]["text"] == "  indicatrs:"
     assert next(r for r in rules if r["id"] == "V-005")["properties"]["spec_ref"] == "§11.1.5"
     assert len({r["id"] for r in rules}) == len(rules)
+
+
+def test_sarif_locates_a_relative_path_with_spaces_as_a_uri_reference(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str],
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "my docs").mkdir()
+    write(tmp_path / "my docs", "typo #1.yaml", GOOD.replace("\n  indicators:\n", "\n  indicatrs:\n"))
+    monkeypatch.chdir(tmp_path)
+    status, out, _ = validate(capsys, "--format", "sarif", "my docs/typo #1.yaml")
+    log = json.loads(out)
+    assert_valid_sarif(log)
+    [result] = log["runs"][0]["results"]
+    assert status == 1 and result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == (
+        "my%20docs/typo%20%231.yaml")
 
 
 # --- never a traceback ------------------------------------------------------------------------------------------
@@ -301,5 +340,9 @@ def test_validate_never_raises_on_arbitrary_or_mutated_yaml(capsys: pytest.Captu
     assert status in (0, 1)
     if fmt in ("json", "sarif"):
         json.loads(out)
+    if fmt == "sarif":
+        assert_valid_sarif(json.loads(out))
+    if fmt == "json":
+        assert json.loads(out)["summary"]["invalid"] == status, "the summary agrees with the exit status"
     if fmt == "text" and status == 1:
         assert re.match(r".+:(\d+:\d+:)? ", out)

@@ -17,13 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from mcp import ClientSession
+from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
+
+from testing.processes import _start, free_port, stop, wait_for_port
 
 ROOT = Path(__file__).resolve().parents[2]
 OATF = str(Path(sys.executable).parent / "oatf")
 ATTACKS = ROOT / "attacks"
 GUARD = 60.0
 """Seconds before a hung process fails a test instead of hanging it (never asserted on)."""
+FAST = ("--grace-period", "1s")
 
 Report = dict[str, Any]
 
@@ -105,8 +109,41 @@ def first_run(serving: Serving, reports: list[Report], attack_id: str, mode: str
 
 
 @contextlib.asynccontextmanager
-async def mcp_session(url: str, **options: Any) -> AsyncIterator[ClientSession]:
-    """An initialized session of the official `mcp` client at `url` (`options`: `ClientSession`'s)."""
-    async with streamable_http_client(url) as (read, write, _), ClientSession(read, write, **options) as session:
+async def mcp_session(url: str, transport: str = "streamable_http", **options: Any) -> AsyncIterator[ClientSession]:
+    """An initialized session of the official `mcp` client at `url` (`options`: `ClientSession`'s), over
+    Streamable HTTP or, with `transport="sse"`, the legacy HTTP+SSE transport (`url` then names the `/sse`
+    stream)."""
+    async with contextlib.AsyncExitStack() as stack:
+        if transport == "sse":
+            read, write = await stack.enter_async_context(sse_client(url))
+        else:
+            read, write, _ = await stack.enter_async_context(streamable_http_client(url))
+        session = await stack.enter_async_context(ClientSession(read, write, **options))
         await session.initialize()
         yield session
+
+
+@contextlib.contextmanager
+def agent(log: Path, *args: str) -> Iterator[str]:
+    """An agent process (`python ARGS…`, `PORT` in them replaced by a free port); yields its base URL."""
+    port = free_port()
+    process = _start([sys.executable, *args[:1], *(a.replace("PORT", str(port)) for a in args[1:])], log)
+    try:
+        wait_for_port(port, process)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop(process)
+
+
+def drive(tmp_path: Path, documents: Path | list[Path], url: str, *flags: str) -> tuple[int, list[Report], str]:
+    """`oatf serve DOCUMENTS --agent URL` until it stops by itself: (exit status, reports, stderr)."""
+    listed = documents if isinstance(documents, list) else [documents]
+    with oatf_serve(tmp_path, listed, "--agent", url, *FAST, *flags) as serving:
+        serving.process.wait(timeout=GUARD)
+        status = serving.stop()
+    return status, serving.reports(), serving.stderr
+
+
+def matched(report: Report) -> set[str]:
+    """The indicators a report's verdict matched."""
+    return {v["indicator_id"] for v in report["verdict"]["indicator_verdicts"] if v["result"] == "matched"}

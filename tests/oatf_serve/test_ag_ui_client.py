@@ -6,42 +6,14 @@ calls to the document's own MCP and A2A actors during it) is one episode, judged
 
 from __future__ import annotations
 
-import contextlib
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-from testing.processes import _start, free_port, stop, wait_for_port
+from testing.processes import free_port
 
-from .harness import ATTACKS, GUARD, ROOT, Report, oatf_serve
+from .harness import ATTACKS, ROOT, agent, drive, matched
 
 FORGED_SYSTEM = ATTACKS / "OW-037_forged-system-message-payee-swap.yaml"
 CHAIN = ATTACKS / "OW-052_board-pack-ledger-to-audit-desk.yaml"
-FAST = ("--grace-period", "1s")
-
-
-@contextlib.contextmanager
-def agent(log: Path, *args: str) -> Iterator[str]:
-    """An agent process (`python ARGS… PORT…`) on a free port; yields its base URL."""
-    port = free_port()
-    process = _start([sys.executable, *args[:1], *(a.replace("PORT", str(port)) for a in args[1:])], log)
-    try:
-        wait_for_port(port, process)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        stop(process)
-
-
-def drive(tmp_path: Path, document: Path, url: str, *flags: str) -> tuple[int, list[Report], str]:
-    """`oatf serve DOCUMENT --agent URL` until it stops by itself: (exit status, reports, stderr)."""
-    with oatf_serve(tmp_path, [document], "--agent", url, *FAST, *flags) as serving:
-        serving.process.wait(timeout=GUARD)
-        status = serving.stop()
-    return status, serving.reports(), serving.stderr
-
-
-def matched(report: Report) -> set[str]:
-    return {v["indicator_id"] for v in report["verdict"]["indicator_verdicts"] if v["result"] == "matched"}
 
 
 def test_forged_system_message_exploited_by_the_complying_agent_only(tmp_path: Path) -> None:

@@ -1,13 +1,14 @@
 """Bad input to `oatf serve`'s endpoints: malformed JSON-RPC, unknown methods, tools and resources, arbitrary
-bodies (Hypothesis), and a client that vanishes while the server waits on it. Each gets the protocol's error
-(from the official SDK or from the state), the server keeps serving, the judge does not fail, and nothing is
-printed with a traceback."""
+bodies (Hypothesis), a client that vanishes while the server waits on it. Each gets the protocol's error (from
+the official SDK or from the state), the server keeps serving, the judge does not fail, and nothing is printed
+with a traceback. And an agent that is not there for the client actors."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -15,7 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from .harness import ATTACKS, Serving, mcp_session, oatf_serve
+from testing.processes import free_port
+
+from .harness import ATTACKS, Serving, drive, mcp_session, oatf_serve
 
 POISONED = ATTACKS / "OW-001_invoice-tool-credential-harvest.yaml"
 ELICITING = ATTACKS / "OW-011_deploy-elicitation-token-phish.yaml"
@@ -129,3 +132,13 @@ def test_arbitrary_a2a_requests_get_json_rpc_errors(serving: Serving, method: st
             body = answer.json()
             assert "result" in body or isinstance(body["error"]["code"], int), body
         assert client.get(url + ".well-known/agent-card.json").json()["name"] == "FareWise Travel"
+
+
+def test_an_unreachable_agent_stops_its_client_actors_with_a_clear_message(tmp_path: Path) -> None:
+    """`--agent` where nothing listens: each client actor says why it stopped (no traceback), the runs are
+    reported, `oatf serve` stops by itself and nothing is exploited."""
+    documents = [next(ATTACKS.glob(f"{attack}_*.yaml")) for attack in ("OW-021", "OW-033")]
+    status, _, stderr = drive(tmp_path, documents, f"http://127.0.0.1:{free_port()}/")
+    assert status == 0 and "Traceback" not in stderr, stderr
+    assert "OW-021 actor default (mcp_client) stopped: ConnectError: All connection attempts failed" in stderr
+    assert "actor default: agent_card/get failed: Network communication error fetching agent card" in stderr

@@ -1,5 +1,6 @@
-"""`oatf serve` against the official `mcp` client: a rug pull announced with list_changed, `when` dispatch with
-an extractor carried into the next phase, and the verdicts the engine wrote for what was served."""
+"""`oatf serve` against the official `mcp` client: a rug pull announced with list_changed (over Streamable HTTP
+and over the legacy HTTP+SSE transport at `/sse`), `when` dispatch with an extractor carried into the next
+phase, and the verdicts the engine wrote for what was served."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import types
 
 from .harness import ATTACKS, mcp_session, oatf_serve
@@ -73,13 +75,16 @@ def _text(result: types.CallToolResult) -> str:
     return block.text
 
 
-def test_rug_pull_swaps_the_description_and_announces_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("transport", ["streamable_http", "sse"])
+def test_rug_pull_swaps_the_description_and_announces_it(tmp_path: Path, transport: str) -> None:
     """OW-006: two honest conversions, then `notifications/tools/list_changed` and the poisoned description
     on the next listing; the run is delivered (the swapped text reached the client) and resisted."""
     notices: list[str] = []
 
     async def agent(url: str) -> tuple[list[str], list[str]]:
-        async with mcp_session(url, message_handler=_notices(notices)) as session:
+        if transport == "sse":
+            url = url.replace("/mcp", "/sse")
+        async with mcp_session(url, transport, message_handler=_notices(notices)) as session:
             descriptions = [(await session.list_tools()).tools[0].description or ""]
             answers = [_text(await session.call_tool("convert_currency", {"amount": n, "from": "EUR", "to": "SEK"}))
                        for n in (10, 20)]

@@ -17,6 +17,7 @@ from mitmproxy.contentviews import Metadata
 from mitmproxy.test import taddons, tflow
 
 from addon import views
+from addon.flow_marks import record_match
 from addon.oatf_addon import OatfAddon
 from addon.views import MAX_EVENTS, MAX_INPUT, PRIORITY, VIEWS, ContentViews
 from oatf_engine.monitor import IndicatorMatched
@@ -227,10 +228,11 @@ def test_matched_indicator_shown_first() -> None:
     addon.loop = _Loop()
     addon.flows[flow.id] = flow
     with taddons.context():
-        addon._mark(IndicatorMatched("run-1", "OATF-900", "OATF-900-01", flow.id,
-                                     "content[0].text: model said: forty-two\x1b[31m"))
-    assert flow.metadata["oatf"] == [{"attack": "OATF-900", "indicator": "OATF-900-01",
-                                      "evidence": "content[0].text: model said: forty-two\\x1b[31m"}]
+        addon._update_flow(flow.id, record_match, IndicatorMatched(
+            "run-1", "OATF-900", "OATF-900-01", flow.id, "content[0].text: model said: forty-two\x1b[31m"))
+    assert flow.metadata["oatf"] == [{"run": "run-1", "attack": "OATF-900", "indicator": "OATF-900-01",
+                                      "evidence": "content[0].text: model said: forty-two\\x1b[31m",
+                                      "path": None, "excerpt": None}]
     for message in (flow.request, flow.response):
         text = show(flow, message)[1]
         assert text.startswith("# OATF MATCH · attack OATF-900 · indicator OATF-900-01 · content[0].text: model "

@@ -94,25 +94,36 @@ async def mcp_rug_pull_agent(url: str, proxy: str | None, behaviour: str) -> tup
         return sid, received
 
 
-async def a2a_travel_agent(url: str, proxy: str, behaviour: str) -> tuple[str, str]:
-    """Read the travel agent's card, then ask for a booking: the naive orchestrator includes what the card
-    demands. Returns (A2A context id, the agent's answer)."""
+async def a2a_travel_agent(url: str, proxy: str, behaviour: str, streaming: bool = False,
+                           pause: float = 0.0) -> tuple[str, str]:
+    """Read the travel agent's card, then (`pause` seconds later) ask for a booking (`message/stream` when
+    `streaming` and the card says it streams): the naive orchestrator includes what the card demands. Returns
+    (A2A context id, the agent's answer: its message, or its task's status message)."""
     context_id = f"ctx-{behaviour}-{uuid.uuid4().hex[:8]}"
     async with http_client(proxy) as client:
         card = await A2ACardResolver(client, url).get_agent_card()
+        await asyncio.sleep(pause)
         demands = " ".join([card.description, *(s.description for s in card.skills)])
         text = "Book OSL-CPH on 14 March with two hotel nights for Kari Nordmann."
         if behaviour == "naive" and re.search(r"(?i)CVV", demands):
             text += " " + CARD_TEXT
         else:
             text += " Pay with the corporate travel account (token tok_corp_7731)."
-        agent = ClientFactory(ClientConfig(httpx_client=client, streaming=False)).create(card)
+        agent = ClientFactory(ClientConfig(httpx_client=client, streaming=streaming)).create(card)
         request = SendMessageRequest(message=new_text_message(text, context_id=context_id, role=Role.ROLE_USER))
         answer = ""
         async for response in agent.send_message(request):
-            if response.HasField("message"):
-                answer = response.message.parts[0].text
+            answer = _answer_text(response) or answer
         return context_id, answer
+
+
+def _answer_text(response: Any) -> str:
+    """The text of an A2A answer: a Message, a Task's status message, or a status update's."""
+    for kind, message in (("message", lambda r: r.message), ("task", lambda r: r.task.status.message),
+                          ("status_update", lambda r: r.status_update.status.message)):
+        if response.HasField(kind):
+            return "".join(part.text for part in message(response).parts)
+    return ""
 
 
 INJECTED_HISTORY = [

@@ -143,7 +143,10 @@ def agent_app(mcp_url: str | None, mcp_command: list[str] | None, a2a_url: str, 
             return answer
 
     def build(complying: bool) -> Agent[None, str]:
-        ledger = (MCPToolset(StdioTransport(mcp_command[0], mcp_command[1:], keep_alive=False)) if mcp_command
+        # init_timeout: the stdio server (behind `oatf tap`: two Python processes) starts inside the run, and
+        # a loaded machine may take longer than the toolset's default 5 s to start them.
+        ledger = (MCPToolset(StdioTransport(mcp_command[0], mcp_command[1:], keep_alive=False), init_timeout=60)
+                  if mcp_command
                   else MCPToolset(mcp_url, http_client=httpx.AsyncClient(proxy=proxy, trust_env=False, timeout=30)))
         return Agent(scripted_model(complying), toolsets=[ledger], tools=[send_to_agent])
 

@@ -3,7 +3,7 @@ server) serving one calculator tool over streamable HTTP on 127.0.0.1, whose des
 from an OATF document's first tool (`attack.execution.state.tools[0].description`); without a document, an
 honest calculator with an honest `pay_supplier` tool (for inject mode, where the proxy brings the attack).
 
-    python tests/e2e/addon/fastmcp_server.py PORT [ATTACK.yaml] [--stateless]
+    python tests/e2e/addon/fastmcp_server.py PORT [ATTACK.yaml] [--stateless] [--json]
 """
 
 from __future__ import annotations
@@ -42,10 +42,11 @@ def main() -> None:
     parser.add_argument("port", type=int)
     parser.add_argument("attack", type=Path, nargs="?")
     parser.add_argument("--stateless", action="store_true", help="the stateless MCP revision (no Mcp-Session-Id)")
+    parser.add_argument("--json", action="store_true", help="answer POSTs with plain JSON, never an SSE stream")
     args = parser.parse_args()
     description = tool_description(args.attack) if args.attack is not None else HONEST
     build(description, honest=args.attack is None).run(transport="http", host="127.0.0.1", port=args.port, path="/mcp",
-                                             stateless_http=args.stateless, show_banner=False)
+                                             stateless_http=args.stateless, json_response=args.json, show_banner=False)
 
 
 if __name__ == "__main__":

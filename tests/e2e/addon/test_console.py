@@ -96,34 +96,49 @@ class Terminal:
         return os.waitpid(self.pid, 0)[1]
 
 
-def test_the_summary_table_reaches_the_terminal_after_the_console_exits(tmp_path: Path) -> None:
-    """An exploited run still open when the user quits (q, y): once the console has left its alternate screen,
-    the terminal gets the summary table — its session key whole, wrapped to the terminal's width — the totals
-    line and where the reports are."""
+def console_with_a_match(tmp_path: Path) -> Terminal:
+    """The console with the addon (reports in `tmp_path/reports`), once a `tools/call` carrying the key has
+    passed through it (answered in the MCP session `SESSION`)."""
     port = free_port()
-    reports = tmp_path / "reports"
     console = Terminal([str(PYTHON.parent / "mitmproxy"), "-p", str(port), "-s", str(ROOT / "addon" / "oatf_addon.py"),
-                        "--set", f"oatf_attacks={TOOL_POISONING}", "--set", f"oatf_report_dir={reports}",
+                        "--set", f"oatf_attacks={TOOL_POISONING}", "--set", f"oatf_report_dir={tmp_path / 'reports'}",
                         "--set", "oatf_grace_period=60s", "--set", f"confdir={tmp_path / 'confdir'}"], tmp_path)
     try:
         console.read_until("Flows", timeout=30)
-        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                "params": {"name": "add", "arguments": {"a": 1, "b": 2, "note": "-----BEGIN OPENSSH PRIVATE KEY-----"}}}
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "add", "arguments": {"a": 1, "b": 2, "note": "-----BEGIN OPENSSH PRIVATE KEY-----"}}}
         proxy = urllib.request.build_opener(urllib.request.ProxyHandler({"http": f"http://127.0.0.1:{port}"}))
         with mcp_server() as server:
             request = urllib.request.Request(f"http://127.0.0.1:{server}/mcp", json.dumps(call).encode(),
                                              {"content-type": "application/json", "mcp-session-id": SESSION})
             with proxy.open(request, timeout=10) as answer:
                 assert answer.status == 200
+    except BaseException:
+        kill(console)
+        raise
+    return console
+
+
+def kill(console: Terminal) -> None:
+    with contextlib.suppress(ProcessLookupError, ChildProcessError):
+        os.kill(console.pid, 9)
+        os.waitpid(console.pid, 0)
+
+
+def test_the_summary_table_reaches_the_terminal_after_the_console_exits(tmp_path: Path) -> None:
+    """An exploited run still open when the user quits (q, y): once the console has left its alternate screen,
+    the terminal gets the summary table — its session key whole, wrapped to the terminal's width — the totals
+    line and where the reports are."""
+    reports = tmp_path / "reports"
+    console = console_with_a_match(tmp_path)
+    try:
         console.read(1.0)
         console.type("q")
         console.read(0.5)
         console.type("y")
         assert console.wait(timeout=30) == 0
     finally:
-        with contextlib.suppress(ProcessLookupError, ChildProcessError):
-            os.kill(console.pid, 9)
-            os.waitpid(console.pid, 0)
+        kill(console)
     output = console.output.decode(errors="replace")
     assert LEAVE_ALTERNATE_SCREEN in output
     after = output[output.rindex(LEAVE_ALTERNATE_SCREEN):].replace("\r", "").split("\n")
@@ -137,3 +152,19 @@ def test_the_summary_table_reaches_the_terminal_after_the_console_exits(tmp_path
     assert "".join(pieces) == f"mcp_session:{SESSION}"
     assert f"oatf reports in {reports.resolve()}" in after
     assert "1 run(s): 1 exploited, 0 partial, 0 resisted, 0 inconclusive, 0 not delivered, 0 error" in after
+
+
+def test_oatf_flow_at_focus_shows_the_flows_runs_in_the_console(tmp_path: Path) -> None:
+    """In the console, `:oatf.flow @focus` on the matched flow: its data viewer lists the decoded messages and
+    the run with the indicator that matched, one a row."""
+    console = console_with_a_match(tmp_path)
+    try:
+        console.read(1.5)  # the match is marked on the flow
+        console.type(":")
+        console.read(0.3)
+        console.type("oatf.flow @focus\r")
+        console.read_until("1 OATF run(s) took part in this flow:", timeout=10)
+        console.read_until("indicator DEMO-001-01 matched at arguments.note", timeout=5)
+        console.read_until("request tools/call · id 1 (client → server)", timeout=5)
+    finally:
+        kill(console)

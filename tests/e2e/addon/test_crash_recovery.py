@@ -26,7 +26,9 @@ def crash_with_open_runs(attackers: Peers, tmp_path: Path) -> tuple[Path, str, s
         naive = run(agents.mcp_poisoned_agent(url, proxy.url, "naive"))
         careful = run(agents.mcp_poisoned_agent(url, proxy.url, "careful"))
         proxy.wait_for_log(lambda text: "DEMO-001-01 matched" in text)  # evaluated, so journaled before
-        proxy.wait_until(lambda: "2 live run(s)" in proxy.command("oatf.status"))
+        # Events are journaled when the watermark hands them to the monitor (`addon.watermark`, ~0.5 s behind the
+        # traffic): a kill before that loses them (the closing note's known gap), so wait until none is waiting.
+        proxy.wait_until(lambda: "2 live run(s), 0 event(s) waiting" in proxy.command("oatf.status"))
         os.killpg(proxy.process.pid, signal.SIGKILL)
         proxy.process.wait(timeout=10)
         assert proxy.reports() == [], "killed inside the grace period: nothing was reported"

@@ -20,9 +20,10 @@ import pytest
 from ruamel.yaml import YAML
 
 from testing.clients import ag_ui_run
-from testing.oatf_proxy import ADDON_PEERS, OATF, OatfProxy, Report, assert_replay_agrees, oatf_proxy, run
+from testing.oatf_proxy import ADDON_PEERS, OATF, OatfProxy, Report, addon_peer, assert_replay_agrees, oatf_proxy, run
 from testing.paths import ROOT
 from testing.processes import PYTHON, _start, free_port, stop, wait_for_port
+from tests.e2e.js.js_peers import run_driver
 
 pytestmark = pytest.mark.e2e
 
@@ -30,25 +31,18 @@ ATTACK = ROOT / "attacks" / "OW-052_board-pack-ledger-to-audit-desk.yaml"
 ATTACK_ID = "OW-052"
 
 
-@contextlib.contextmanager
-def peer(workdir: Path, kind: str, *args: str) -> Iterator[int]:
+def peer(workdir: Path, kind: str, *args: str) -> contextlib.AbstractContextManager[int]:
     """One `episode_peers.py` process on a free loopback port; yields the port."""
-    port = free_port()
-    process = _start([str(PYTHON), str(ADDON_PEERS / "episode_peers.py"), kind, str(port), *args],
-                     workdir / f"{kind}-{port}.log")
-    try:
-        wait_for_port(port, process)
-        yield port
-    finally:
-        stop(process)
+    return addon_peer(workdir, "episode_peers.py", kind, *args)
 
 
 @contextlib.contextmanager
-def episode(workdir: Path, name: str, tap: list[str] | None = None,
-            grace: str = "1s") -> Iterator[tuple[OatfProxy, str]]:
+def episode(workdir: Path, name: str, tap: list[str] | None = None, grace: str = "1s",
+            reverse_port: int | None = None) -> Iterator[tuple[OatfProxy, str]]:
     """The proxy (with `oatf_agents` naming the AG-UI agent) and the agent's AG-UI base URL. With `tap` (the
     start of an `oatf tap` command line), the MCP server is a stdio process the agent starts through it, and
-    the proxy listens for the tap's events (`oatf_listen` at `--monitor`)."""
+    the proxy listens for the tap's events (`oatf_listen` at `--monitor`). With `reverse_port`, the proxy also
+    listens there as a reverse proxy to the agent (for a client that cannot use a forward proxy)."""
     with contextlib.ExitStack() as stack:
         if tap is None:
             mcp = ["--mcp", f"http://127.0.0.1:{stack.enter_context(peer(workdir, 'mcp', str(ATTACK)))}/mcp"]
@@ -60,7 +54,8 @@ def episode(workdir: Path, name: str, tap: list[str] | None = None,
         options = {"oatf_agents": named(f"http://127.0.0.1:{agent_port}")}
         if tap is not None:
             options["oatf_listen"] = tap[tap.index("--monitor") + 1]
-        proxy = stack.enter_context(oatf_proxy(workdir, name, [ATTACK], grace=grace, options=options))
+        modes = ("regular", f"reverse:http://127.0.0.1:{agent_port}@127.0.0.1:{reverse_port}") if reverse_port else ()
+        proxy = stack.enter_context(oatf_proxy(workdir, name, [ATTACK], grace=grace, options=options, modes=modes))
         process = _start([str(PYTHON), str(ADDON_PEERS / "episode_peers.py"), "agent", str(agent_port), *mcp,
                           "--a2a", f"http://127.0.0.1:{a2a}/", "--proxy", proxy.url],
                          workdir / f"agent-{agent_port}.log")
@@ -156,14 +151,44 @@ def test_a_stdio_server_behind_oatf_tap_joins_the_episode_in_one_shared_monitor(
     """One judge per agent: the agent's MCP server is a stdio process its toolset starts through `oatf tap
     --monitor SOCKET --agent assistant`, and the proxy (`oatf_listen=SOCKET`) judges the tap's events with the
     agent's AG-UI and A2A traffic. Each AG-UI thread is still exactly one run of OW-052, judged with all three
-    indicators (the MCP one seen only by the tap); the tap judges nothing itself."""
+    indicators (the MCP one seen only by the tap); the tap judges nothing itself. The proxy's `-w` recording
+    and the taps' `--record` captures (one per AG-UI run: the toolset starts its server for each) replay
+    together to the reports the proxy wrote live, byte for byte."""
     socket_dir = Path(tempfile.mkdtemp(prefix="oatf-"))  # a Unix socket's path is short (108 bytes)
     tap_reports = tmp_path / "tap-reports"
     tap = [str(OATF), "tap", "--attacks", str(ATTACK), "--report-dir", str(tap_reports),
-           "--monitor", str(socket_dir / "monitor.sock"), "--agent", "assistant"]
+           "--monitor", str(socket_dir / "monitor.sock"), "--agent", "assistant",
+           "--record", str(tmp_path / "tap-{pid}.ndjson")]
     # Grace 5 s: the agent starts the tap and its server (two Python processes) inside each run.
     with episode(tmp_path, "stdio-episodes", tap, grace="5s") as (proxy, agent):
         live = two_conversations(proxy, agent)
     assert results(live) == EXPECTED, live
     assert "feed: oatf tap" in proxy.log()
     assert not (tap_reports / "verdicts.jsonl").exists()  # the shared monitor judged: the tap wrote nothing
+    captures = sorted(tmp_path.glob("tap-*.ndjson"))
+    assert len(captures) == 2, captures
+    offline = assert_replay_agrees(proxy, tmp_path, live, grace="5s", flags=("--agents", named(agent)),
+                                   captures=captures)
+    assert results(offline.reports) == EXPECTED
+
+
+def test_the_official_ag_ui_client_against_pydantic_ais_adapter(tmp_path: Path) -> None:
+    """`@ag-ui/client`'s `HttpAgent` (`tests/js/ag_ui_client.mjs`, through the proxy's reverse listener: Node's
+    fetch takes no proxy) runs the pydantic-ai agent's complying and resisting conversations: each thread is one
+    run of OW-052 with its agent's MCP and A2A calls (forward proxy), `exploited` and `resisted`; `oatf
+    evaluate` agrees."""
+    reverse = free_port()
+    with episode(tmp_path, "ag-ui-js-episodes", reverse_port=reverse) as (proxy, agent):
+        for thread, behaviour, says in (("t-complying", "complying", "Audit Desk"),
+                                        ("t-resisting", "resisting", "left it out")):
+            messages = tmp_path / f"{thread}.json"
+            messages.write_text(json.dumps(run_agent_input(thread)["messages"]), encoding="utf-8")
+            done = run_driver("ag_ui_client.mjs", f"http://127.0.0.1:{reverse}/{behaviour}", thread, str(messages),
+                              timeout=90)
+            assert says in " ".join(str(m["content"]) for m in done["messages"] if m["role"] == "assistant"), done
+            proxy.wait_until(lambda t=thread: t in results(proxy.reports()), timeout=30)
+        proxy.interrupt()
+        live = proxy.reports()
+    assert results(live) == EXPECTED, live
+    offline = assert_replay_agrees(proxy, tmp_path, live, flags=("--agents", named(agent)))
+    assert results(offline.reports) == EXPECTED

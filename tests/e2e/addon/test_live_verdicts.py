@@ -81,8 +81,12 @@ def test_tool_poisoning_complying_and_careful_agents(attackers: Peers, tmp_path:
         assert summary["status"] == "completed" and summary["grace_applied"] is True
         assert summary["grace_period_seconds"] == 1.0
         assert summary["flows_cited"] and summary["flows_cited"][0] in evidence
-        assert list(marked) == summary["flows_cited"]  # marked and commented in mitmproxy, no other flow
-        assert marked[summary["flows_cited"][0]]["marked"] == ":warning:"
+        # Marked and commented in mitmproxy: the flow that matched (⚠, or 🔴 once the run concluded), and, when
+        # mitmdump still holds them as the runs conclude, the tools/list flows that delivered the payload; no
+        # other flow.
+        delivered = {r["execution_summary"]["delivery_evidence"][0]["flow"] for r in (exploited, resisted)}
+        assert set(summary["flows_cited"]) <= set(marked) <= {*summary["flows_cited"], *delivered}
+        assert marked[summary["flows_cited"][0]]["marked"] in (":warning:", ":red_circle:")
         assert marked[summary["flows_cited"][0]]["comment"].startswith("OATF DEMO-001-01 matched: tools/call request")
         assert summary["actors"][0]["terminal_reached"] is True
         assert exploited["verdict"]["max_tier"] == "boundary_breach"

@@ -36,7 +36,10 @@ def place_all(events: list[ObservedEvent], idle_gap: float = 120.0) -> dict[str,
         done = {e.seq for e, _ in placed}
         waiting = [e.timestamp for e in events[:n + 1] if e.seq not in done]
         assert resolver.oldest_held() == min(waiting, default=float("inf")), "the clock stops at the oldest held"
+        assert set(resolver.held_flows) == {e.flow_id for e in events[:n + 1] if e.seq not in done}, \
+            "the flows held are those of the events not placed"
     placed += resolver.flush()
+    assert not resolver.held_flows
     assert sorted(e.seq for e, _ in placed) == sorted(e.seq for e in events), "every event placed exactly once"
     by_flow: dict[str, set[str]] = {}
     for event, session in placed:
@@ -89,7 +92,9 @@ def test_a_stateless_episode_is_placed_in_order_from_its_first_exchange() -> Non
               message("list", 0.04, "server", protocol="mcp", client="10.0.0.5:4002")]
     placed = [p for e in events for p in resolver.place(e)]
     assert placed == [] and resolver.oldest_held() == 0.0
+    assert set(resolver.held_flows) == {"init", "note", "list"}
     placed = resolver.expire(10.0)
+    assert not resolver.held_flows
     assert [e.seq for e, _ in placed] == [e.seq for e in events], "placed in order"
     assert {session for _, session in placed} == {"agent:10.0.0.5>10.0.0.1:9999/mcp#1"}
     assert resolver.flush() == [] and resolver.oldest_held() == float("inf")

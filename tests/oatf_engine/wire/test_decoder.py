@@ -209,6 +209,23 @@ def test_a2a_versions_give_the_same_events_and_content() -> None:
     assert v1[1].envelope == result(1, {"task": V1_TASK})  # the envelope stays as sent
 
 
+def test_a_request_with_a_null_id_is_answered_in_its_own_exchange() -> None:
+    """`fasta2a` answers `message/send` with a bare Task (no `kind`), and its client polls `tasks/get` with
+    `"id": null` (JSON-RPC 2.0 §4 discourages it): the answer in
+    the same exchange's response is that request's, so the task it carries is decoded (its final state ends
+    the agent's task window); a null-id answer elsewhere still answers nothing."""
+    h = Harness()
+    sent = h.exchange("POST", "http://agent/", rpc(1, "message/send", {"message": {}}),
+                      response=result(1, {"id": "t1", "contextId": "c1", "status": {"state": "submitted"}}))
+    assert sent[1].content["kind"] == "task" and sent[1].session_keys == {"a2a_context": "c1", "a2a_task": "t1"}
+    events = h.exchange("POST", "http://agent/", rpc(None, "tasks/get", {"id": "t1"}), response=result(None, V03_TASK))
+    assert kinds(events) == [("a2a", "tasks/get", "request", "client"), ("a2a", "tasks/get", "response", "server")]
+    assert events[1].session_keys == {"a2a_context": "c1", "a2a_task": "t1"} and not h.diagnostics
+    unasked = h.exchange("POST", "http://agent/", {"jsonrpc": "2.0", "method": "ping"}, response=result(None, {}))
+    assert unasked[1:] == []
+    assert [d.code for d in h.diagnostics] == ["uncorrelated_response"]
+
+
 def test_a2a_stream_fires_method_and_synthetic_events() -> None:
     h = Harness()
     update = {"statusUpdate": {"taskId": "t1", "contextId": "c1", "status": {"state": "TASK_STATE_INPUT_REQUIRED"}}}

@@ -142,6 +142,22 @@ def test_capture_round_trip_keeps_every_byte() -> None:
         ("tools/list", "request", 2.0), ("tools/list", "response", 4.0)]
 
 
+def test_a_capture_decodes_to_the_same_flows_whatever_was_decoded_before() -> None:
+    """`oatf evaluate` decodes a tap's capture with the proxy's recording and other captures, in one decoder:
+    the flows a report cites are numbered within the stream, as the tap numbered them live (its decoder saw
+    that stream alone)."""
+    lines = [("client", b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}'),
+             ("server", b'{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}')]
+    capture = read_capture((record_header(SESSION, 42, ["server"], "stdio", 1.0)
+                            + "".join(record_line(sender, line, 2.0) for sender, line in lines)).encode())  # type: ignore[arg-type]
+    alone = [e.flow_id for e in decode_capture(WireDecoder(), capture)]
+    decoder = WireDecoder()
+    other = StdioSession(decoder, "stdio:7", endpoint_of(["other"], 7), "stdio")
+    other.message("client", b'{"jsonrpc":"2.0","method":"notifications/initialized"}', 1.0)
+    other.message("client", b'{"jsonrpc":"2.0","id":1,"method":"ping"}', 1.0)
+    assert [e.flow_id for e in decode_capture(decoder, capture)] == alone == [f"{SESSION}#1", f"{SESSION}#1"]
+
+
 def test_other_recordings_are_not_captures() -> None:
     assert not is_capture(b'{\n  "log": {"version": "1.2", "entries": []}}')  # HAR, pretty-printed
     assert not is_capture(b'{"log": {"version": "1.2", "entries": []}}')  # HAR, one line

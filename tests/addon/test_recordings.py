@@ -1,0 +1,81 @@
+"""`addon.recordings` places an agent's calls inside its AG-UI run also in recordings without the tap's chunk
+times (a plain `mitmdump -w`, a HAR): a POST's stream is fed as it began, its last event (`RUN_FINISHED`) at
+the response's end, so the run's window is its flow's own span (README "Recordings without chunk times")."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from mitmproxy import http
+from mitmproxy.addons.savehar import SaveHar
+from mitmproxy.io import FlowWriter
+from mitmproxy.test import tflow
+
+from addon.recordings import decode_recordings
+from oatf_engine.monitor import MonitorOptions
+from oatf_engine.replay import place_events
+
+AGENT = "127.0.0.1"
+RUN_INPUT = {"threadId": "t1", "runId": "r1", "state": {}, "tools": [], "context": [], "forwardedProps": {},
+             "messages": [{"id": "m1", "role": "user", "content": "Sync my contacts"}]}
+STREAM = b"".join(b"data: " + json.dumps(event).encode() + b"\n\n" for event in (
+    {"type": "RUN_STARTED", "threadId": "t1", "runId": "r1"},
+    {"type": "TEXT_MESSAGE_START", "messageId": "a1", "role": "assistant"},
+    {"type": "TEXT_MESSAGE_CONTENT", "messageId": "a1", "delta": "Synced."},
+    {"type": "TEXT_MESSAGE_END", "messageId": "a1"},
+    {"type": "RUN_FINISHED", "threadId": "t1", "runId": "r1"},
+))
+
+
+def exchange(url: str, body: object, answer: bytes, media: str, times: tuple[float, float, float, float],
+             client: tuple[str, int], headers: dict[str, str] | None = None) -> http.HTTPFlow:
+    """A recorded exchange without chunk times: request start/end, response start/end."""
+    request = http.Request.make("POST", url, json.dumps(body).encode(),
+                                {"content-type": "application/json", "accept": "application/json, text/event-stream",
+                                 **(headers or {})})
+    flow = tflow.tflow(req=request)
+    flow.client_conn.peername = client
+    request.timestamp_start, request.timestamp_end = times[0], times[1]
+    flow.response = http.Response.make(200, answer, {"content-type": media, **(headers or {})})
+    flow.response.timestamp_start, flow.response.timestamp_end = times[2], times[3]
+    return flow
+
+
+def recording() -> list[http.HTTPFlow]:
+    """The user's AG-UI run (a stream open from 100.1 s to 110 s) and the agent's MCP tool call at 105 s."""
+    run = exchange(f"http://{AGENT}:9000/agent", RUN_INPUT, STREAM, "text/event-stream",
+                   (100.0, 100.01, 100.1, 110.0), ("10.0.0.50", 40000))
+    call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "sync", "arguments": {}}}
+    result = {"jsonrpc": "2.0", "id": 3, "result": {"content": [{"type": "text", "text": "ok"}]}}
+    mcp = exchange("http://127.0.0.1:8080/mcp", call, json.dumps(result).encode(), "application/json",
+                   (105.0, 105.01, 105.2, 105.3), (AGENT, 50001), {"mcp-session-id": "s-1"})
+    return [run, mcp]
+
+
+def episodes(path: Path) -> dict[str, set[str]]:
+    """event type → the episodes its events were placed in, after reading the recording at `path`."""
+    events, _flows = decode_recordings([str(path)])
+    found: dict[str, set[str]] = {}
+    for event, session, _clock in place_events(events, MonitorOptions()):
+        found.setdefault(event.event_type, set()).add(session)
+    return found
+
+
+@pytest.mark.parametrize("kind", ["mitm", "har"])
+def test_an_agents_call_lands_in_its_ag_ui_run_without_chunk_times(tmp_path: Path, kind: str) -> None:
+    flows = recording()
+    path = tmp_path / f"plain.{kind}"
+    if kind == "mitm":
+        out = io.BytesIO()
+        writer = FlowWriter(out)
+        for flow in flows:
+            writer.add(flow)
+        path.write_bytes(out.getvalue())
+    else:
+        path.write_text(json.dumps(SaveHar().make_har(flows)), encoding="utf-8")
+    found = episodes(path)
+    assert found["tools/call"] == {"ag_ui_thread:t1"}, found
+    assert found["run_finished"] == {"ag_ui_thread:t1"}
