@@ -429,7 +429,7 @@ class AttackRun:
     def deadline(self) -> float:
         """The next time `tick`/`due` can change something: an `after` timer, the end of the grace period,
         of the closed session's grace period, or of the run's lifetime. Later events only move it later, except
-        an answer the run waited for (`awaiting`), which the monitor reschedules."""
+        an answer the run waited for (`awaited_at`), which the monitor reschedules."""
         grace_end = self._grace_end()
         if grace_end is not None:
             return min(self._lifetime_end(), grace_end)
