@@ -35,8 +35,10 @@ value is at least one character of the JSON).
 from each regex the literal atoms any match must contain (an AND/OR formula), finds every atom in the text
 in one pass (an RE2 set, case-insensitive: a superset), and returns the regexes whose formula holds, with the
 ones it cannot filter (no atom) always among them. Filters hold at most `FILTER_SIZE` requirements each, so
-the atom set's automaton stays small next to RE2's memory budget (RE2 would answer "no atom" if its automaton
-ran out of memory).
+the atom set's automaton stays small next to RE2's memory budget. Should it run out of memory anyway, RE2
+answers "no atom" without saying so; every filter therefore also holds `CANARY`, which every text it is run
+on ends with: a filter whose answer lacks the canary failed, and all of its requirements count as possible
+(a missed requirement would skip an indicator: a false not_exploited).
 
 Delivery (`oatf_engine.monitor.delivery`) uses the same matching: a payload can only be found in a message
 whose joined strings contain its longest literal piece, and so any piece of that (`distinctive_pieces`: the
@@ -63,6 +65,11 @@ from oatf.values import compact_json
 
 FILTER_SIZE = 256
 """Requirements per RE2 filter (see the module docstring)."""
+
+CANARY = "\x00oatf prefilter canary\x00"
+"""A literal every filter holds and every text it matches ends with (see the module docstring)."""
+
+_CANARY_SUFFIX = CANARY.encode("utf-8")
 
 PIECE_WIDTH = 16
 """Characters of a payload's longest piece its requirement keeps (`distinctive_pieces`)."""
@@ -213,12 +220,14 @@ class LiteralFilter:
         for number, pattern in patterns.items():
             ids.setdefault(pattern, []).append(number)
         distinct = list(ids)
-        self._filters: list[tuple[Any, list[list[int]]]] = []
+        self._filters: list[tuple[Any, list[list[int]], set[int]]] = []
+        """Each filter, the ids of its patterns by index (index 0: the canary), and all of those ids."""
         self._always: set[int] = set()
         """Ids of patterns a filter refused (a filter that failed to compile: all of its patterns)."""
         for start in range(0, len(distinct), FILTER_SIZE):
             chunk: list[str] = []
             compiled = re2.Filter()
+            compiled.Add(re2.escape(CANARY))
             for pattern in distinct[start:start + FILTER_SIZE]:
                 try:
                     compiled.Add(pattern)
@@ -228,16 +237,22 @@ class LiteralFilter:
                     chunk.append(pattern)
             if not chunk:
                 continue
+            every = {n for pattern in chunk for n in ids[pattern]}
             try:
                 compiled.Compile()
             except re2.error:
-                self._always.update(n for pattern in chunk for n in ids[pattern])
+                self._always.update(every)
             else:
-                self._filters.append((compiled, [ids[p] for p in chunk]))
+                self._filters.append((compiled, [[], *(ids[p] for p in chunk)], every))
 
     def matching(self, text: bytes) -> set[int]:
         found = set(self._always)
-        for compiled, ids in self._filters:
-            for index in compiled.Match(text, True) or ():
+        probe = text + _CANARY_SUFFIX
+        for compiled, ids, every in self._filters:
+            indices = compiled.Match(probe, True) or ()
+            if 0 not in indices:
+                found.update(every)
+                continue
+            for index in indices:
                 found.update(ids[index])
         return found
