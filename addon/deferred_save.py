@@ -44,7 +44,9 @@ class SaveDeferral:
             save.save_flow = self.write_or_defer
 
     def write_or_defer(self, flow: mitmflow.Flow) -> None:
-        if self.wait > 0 and flow.id not in self.deferred and self.busy(flow.id):
+        if flow.id in self.deferred:
+            return  # written once, when released (as it is then: the same flow object)
+        if self.wait > 0 and self.busy(flow.id):
             timer = asyncio.get_running_loop().call_later(self.wait, self._timed_out, flow.id)
             self.deferred[flow.id] = (flow, timer)
             return

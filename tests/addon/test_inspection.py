@@ -220,3 +220,25 @@ def test_with_w_a_flow_the_monitor_holds_is_written_once_placed_and_marked(tmp_p
     assert seen == {"held": sorted([flow.id, late.id]), "left": [late.id]}
     assert saved_file(tmp_path / "flows.mitm") == {flow.id: (":warning:", "OATF TEST-001-01 matched: matched"),
                                                    late.id: (":warning:", "OATF TEST-001-01 matched: late")}
+
+
+def test_a_deferred_flow_the_save_addon_hands_over_again_is_written_once() -> None:
+    """mitmproxy's `save` addon can hand a flow over twice (its `response`, then its `error` hook when the
+    connection fails afterwards): while its write is deferred, the second is not written apart from it."""
+    from addon.deferred_save import SaveDeferral
+
+    busy = {"yes": True}
+    written: list[str] = []
+    deferral = SaveDeferral(lambda _flow_id: busy["yes"])
+    deferral._write = lambda flow: written.append(flow.id)
+    deferral.wait = 5.0
+    flow = tflow.tflow(resp=True)
+
+    async def proxy() -> None:
+        deferral.write_or_defer(flow)
+        deferral.write_or_defer(flow)
+        busy["yes"] = False
+        deferral.settled(flow.id)
+
+    asyncio.run(proxy())
+    assert written == [flow.id]
