@@ -728,6 +728,11 @@ class Monitor:
         """Runs open, materialised (`runs`) or on paper."""
         return len(self.runs) + self._paper_count
 
+    @property
+    def open_sessions(self) -> int:
+        """Sessions with live runs, materialised or on paper."""
+        return len(self._sessions)
+
     def close_session(self, protocol: str, name: str, value: str, at: float) -> None:
         """The agent closed the session whose key `name` is `value` at `at` (an MCP client's `DELETE` with its
         `Mcp-Session-Id`): its runs conclude `session_closed` a grace period later (`AttackRun.close`), unless
