@@ -68,7 +68,6 @@ Usage: `python -m testing.sessions OUTDIR [ID ...]` writes `OUTDIR/<ID>.complyin
 from __future__ import annotations
 
 import dataclasses
-
 import itertools
 import json
 import sys

@@ -101,7 +101,8 @@ def _every_second(start: float, end: float) -> tuple[float, ...]:
 
 @pytest.mark.parametrize(("method", "surface", "target", "answer"), [
     ("tools/call", "tools/call", "content[*].text", {"content": [{"type": "text", "text": "-----BEGIN PRIVATE KEY"}]}),
-    ("resources/read", "resources/read", "contents[*].text", {"contents": [{"uri": "file:///k", "text": "PRIVATE KEY"}]}),
+    ("resources/read", "resources/read", "contents[*].text",
+     {"contents": [{"uri": "file:///k", "text": "PRIVATE KEY"}]}),
     ("initialize", "initialize", "instructions", {"protocolVersion": "2025-06-18", "capabilities": {},
                                                   "serverInfo": {"name": "s", "version": "1"},
                                                   "instructions": "PRIVATE KEY"}),
