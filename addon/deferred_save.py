@@ -33,6 +33,7 @@ from typing import Any
 
 from mitmproxy import flow as mitmflow
 from mitmproxy import http
+from mitmproxy.utils import human
 
 from addon.flow_marks import open_runs
 from addon.verdict_hold import VerdictHold
@@ -53,7 +54,7 @@ class SaveDeferral:
         self.wait = 0.0
         """`oatf_save_wait` in seconds; 0: no write waits for the evaluation of its flow."""
         self.deferred: dict[str, tuple[mitmflow.Flow, asyncio.TimerHandle]] = {}
-        self.hold: VerdictHold[mitmflow.Flow] = VerdictHold()
+        self.hold: VerdictHold[mitmflow.Flow] = VerdictHold(HOLD_FLOWS, human.parse_size(HOLD_SIZE) or 0)
         """Flows evaluated whose runs have not all concluded (`max_flows`, `max_bytes`: `oatf_save_hold`,
         `oatf_save_hold_size`)."""
         self._write: Callable[[mitmflow.Flow], None] | None = None

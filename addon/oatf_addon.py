@@ -34,6 +34,7 @@ that do one thing, commands for users):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import difflib
 import functools
 import logging
@@ -738,7 +739,8 @@ class OatfAddon:
         """Run `update` on the event loop after the flow updates queued before it."""
         if self.loop is not None:
             self.flow_updates.put(update)
-            self.loop.call_soon_threadsafe(self._apply_flow_updates)
+            with contextlib.suppress(RuntimeError):  # the loop is closed: `done` applies what is queued
+                self.loop.call_soon_threadsafe(self._apply_flow_updates)
 
     def _concluded(self, reported: Reported) -> None:
         """A run concluded and its verdict marked the flows its report names (on the event loop): the flows

@@ -8,7 +8,8 @@ and been evaluated. A flow that took part in runs still live is held here until 
 (`addon.flow_marks`).
 
 Bounded: at most `max_flows` flows and `max_bytes` bytes (each flow's estimated size) are held; beyond either, the
-oldest held flow is handed back at once, to be written with what is known of it (`evicted` counts them). Each flow
+oldest held flow is handed back at once, to be written with what is known of it, and a flow larger than
+`max_bytes` is not held (`evicted` counts both). Each flow
 is held once and handed back once: `hold` of a flow already held is ignored, and `concluded`, `drain` and the bound
 each hand back a flow that they remove. Flows are handed back in the order they were held (`drain`: every flow, at
 shutdown, after the runs concluded by then were `concluded`)."""
@@ -56,12 +57,15 @@ class VerdictHold[T]:
 
     def hold(self, flow_id: str, item: T, runs: Iterable[str], size: int) -> list[T]:
         """Hold the flow until `runs` (those of its runs still live) have concluded. What is to be written now:
-        the flow itself when it waits for no run (or none may be held), else the oldest held flows beyond the
-        bounds (the flow itself when it alone exceeds `max_bytes`). A flow already held: nothing."""
+        the flow itself when it waits for no run (or none may be held) or alone exceeds `max_bytes`, else the
+        oldest held flows beyond the bounds. A flow already held: nothing."""
         if flow_id in self.held:
             return []
         waiting_for = set(runs)
         if not waiting_for or self.max_flows <= 0:
+            return [item]
+        if size > self.max_bytes:
+            self.evicted += 1
             return [item]
         self.held[flow_id] = _Held(item, waiting_for, size, self.count)
         self.count += 1
