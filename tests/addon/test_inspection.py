@@ -84,7 +84,7 @@ def test_status_lists_live_runs_as_a_table_and_a_closed_mcp_session_as_closing(t
         lines = addon.status()
         addon.done()
     assert lines[0] == "1 attack(s) loaded, 2 live run(s), 0 event(s) waiting for evaluation"
-    assert lines[1].startswith("in memory: runs 2, sessions 2, ")  # the monitor process's `counts`
+    assert lines[1].startswith("in memory: runs 2, materialised 2, sessions 2, ")  # the monitor process's `counts`
     assert lines[2].split() == ["RUN", "STATE", "MESSAGES", "DELIVERED", "PHASES", "MATCHED"]
     rows = {line.split()[0]: line for line in lines[3:]}
     assert "session closed" in rows["TEST-002@mcp_session:a"] and " live " in rows["TEST-002@mcp_session:b"]
