@@ -23,7 +23,7 @@ from oatf_cli import html_report, outputs
 from oatf_engine.monitor.delivery import outcome
 from oatf_engine.reports import ReportWriter, exit_status, redact, redact_evidence, redact_report
 from testing.paths import WIRE_FIXTURES
-from tests.oatf_cli.junit_schema import assert_valid_junit, junit_errors
+from tests.oatf_cli.junit_schema import JUNIT_4, JUNIT_10, assert_valid_junit, junit_errors
 from tests.oatf_cli.sarif_schema import assert_valid_sarif, sarif_errors
 from tests.oatf_cli.test_cli import ROOT, run
 
@@ -245,10 +245,20 @@ def test_junit_suites_cases_and_verdicts_parse_back() -> None:
 def test_the_junit_schema_is_jenkins_and_not_vacuous() -> None:
     valid = '<testsuites><testsuite name="a" tests="1"><testcase name="c"><skipped>why</skipped></testcase>' \
         "</testsuite></testsuites>"
-    assert_valid_junit(valid)
+    assert junit_errors(valid) == []
     assert junit_errors(valid.replace("<skipped>", '<skipped message="why">')), "no attribute on skipped"
     assert junit_errors(valid.replace('<testcase name="c">', "<testcase>")), "a testcase has a name"
     assert junit_errors(valid.replace("<testsuites>", '<testsuites skipped="1">')), "testsuites counts no skips"
+
+
+def test_the_xunit_junit_10_schema_is_a_second_one_and_not_vacuous() -> None:
+    valid = '<testsuites><testsuite name="a" tests="1" failures="0" errors="0"><testcase name="c">' \
+        '<skipped message="why">why</skipped></testcase></testsuite></testsuites>'
+    assert junit_errors(valid, JUNIT_10) == []
+    assert junit_errors(valid, JUNIT_4), "junit-4 allows no attribute on skipped: the two schemas differ"
+    assert junit_errors(valid.replace(' failures="0"', ""), JUNIT_10), "a suite counts its failures"
+    assert junit_errors(valid.replace('<testcase name="c">', "<testcase>"), JUNIT_10), "a testcase has a name"
+    assert junit_errors(valid.replace("skipped", "skip"), JUNIT_10), "no element it does not know"
 
 
 # --- HTML and text -----------------------------------------------------------------------------------------------
