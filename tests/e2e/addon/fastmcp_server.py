@@ -55,8 +55,9 @@ def main() -> None:
     parser.add_argument("--slow", type=float, default=0.0, help="seconds the tool takes to answer")
     args = parser.parse_args()
     description = tool_description(args.attack) if args.attack is not None else HONEST
-    build(description, honest=args.attack is None, slow=args.slow).run(transport="http", host="127.0.0.1", port=args.port, path="/mcp",
-                                             stateless_http=args.stateless, json_response=args.json, show_banner=False)
+    server = build(description, honest=args.attack is None, slow=args.slow)
+    server.run(transport="http", host="127.0.0.1", port=args.port, path="/mcp", stateless_http=args.stateless,
+               json_response=args.json, show_banner=False)
 
 
 if __name__ == "__main__":
