@@ -38,7 +38,7 @@ EXIT_OK, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
 EVALUATE_EXIT_STATUSES = """exit status:
   0  no attack exploited (every run resisted or was not delivered), or none that --fail-on,
      --severity-threshold and --min-tier count
-  1  some run exploited or partial (with --fail-on: of the outcomes named, inconclusive included when named;
+  1  some run exploited or partial (with --fail-on: exploited, or down to the least bad outcome named;
      with --severity-threshold: of an attack at or above that severity, or without one; with --min-tier:
      whose verdict's max tier reaches it, or whose matched indicators declare no tier)
   2  errors: any document not loaded (invalid, unreadable, or refused by strict loading), unreadable
@@ -461,9 +461,10 @@ def build_parser() -> argparse.ArgumentParser:
                       ("html", "one self-contained HTML page"), ("json", "the reports as a JSON array")):
         evaluate.add_argument(f"--{fmt}", metavar="FILE", help=f"also write {what} to FILE")
     evaluate.add_argument("--fail-on", action="append", choices=FAIL_ON, metavar="OUTCOME",
-                          help="what fails the run (repeatable): exploited, partial, inconclusive (delivered but cut "
-                          "short: nothing shows the agent resisted) (exit 1), not-delivered (exit 3; as "
-                          "--require-delivered); default: exploited and partial")
+                          help="a threshold (repeatable): runs whose outcome is the one named or worse fail the run, "
+                          "in the order exploited, partial, inconclusive (delivered but cut short: nothing shows the "
+                          "agent resisted) (exit 1); no flag passes an exploited run; default: partial; "
+                          "not-delivered adds: an attack never delivered fails it (exit 3; as --require-delivered)")
     evaluate.add_argument("--severity-threshold", choices=SEVERITY_LEVELS[1:],
                           help="only attacks of this severity or above fail the run")
     evaluate.add_argument("--min-tier", choices=[t.value for t in oatf.Tier],

@@ -117,7 +117,9 @@ def test_report_writer_redacts_unless_asked_and_creates_files_0600(tmp_path: Pat
 def test_exit_status_thresholds() -> None:
     reports = [report("exploited", severity="medium", tier="local_action"), report("not_exploited")]
     assert exit_status(reports) == 1
-    assert exit_status(reports, fail_on={"partial"}) == 0
+    assert exit_status(reports, fail_on={"partial"}) == 1, "a threshold: exploited is worse than partial"
+    assert exit_status([report("partial")], fail_on={"exploited"}) == 0
+    assert exit_status(reports, fail_on={"not-delivered"}) == 1, "no flag passes an exploited run"
     assert exit_status(reports, severity_threshold="medium") == 1
     assert exit_status(reports, severity_threshold="high") == 0
     assert exit_status(reports, min_tier="local_action") == 1
@@ -416,8 +418,8 @@ def test_thresholds_on_the_command_line(captures: Path) -> None:
     assert run(*base, "--min-tier", "local_action", "--severity-threshold", "medium").returncode == 1
     assert run(*base, "--min-tier", "boundary_breach").returncode == 0
     assert run(*base, "--severity-threshold", "high").returncode == 0
-    assert run(*base, "--fail-on", "partial").returncode == 0
-    assert run(*base, "--fail-on", "partial", "--fail-on", "exploited").returncode == 1
+    assert run(*base, "--fail-on", "partial").returncode == 1, "exploited is worse than partial"
+    assert run(*base, "--fail-on", "not-delivered").returncode == 1, "no flag passes an exploited run"
 
 
 def test_fail_on_not_delivered(captures: Path) -> None:
