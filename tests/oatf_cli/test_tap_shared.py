@@ -25,13 +25,6 @@ from testing.paths import ROOT
 from tests.oatf_cli.test_tap import ATTACK, GUARD, OATF, SERVER, _line, agent, open_session, reports, tap_command
 
 
-GRACE = "10s"
-"""The monitor's grace period in the shared-monitor test (the default): two `mcp` 2 stdio servers starting at
-once on a busy machine answer `initialize` seconds after the agent sent it, and a run concludes one grace
-period after its last message even while an MCP request awaits its answer (the engine waits so only for
-requests that ask an agent to work, `episodes.asks_for_work`)."""
-
-
 def socket_path() -> str:
     return os.path.join(tempfile.mkdtemp(prefix="oatf-"), "monitor.sock")  # a Unix socket's path is short
 
@@ -48,7 +41,7 @@ def test_two_taps_feed_one_shared_monitor(tmp_path: Path) -> None:
     holds both verdicts, the taps' none; SIGTERM concludes and exits 0."""
     listen = socket_path()
     monitor = subprocess.Popen([OATF, "monitor", "--listen", listen, "--attacks", ATTACK, "--report-dir",
-                                str(tmp_path / "shared"), "--grace-period", GRACE, "-v"], cwd=ROOT,
+                                str(tmp_path / "shared"), "--grace-period", "3s", "-v"], cwd=ROOT,
                                stderr=subprocess.PIPE, text=True)
     try:
         wait_for(listen)

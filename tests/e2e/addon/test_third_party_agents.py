@@ -61,11 +61,6 @@ attack:
 """
 IDLE_GAP = 3.0
 """`oatf_idle_gap` of these tests (seconds): the agents run one after the other with a longer pause."""
-GRACE = "3s"
-"""The grace period of these tests: fastmcp 4's server answers its first listing a second or more after the
-request on a busy machine (its lazy imports), and a run whose actors are all terminal concludes one grace
-period after its last message, even while an MCP request awaits its answer (the engine waits so only for
-requests that ask an agent to work: `episodes.asks_for_work`)."""
 
 
 def idle_for(proxy: OatfProxy, session_suffix: str, seconds: float) -> None:
@@ -107,13 +102,13 @@ def test_pydantic_ai_agents_against_fastmcp(tmp_path: Path, way: str) -> None:
     attack.write_text(ATTACK, encoding="utf-8")
     with fastmcp_server(tmp_path, attack, stateless_http) as port:
         options = {"mode": f"reverse:http://127.0.0.1:{port}", "oatf_idle_gap": f"{IDLE_GAP:g}s"}
-        with oatf_proxy(tmp_path, "third-party", [attack], grace=GRACE, options=options) as proxy:
+        with oatf_proxy(tmp_path, "third-party", [attack], options=options) as proxy:
             mcp_url = f"{proxy.url}/mcp"
             assert "5" in run(pydantic_agent.conversation(mcp_url, "complying", session=session))
-            if session:
-                proxy.wait_until(lambda: len(proxy.reports()) == 1, timeout=20)
-            else:
+            if stateless_http or not session:  # sessionless: the next conversation is a new agent episode
                 idle_for(proxy, "#1", IDLE_GAP + 1)
+            else:
+                proxy.wait_until(lambda: len(proxy.reports()) == 1, timeout=20)
             assert "5" in run(pydantic_agent.conversation(mcp_url, "resisting", session=session))
             proxy.wait_until(lambda: len(proxy.reports()) >= 2, timeout=20)
             proxy.interrupt()
@@ -131,7 +126,7 @@ def test_pydantic_ai_agents_against_fastmcp(tmp_path: Path, way: str) -> None:
         route = f"agent:127.0.0.1>127.0.0.1:{port}/mcp"
         assert sessions == [f"{route}#1", f"{route}#2"]
     # Replay parity: the same runs, verdicts and indicator results offline (and CI's exit status 1).
-    offline = assert_replay_agrees(proxy, tmp_path, live, GRACE, flags=("--idle-gap", f"{IDLE_GAP:g}s"))
+    offline = assert_replay_agrees(proxy, tmp_path, live, flags=("--idle-gap", f"{IDLE_GAP:g}s"))
     assert sorted(map(summary, offline.reports)) == sorted(map(summary, live))
 
     # What the client negotiated, on the wire.
