@@ -1,8 +1,8 @@
 """The evaluation journal: what the live addon needs to conclude every open run after a crash.
 
 The monitor is sans-I/O and deterministic: the same events and clock ticks, fed to a `Monitor` with the same
-library and options, give the same runs. So the journal records the *inputs* — each batch of events sent for
-evaluation, each clock tick — and which runs were concluded and reported. After `kill -9` of mitmdump (or of
+library and options, give the same runs. So the journal records the *inputs* — each batch of events as the
+process takes it in, each clock tick — and which runs were concluded and reported. After `kill -9` of mitmdump (or of
 its monitor process), the next start with the same report directory, or `oatf recover DIR`, replays the
 journal into a fresh monitor (`recover`), skips the runs already reported, and concludes every other run with
 status `recovered`, evidence included.
