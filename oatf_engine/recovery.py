@@ -26,7 +26,9 @@ from typing import Any
 import oatf
 from oatf_engine.events import ObservedEvent
 from oatf_engine.journal import JOURNAL_DIR, RunKey, clear, decode_event, records, run_key
+from oatf_engine.journal import segments as journal_segments
 from oatf_engine.monitor import LoadedAttack, Monitor, MonitorOptions, Output, RunConcluded
+from oatf_engine.progress import UPDATE_EVERY, Progress, file_size, size
 from oatf_engine.reorder import Reorder
 from oatf_engine.reports import ReportWriter, report_filename
 
@@ -50,24 +52,43 @@ class Recovered:
 
 
 def recover(report_dir: str | Path, attacks: list[LoadedAttack], options: MonitorOptions,
-            semantic: oatf.SemanticEvaluator | None = None) -> list[dict[str, Any]]:
-    """The reports of the runs the journal in `report_dir` shows were not reported (see the module docstring)."""
-    return [run.report for run in recover_runs(report_dir, attacks, options, semantic)]
+            semantic: oatf.SemanticEvaluator | None = None, progress: Progress | None = None) -> list[dict[str, Any]]:
+    """The reports of the runs the journal in `report_dir` shows were not reported (see the module docstring).
+    `progress`: the stage `replaying journal`, in bytes."""
+    return [run.report for run in recover_runs(report_dir, attacks, options, semantic, progress=progress)]
 
 
 def recover_runs(report_dir: str | Path, attacks: list[LoadedAttack], options: MonitorOptions,
                  semantic: oatf.SemanticEvaluator | None = None,
-                 segments: list[Path] | None = None, unreleased: bool = True) -> list[RunConcluded]:
+                 segments: list[Path] | None = None, unreleased: bool = True,
+                 progress: Progress | None = None) -> list[RunConcluded]:
     """`recover`, as the monitor's conclusions (run and report), from the journal's `segments` when given;
     `unreleased`: as `monitor_inputs`."""
     monitor = Monitor(attacks, options, semantic=semantic)
     reported: set[RunKey] = set()
     outputs: list[Output] = []
-    for item in monitor_inputs(records(Path(report_dir) / JOURNAL_DIR, segments), unreleased, reported):
-        outputs.extend(monitor.tick(item) if isinstance(item, float) else monitor.observe(item))
+    journal = Path(report_dir) / JOURNAL_DIR
+    read = sorted(segments) if segments is not None else journal_segments(journal)
+    events = ticks = 0
+    total = sum(map(file_size, read))
+    if progress is not None:
+        progress.start("replaying journal", total, "bytes")
+    for item in monitor_inputs(records(journal, read, progress.update if progress is not None else None),
+                               unreleased, reported):
+        if isinstance(item, float):
+            ticks += 1
+            outputs.extend(monitor.tick(item))
+        else:
+            events += 1
+            outputs.extend(monitor.observe(item))
     outputs.extend(monitor.shutdown("recovered"))
-    return [o for o in outputs if isinstance(o, RunConcluded) and run_key(o.report) not in reported
+    concluded = [o for o in outputs if isinstance(o, RunConcluded)]
+    left = [o for o in concluded if run_key(o.report) not in reported
             and not (Path(report_dir) / report_filename(o.report)).exists()]
+    if progress is not None:
+        progress.finish(f"replayed {events:,} event(s) and {ticks:,} tick(s) from {len(read):,} journal segment(s), "
+                        f"{size(total)}: {len(concluded):,} run(s), {len(concluded) - len(left):,} already reported")
+    return left
 
 
 def monitor_inputs(journal: Iterable[dict[str, Any]], unreleased: bool = True,
@@ -111,12 +132,21 @@ def _events(journaled: Any) -> Iterator[ObservedEvent]:
 
 
 def conclude_pending(report_dir: str | Path, attacks: list[LoadedAttack], options: MonitorOptions,
-                     semantic: oatf.SemanticEvaluator | None = None) -> list[dict[str, Any]]:
-    """`recover`, then write those reports (durably) and clear the journal; the reports."""
-    reports = recover(report_dir, attacks, options, semantic)
+                     semantic: oatf.SemanticEvaluator | None = None,
+                     progress: Progress | None = None) -> list[dict[str, Any]]:
+    """`recover`, then write those reports (durably) and clear the journal; the reports. `progress`: the stages
+    `replaying journal` (in bytes) and `writing reports` (in reports)."""
+    reports = recover(report_dir, attacks, options, semantic, progress)
     writer = ReportWriter(report_dir)
-    for report in reports:
+    if progress is not None:
+        progress.start("writing reports", len(reports), "reports")
+    for count, report in enumerate(reports):
+        if progress is not None and count % UPDATE_EVERY == 0:
+            progress.update(count)
         writer.write(report)
     writer.commit()
     clear(Path(report_dir) / JOURNAL_DIR)
+    if progress is not None:
+        progress.update(len(reports))
+        progress.finish(f"wrote {len(reports):,} report(s) to {report_dir}")
     return reports
