@@ -19,6 +19,7 @@ from testing.oatf_proxy import OatfProxy, Peers, oatf_proxy, run, verdict_of
 
 from . import agents
 from .attacks import TOOL_POISONING
+from .test_bad_input import monitor_processes
 
 OATF = Path(sys.executable).parent / "oatf"
 
@@ -112,3 +113,30 @@ def test_a_kill_right_after_the_traffic_loses_nothing_the_watermark_had_not_rele
     assert report["execution_summary"]["session"] == f"mcp_session:{naive}"
     assert (report["execution_summary"]["status"], verdict_of(report)) == \
         ("recovered", ("exploited", {"DEMO-001-01": "matched"}))
+
+
+def test_a_killed_monitor_process_loses_no_event_and_evaluates_none_twice(attackers: Peers, tmp_path: Path) -> None:
+    """SIGKILL of the monitor process while the proxy holds events the watermark has not released (an upload
+    under way): the new monitor process concludes from the journal the run the lost one followed (`recovered`),
+    and gets the held events from the proxy when the watermark moves on — not from the journal too: that run is
+    reported once, by the new one."""
+    url = attackers.url("mcp_poisoned", "/mcp")
+    with oatf_proxy(tmp_path, "lost", [TOOL_POISONING], grace="1h", record=False) as proxy:
+        early = run(agents.mcp_poisoned_agent(url, proxy.url, "naive"))
+        proxy.wait_for_log(lambda text: "DEMO-001-01 matched" in text)  # released to the first monitor process
+        with upload_under_way(proxy):
+            late = run(agents.mcp_poisoned_agent(url, proxy.url, "naive"))
+            proxy.wait_until(lambda: journaled_calls(proxy.report_dir, late) == 1)  # taken in, held
+            [first] = monitor_processes(proxy.process.pid)
+            os.kill(first, signal.SIGKILL)
+            recovered = proxy.wait_for("DEMO-001", early, timeout=30)  # concluded from the journal at once
+            assert (recovered["execution_summary"]["status"], recovered["outcome"]) == ("recovered", "exploited")
+            assert "DEMO-001-01 matched" not in proxy.log().partition("starting a new monitor process")[2]
+        # the upload ends: the watermark moves on, and the proxy hands the held events to the new monitor process
+        proxy.wait_for_log(lambda text: "DEMO-001-01 matched" in text.partition("starting a new monitor process")[2],
+                           timeout=60)
+        assert proxy.interrupt() == 0
+    outcomes = sorted((r["execution_summary"]["session"], r["execution_summary"]["status"], r["outcome"])
+                      for r in proxy.reports())
+    assert outcomes == sorted([(f"mcp_session:{early}", "recovered", "exploited"),
+                               (f"mcp_session:{late}", "interrupted", "exploited")])
