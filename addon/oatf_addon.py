@@ -247,9 +247,11 @@ class OatfAddon:
             moved = self.report_dir is not None and report_dir != self.report_dir
             self.report_dir = report_dir
             if self.monitor is None or "oatf_semantic_evaluator" in updated:
-                if self.monitor is not None:
-                    self._stop_monitor(self.monitor)
+                stopped = self.monitor is None or self._stop_monitor(self.monitor)
                 self.monitor = self._start_monitor()
+                if not stopped:  # what the old one left in the journal is reported now, not at the next start
+                    self.left = None
+                    self._recover("a monitor process that did not conclude its runs in time", unreleased=False)
             elif moved:
                 self.monitor.set_report_dir(str(report_dir))
             self.monitor.set_options(options)
@@ -405,7 +407,10 @@ class OatfAddon:
                 summary.append(f"oatf reports in {self.report_dir.resolve()}")
                 log.info("%s", summary[-1])
         if self.left is not None:
-            summary.append(f"oatf: not reported yet: {self.left}")
+            directory = printable(str(self.report_dir), 300)
+            summary.append(f"oatf: not reported yet: {self.left}; the next start of the proxy with this report "
+                           f"directory reports them (status `recovered`), or `oatf recover {directory} --attacks "
+                           f"{printable(ctx.options.oatf_attacks, 300)}` with the proxy's settings")
             log.warning("%s", summary[-1])
         if summary and ctx.master.addons.get("termlog") is None:
             _to_terminal("\n".join(summary))
@@ -627,16 +632,13 @@ class OatfAddon:
 
     def _left_to_journal(self, monitor: MonitorProcess) -> str:
         """What a monitor process that did not conclude its runs in time (stalled, or behind the traffic) leaves
-        to the journal, and how to have it reported: every event handed to it is journaled, and the runs
-        reported meanwhile are marked there or have their report file, so the next start in this report
-        directory (or `oatf recover`: the same recovery) reports each other run once."""
+        to the journal: every event handed to it is journaled, and the runs reported meanwhile are marked there
+        or have their report file, so a recovery (the next start in this report directory, `oatf recover`, or a
+        new monitor process at once) reports each other run once."""
         runs = "an unknown number of" if monitor.open_runs is None else f"{monitor.open_runs:,}"
-        directory = printable(str(self.report_dir), 300)
         return (f"the monitor did not conclude its runs within {SHUTDOWN_SECONDS:g} s (it stalled, or was behind "
                 f"the traffic): {runs} run(s) open and {self.events_in_flight:,} event(s) not evaluated yet are "
-                f"left to the journal in {directory}; the next start of the proxy with this report directory "
-                f"reports them (status `recovered`), or `oatf recover {directory} --attacks "
-                f"{printable(ctx.options.oatf_attacks, 300)}` with the proxy's settings")
+                f"left to the journal in {printable(str(self.report_dir), 300)}")
 
     # --- the receiver thread: what the monitor answers -------------------------------------------------
     def _evaluated(self) -> None:
