@@ -331,6 +331,8 @@ class MonitorProcess:
         """Set when no more answers will come: after `done`, or when the child is gone."""
         self._concluded = False
         """The child answered `shutdown` with its last runs."""
+        self._abandoned = False
+        """`shutdown` gave up waiting for the child (the caller says what it left): its end is no failure."""
         self._outbox.put(("start", (options, semantic_spec, report_dir)))
         self._sender = threading.Thread(target=self._send_all, name="oatf-monitor-sender", daemon=True)
         self._receiver = threading.Thread(target=self._receive, name="oatf-monitor-receiver", daemon=True)
@@ -393,12 +395,14 @@ class MonitorProcess:
 
     def shutdown(self, timeout: float) -> bool:
         """Conclude every open run in the child (their reports are written and reach `on_outputs` before this
-        returns) and end it. False when the child did not finish within `timeout` seconds, or stalled before."""
+        returns) and end it. False when the child did not finish within `timeout` seconds, or stalled before: it
+        is ended, and the caller says what it left (its end is not reported as a failure)."""
         self._outbox.put(("shutdown", None))
         deadline = time.monotonic() + timeout
         while not self._done.wait(HEARTBEAT_SECONDS) and time.monotonic() < deadline and not self.stalled:
             self.ping()  # a busy child may take its time; a stalled one is not waited for
         finished = self._done.is_set() and self._concluded
+        self._abandoned = not finished
         self._outbox.put(None)
         self._sender.join(timeout=1.0)
         try:
@@ -463,7 +467,8 @@ class MonitorProcess:
                 kind, payload = self._from_child.recv()
             except (EOFError, OSError):
                 if not self._done.is_set():
-                    self.on_failure(f"the monitor process ended unexpectedly (exit code {self._process.poll()})")
+                    if not self._abandoned:
+                        self.on_failure(f"the monitor process ended unexpectedly (exit code {self._process.poll()})")
                     self._done.set()
                 with self._status_ready:
                     self._status_ready.notify_all()
