@@ -13,7 +13,7 @@ from typing import Any
 
 import oatf
 
-from . import a2a_client, a2a_state
+from . import a2a_client, a2a_push, a2a_state
 from .state import Unplayable, as_is
 
 PLAYED_MODES = ("mcp_server", "a2a_server", "ag_ui_client", "mcp_client", "a2a_client")
@@ -33,7 +33,7 @@ STRUCTURAL_KEYS = {
 """§7.1.4, §7.1.5, §7.2.4, §7.2.5, §7.3.4 structural keys of each mode's state."""
 SERVER_INFO_PLAYED = frozenset({"name", "version", "websiteUrl", "icons"})
 """The `server_info` fields the mcp SDK's `initialize` answer carries."""
-ACTIONS_PLAYED = {"mcp_server": ("send", "log"), "a2a_server": ("log",), "ag_ui_client": ("log",),
+ACTIONS_PLAYED = {"mcp_server": ("send", "log"), "a2a_server": ("log", a2a_push.ACTION), "ag_ui_client": ("log",),
                   "mcp_client": ("send", "log"), "a2a_client": ("log",)}
 """§7.1.6, §7.2.6 / §5.2 `on_enter` actions each mode plays."""
 
@@ -82,6 +82,8 @@ def _phase_limitations(mode: str, phase: oatf.Phase) -> Iterator[tuple[str, str]
         key = action.key or "/".join(k for k, _ in action.entries)
         if key not in ACTIONS_PLAYED[mode]:
             yield f"on_enter.{key}", f"this action is not played in {mode} (played: {', '.join(ACTIONS_PLAYED[mode])})"
+        elif key == a2a_push.ACTION:
+            yield from _push_limitations(action.value)
     state = phase.state
     if not isinstance(state, Mapping):
         return
@@ -142,6 +144,17 @@ def _a2a_limitations(state: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
             for path in a2a_state.dropped(content, a2a_state.to_v03(answer), where):
                 yield path, "not carried by the a2a-sdk's Task and Message: not sent"
     yield from _synthesized("state.task_responses", state.get("task_responses"))
+
+
+def _push_limitations(action: Any) -> Iterator[tuple[str, str]]:
+    where = f"on_enter.{a2a_push.ACTION}"
+    if not isinstance(action, Mapping) or not isinstance(action.get("url"), str):
+        yield f"{where}.url", "not a string: the push notification is not sent"
+        return
+    try:
+        a2a_push.push_event(action.get("payload"), "payload")
+    except Unplayable as exc:
+        yield f"{where}.payload", f"{exc}: the push notification is not sent"
 
 
 def _a2a_client_limitations(state: Mapping[str, Any]) -> Iterator[tuple[str, str]]:

@@ -23,9 +23,11 @@ def test_limitations_name_the_field(tmp_path: Path) -> None:
     found = {limitation.field: limitation.message for limitation in limitations(loaded.path, loaded.document)}
     assert set(found) == {"state.agent_card.url", "state.agent_card.skills[0].rating",
                           "state.task_responses[0].content", "state.task_responses[1].content.extra",
-                          "state.task_responses[2].synthesize", "state.mood", "on_enter.send_push_notification"}
+                          "state.task_responses[2].synthesize", "state.mood",
+                          "on_enter.send_push_notification.payload"}
     assert "not carried by the a2a-sdk's Agent Card" in found["state.agent_card.skills[0].rating"]
     assert "not an A2A Message the a2a-sdk can send" in found["state.task_responses[0].content"]
+    assert "not an A2A StreamResponse" in found["on_enter.send_push_notification.payload"]
 
 
 def test_a2a_client_actions_the_sdk_client_cannot_send_are_named(tmp_path: Path) -> None:
