@@ -55,6 +55,7 @@ from oatf_engine.wire.mcp import SESSION_HEADER
 from oatf_engine.wire.recognition import protocol_of_method
 from oatf_serve import mcp_state
 from oatf_serve.a2a_push import ACTION as PUSH_ACTION
+from oatf_serve.agents import AgentUrls
 from oatf_serve.playable import limitations
 from oatf_serve.player import Entered
 
@@ -512,7 +513,7 @@ def inject_paths() -> list[str]:
 
 def _limitations(path: str, document: oatf.Document) -> Iterator[str]:
     """What of a document inject mode does not play (`oatf_serve.playable`, and the keys of `NOT_INJECTED`)."""
-    for limitation in limitations(path, document, agent="the agent's own traffic"):
+    for limitation in limitations(path, document, AgentUrls("the agent's own traffic")):
         if limitation.field == "state.agent_card.url":
             limitation = dataclasses.replace(limitation, message=(
                 "the real server's endpoint fields stay (url, supportedInterfaces, preferredTransport, "

@@ -14,12 +14,13 @@ from typing import Any
 import oatf
 
 from . import a2a_client, a2a_push, a2a_state
+from .agents import CLIENT_MODES, AgentUrls
 from .state import Unplayable, as_is
 
 PLAYED_MODES = ("mcp_server", "a2a_server", "ag_ui_client", "mcp_client", "a2a_client")
 """The modes `oatf serve` plays (format spec §7.x.1)."""
-NEEDS_AGENT = ("ag_ui_client", "mcp_client", "a2a_client")
-"""The modes played only against an agent's endpoint (`--agent URL`)."""
+NEEDS_AGENT = CLIENT_MODES
+"""The modes played only against an agent's endpoint (`--agent [ACTOR=]URL`: `oatf_serve.agents`)."""
 
 STRUCTURAL_KEYS = {
     "mcp_server": frozenset({"protocol_version", "server_info", "instructions", "capabilities", "tools",
@@ -54,8 +55,8 @@ class Limitation:
         return f"{self.path}: {where}: {self.field}: {self.message}"
 
 
-def limitations(path: str, document: oatf.Document, agent: str | None = None) -> list[Limitation]:
-    """Every limitation of a normalized document's actors, played with the agent's endpoint `agent` (see the
+def limitations(path: str, document: oatf.Document, agents: AgentUrls | None = None) -> list[Limitation]:
+    """Every limitation of a normalized document's actors, played with the agent's endpoints `agents` (see the
     module docstring)."""
     assert document.attack is not None and document.attack.execution is not None
     found: list[Limitation] = []
@@ -66,9 +67,9 @@ def limitations(path: str, document: oatf.Document, agent: str | None = None) ->
             found.append(Limitation(path, name, "", "mode", f"{mode or 'no mode'} is not played by oatf serve "
                                     f"(it plays {', '.join(PLAYED_MODES)})", fatal=True))
             continue
-        if mode in NEEDS_AGENT and not agent:
+        if mode in NEEDS_AGENT and not (agents and agents.url(name, mode)):
             found.append(Limitation(path, name, "", "mode", f"{mode} is played against the agent's endpoint: give "
-                                    "it with --agent URL", fatal=True))
+                                    f"it with --agent URL (or --agent {name}=URL)", fatal=True))
             continue
         for index, phase in enumerate(actor.phases):
             phase_name = phase.name or f"phase-{index + 1}"
