@@ -512,7 +512,8 @@ def inject_paths() -> list[str]:
 
 
 def _limitations(path: str, document: oatf.Document) -> Iterator[str]:
-    """What of a document inject mode does not play (`oatf_serve.playable`, and the keys of `NOT_INJECTED`)."""
+    """What of a document inject mode does not play (`oatf_serve.playable`; the actors of other modes, the keys
+    of `NOT_INJECTED`, push notifications)."""
     for limitation in limitations(path, document, AgentUrls("the agent's own traffic")):
         if limitation.field == "state.agent_card.url":
             limitation = dataclasses.replace(limitation, message=(
@@ -521,6 +522,10 @@ def _limitations(path: str, document: oatf.Document) -> Iterator[str]:
         yield ("not injected: " if limitation.fatal else "injected without: ") + str(limitation)
     assert document.attack is not None and document.attack.execution is not None
     for actor in document.attack.execution.actors or ():
+        if actor.mode not in PLAYED_MODES:
+            yield (f"not injected: {path}: actor {actor.name or 'default'}: mode: {actor.mode} is not played in "
+                   f"inject mode (it plays {', '.join(PLAYED_MODES)}; oatf serve --agent drives it)")
+            continue
         for index, phase in enumerate(actor.phases):
             where = f"{path}: actor {actor.name or 'default'}, phase {phase.name or f'phase-{index + 1}'}"
             state = phase.state if isinstance(phase.state, Mapping) and actor.mode == "mcp_server" else {}

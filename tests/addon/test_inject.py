@@ -283,3 +283,47 @@ def test_no_exception_escapes(injecting: Driven, caplog: pytest.LogCaptureFixtur
     failures = [r.message for r in caplog.records if "boom" in r.message]
     assert len(failures) == 2 and failures[0].startswith(f"oatf inject: stream failed on flow {flow.id}")
     assert failures[1].startswith("oatf inject: response failed on flow")
+
+
+MIXED = """\
+oatf: "0.1"
+attack:
+  id: INJ-MIXED-001
+  name: "What inject mode plays and what it does not"
+  version: 1
+  severity: high
+  execution:
+    actors:
+      - name: desk
+        mode: a2a_server
+        phases:
+          - state: {task_responses: [{content: {kind: message, role: agent, messageId: m, parts: []}}]}
+            trigger: {event: message/send}
+          - on_enter:
+              - send_push_notification: {url: "http://127.0.0.1:1/hook", payload: {task: {id: t, status: {}}}}
+      - name: probe
+        mode: mcp_client
+        phases: [{state: {actions: [{method: tools/list}]}}]
+  indicators:
+    - id: INJ-MIXED-001-01
+      protocol: a2a
+      surface: message/send
+      target: "message.parts[*].text"
+      pattern: {contains: secret}
+"""
+
+
+def test_what_is_not_injected_is_said(tmp_path: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """Nothing is skipped silently: an actor of a mode inject mode does not play, and an on_enter action it
+    does not send, are named at start."""
+    document = tmp_path / "mixed.yaml"
+    document.write_text(MIXED, encoding="utf-8")
+    addon = OatfAddon()
+    with taddons.context(addon.inject) as tctx:
+        tctx.configure(addon.inject, oatf_inject=str(document))
+    said = [r.getMessage() for r in caplog.records if r.name == "oatf.inject"]
+    assert any(line.startswith("oatf inject: not injected: ") and line.endswith(
+        "actor probe: mode: mcp_client is not played in inject mode (it plays mcp_server, a2a_server, "
+        "ag_ui_client; oatf serve --agent drives it)") for line in said), said
+    assert any("injected without: " in line and "actor desk, phase phase-2: on_enter.send_push_notification: "
+               "push notifications are not sent in inject mode" in line for line in said), said
