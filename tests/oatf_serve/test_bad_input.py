@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 
 from testing.processes import free_port
 
-from .harness import ATTACKS, Serving, drive, mcp_session, oatf_serve
+from .harness import ATTACKS, GUARD, OATF, Serving, drive, mcp_session, oatf_serve
 
 POISONED = ATTACKS / "OW-001_invoice-tool-credential-harvest.yaml"
 ELICITING = ATTACKS / "OW-011_deploy-elicitation-token-phish.yaml"
@@ -212,3 +213,20 @@ def test_a_flood_is_served_and_every_run_reported(tmp_path: Path) -> None:
     assert sum(s.startswith("mcp_session:") for s in sessions) == FLOOD + 1  # and the one that checked the tools
     assert sorted(s for s in sessions if s.startswith("a2a_context:")) == sorted(
         [f"a2a_context:flood-{n}" for n in range(FLOOD)] + [f"a2a_context:gone-{n}" for n in range(5)])
+
+
+def test_host_and_ports_as_asked_and_a_taken_port_refused(tmp_path: Path) -> None:
+    """`--host` and `--port N`: the documents on N and N+1 of that address, served there; a port already taken
+    stops the start with a clear message (exit 2), nothing served."""
+    port = free_port()
+    with oatf_serve(tmp_path / "reports", [POISONED, AGENT_CARD], "--host", "127.0.0.2", "--port", str(port)) \
+            as serving:
+        assert serving.endpoints == {"OW-001": f"http://127.0.0.2:{port}/mcp",
+                                     "OW-025": f"http://127.0.0.2:{port + 1}/"}
+        assert _still_serving(serving.endpoints["OW-001"]) == ["render_invoice"]
+        taken = subprocess.run([OATF, "serve", str(POISONED), "--host", "127.0.0.2", "--port", str(port),
+                                "--report-dir", str(tmp_path / "second")], capture_output=True, text=True,
+                               timeout=GUARD)
+        serving.stop()
+    assert taken.returncode == 2 and taken.stdout == "", taken
+    assert f"oatf serve: 127.0.0.2:{port}: " in taken.stderr and "Traceback" not in taken.stderr, taken.stderr
