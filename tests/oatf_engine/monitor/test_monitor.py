@@ -544,3 +544,16 @@ def test_injections_are_listed_in_the_report_only_when_there_are_some() -> None:
     assert reports["mcp_session:s1"]["execution_summary"]["injections"] == [
         {"flow": "f-list", "event": "tools/list", "injected": ["added tools entry 'add' in tools/list"]}]
     assert "injections" not in reports["mcp_session:plain"]["execution_summary"]
+
+
+@pytest.mark.parametrize("prefilter", [True, False])
+def test_an_injected_message_that_can_change_nothing_is_listed_all_the_same(prefilter: bool) -> None:
+    """The prefilter feeds a run only the messages that can change it; what inject mode altered is listed for
+    every run that takes the message (a notification no trigger, indicator or payload of the attack names)."""
+    monitor = Monitor([attack(POISONED_TOOL)], MonitorOptions(grace_period=1), prefilter=prefilter)
+    notice = dataclasses.replace(event("notifications/tools/list_changed", {}, 1.0, direction="response",
+                                       sender="server", flow="f-note"), injected=("sent list_changed",))
+    outputs = [*monitor.observe(call("benign", 0.5)), *monitor.observe(notice), *monitor.tick(10.0)]
+    [report] = concluded(outputs)
+    assert report["execution_summary"]["injections"] == [
+        {"flow": "f-note", "event": "notifications/tools/list_changed", "injected": ["sent list_changed"]}]
