@@ -4,7 +4,8 @@ The tap starts COMMAND as its child and stands between the agent and it:
 - **Relay.** The agent's stdin goes to the child's stdin and the child's stdout to our stdout, byte for byte,
   each chunk written on as soon as it is read (two relay threads doing only `os.read`/`os.write`); the
   child's stderr is ours. The tap writes nothing else to stdout (it is the protocol).
-- **Evaluation.** Each relayed chunk is queued, with the time it was read, for an evaluation thread: NDJSON
+- **Evaluation.** Each chunk read is queued, with the time it was read, for an evaluation thread, just before
+  it is relayed (so a request is always queued before the answer the peer gives it): NDJSON
   framing and MCP decoding (`oatf_engine.wire.ndjson`, the HTTP transports' JSON-RPC logic; the events' client
   is `<agent>:<pid>`, `--agent`), and `--record`'s capture. The events are then judged alone (`Judge`: the
   `Monitor` built from the engine settings, reports, a journal for `oatf recover`), or, with `--monitor PATH`,
@@ -220,17 +221,21 @@ def _write_all(fd: int, data: bytes) -> None:
 
 def _relay(source: int, target: int | None, sender: Side, evaluator: Evaluator,
            on_end: Callable[[], None] = lambda: None) -> None:
-    """Copy `source` to `target` chunk by chunk, queueing each chunk for evaluation after it is written. A
-    target that closed (the reader is gone) stops the copying, not the reading (the evaluation still sees the
-    traffic)."""
+    """Copy `source` to `target` chunk by chunk, queueing each chunk for evaluation *before* it is written: the
+    peer cannot answer a message it has not received, so the evaluation always sees a request before its answer
+    (queued after the write, a relay thread paused between the two — a loaded machine, a tap running at a lower
+    priority than its server — let the other direction queue the answer first; the decoder then had no request
+    to correlate it with and dropped it: a `tools/list` answer lost made a resisting agent `not_delivered`, a
+    `tools/call` answer lost hid what a response indicator would match). A target that closed (the reader is
+    gone) stops the copying, not the reading (the evaluation still sees the traffic)."""
     try:
         while data := os.read(source, CHUNK):
+            evaluator.put(sender, data)
             if target is not None:
                 try:
                     _write_all(target, data)
                 except OSError:
                     target = None
-            evaluator.put(sender, data)
     except OSError:
         pass
     finally:
