@@ -8,6 +8,8 @@ Workload: one stdio session per configuration and round — `initialize`, `notif
 read back before the next (the round trip an agent waits for). Configurations, alternating within each round
 (after a warm-up round) so that drift on this shared machine hits them alike:
 - the server directly;
+- `oatf tap` with no attack loaded: the relay, decoding and an idle monitor (what the tap costs before any
+  attack is judged);
 - `oatf tap --attacks attacks/ -- SERVER`: the whole library loaded, judging alone (reports and journal in a
   temporary directory): every MCP attack of the library opens a run on the session and sees every message.
 Servers: `fastmcp`, the official `mcp` SDK's FastMCP server (what agents run); `minimal`, a few lines of
@@ -36,7 +38,7 @@ from typing import IO
 ROOT = Path(__file__).resolve().parents[1]
 ATTACKS = ROOT / "attacks"
 OATF = Path(sys.executable).parent / "oatf"
-DIRECT, TAPPED = "server directly", "oatf tap + library"
+DIRECT, EMPTY, TAPPED = "server directly", "oatf tap, no attacks", "oatf tap + library"
 
 SERVERS = {
     "fastmcp": """
@@ -104,18 +106,21 @@ def main() -> None:
     args = parser.parse_args()
     server = [sys.executable, "-c", SERVERS[args.server]]
     workdir = Path(tempfile.mkdtemp(prefix="bench-tap-"))
-    rates: dict[str, list[float]] = {DIRECT: [], TAPPED: []}
-    latencies: dict[str, list[float]] = {DIRECT: [], TAPPED: []}
-    ratios = []
+    names = (DIRECT, EMPTY, TAPPED)
+    rates: dict[str, list[float]] = {name: [] for name in names}
+    latencies: dict[str, list[float]] = {name: [] for name in names}
+    ratios: dict[str, list[float]] = {EMPTY: [], TAPPED: []}
     stderr = workdir / "tap.stderr"
     print(f"{args.server} server over stdio, {args.calls} tools/call per session, {args.rounds} rounds "
           f"(+1 warm-up), {len(list(ATTACKS.glob('*.yaml')))} attack documents loaded in the tap")
     for round_number in range(args.rounds + 1):
         reports = workdir / f"reports-{round_number}"
-        tapped = [str(OATF), "tap", "--attacks", str(ATTACKS), "--report-dir", str(reports), "--", *server]
+        commands = {DIRECT: server, TAPPED: [str(OATF), "tap", "--attacks", str(ATTACKS), "--report-dir", str(reports),
+                                             "--", *server],
+                    EMPTY: [str(OATF), "tap", "--report-dir", str(workdir / "empty"), "--", *server]}
         measured = {}
-        for name, command in ((DIRECT, server), (TAPPED, tapped)) if round_number % 2 else \
-                ((TAPPED, tapped), (DIRECT, server)):
+        for name in names if round_number % 2 else names[::-1]:
+            command = commands[name]
             with stderr.open("a") as errors:
                 measured[name] = session(command, args.calls, errors)
         if round_number == 0:
@@ -123,18 +128,20 @@ def main() -> None:
         for name, (elapsed, round_latencies) in measured.items():
             rates[name].append(args.calls / elapsed)
             latencies[name] += round_latencies
-        ratios.append(rates[TAPPED][-1] / rates[DIRECT][-1])
-        print(f"  round {round_number}: direct {rates[DIRECT][-1]:.0f} calls/s, tap {rates[TAPPED][-1]:.0f} "
-              f"calls/s ({ratios[-1]:.1%})", flush=True)
+        for name in ratios:
+            ratios[name].append(rates[name][-1] / rates[DIRECT][-1])
+        print(f"  round {round_number}: " + ", ".join(f"{name} {rates[name][-1]:.0f} calls/s" for name in names),
+              flush=True)
     medians = {}
-    for name in (DIRECT, TAPPED):
+    for name in names:
         ordered = sorted(latencies[name])
         medians[name] = statistics.median(ordered)
         print(f"{name:>20}: {statistics.median(rates[name]):8.0f} calls/s, median {medians[name] * 1000:.3f} ms, "
               f"p90 {ordered[int(len(ordered) * 0.9)] * 1000:.3f} ms")
-    added = (medians[TAPPED] - medians[DIRECT]) * 1000
-    print(f"tap vs direct: {statistics.median(ratios):.1%} of its throughput, median latency {added:+.3f} ms "
-          f"(targets: >= 90%, <= 0.5 ms)")
+    for name in ratios:
+        added = (medians[name] - medians[DIRECT]) * 1000
+        print(f"{name} vs direct: {statistics.median(ratios[name]):.1%} of its throughput, median latency "
+              f"{added:+.3f} ms{' (targets: >= 90%, <= 0.5 ms)' if name == TAPPED else ''}")
     last = workdir / f"reports-{args.rounds}" / "verdicts.jsonl"
     judged = [json.loads(line) for line in last.read_text().splitlines()] if last.exists() else []
     seen = sum(r["execution_summary"]["messages_seen"] for r in judged)
