@@ -254,11 +254,12 @@ def _handle(monitor: Monitor, reporting: Reporting, kind: str, payload: Any,
 
 
 def counts(monitor: Monitor) -> dict[str, int]:
-    """What `monitor` holds in memory: live runs, their sessions, timers queued, and what its session resolver
-    remembers (each bounded: `oatf_engine.monitor.sessions`, `.episodes`)."""
+    """What `monitor` holds in memory: live runs (those materialised, the rest on paper: `oatf_engine.monitor.
+    paper`), their sessions, timers queued, and what its session resolver remembers (each bounded:
+    `oatf_engine.monitor.sessions`, `.episodes`)."""
     resolver = monitor.sessions
     episodes = resolver.agent_episodes
-    return {"runs": len(monitor.runs), "sessions": len({run.session for run in monitor.runs.values()}),
+    return {"runs": monitor.live_runs, "materialised": len(monitor.runs), "sessions": monitor.open_sessions,
             "timers": monitor.queued_timers, "flows": len(resolver.flow_session), "aliases": len(resolver.aliases),
             "routes": len(resolver.last_session), "held": len(resolver.pending) + len(resolver.held),
             "episode_flows": len(episodes.flows) if episodes is not None else 0,

@@ -61,7 +61,7 @@ def run(attacks: list[LoadedAttack], events: list[ObservedEvent], options: Monit
     peak = 0
     for event in events:
         outputs.extend(monitor.observe(event))
-        peak = max(peak, len(monitor.runs))
+        peak = max(peak, monitor.live_runs)
     outputs.extend(monitor.tick(events[-1].timestamp + 60))  # past every grace period, as replay ends
     outputs.extend(monitor.shutdown())
     reports = [o.report for o in outputs if isinstance(o, RunConcluded)]

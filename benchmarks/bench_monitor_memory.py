@@ -6,7 +6,8 @@ over a long stream of traffic.
 
 1. Memory per idle run (target <= 50 KB): `--runs` runs of the library attack whose runs are the largest,
    each opened by one synthetic `ObservedEvent` in its own session (one per protocol the attack's actors
-   speak); tracemalloc's traced memory after minus before, divided by the runs created. The same with
+   speak); tracemalloc's traced memory after minus before, divided by the runs created (`Monitor.live_runs`:
+   an idle run of an attack that may wait on paper is a bit of its session's cohort). The same with
    `--per-attack` runs of every library attack (median and largest), and per idle session with the whole
    library loaded (every attack of the session's protocol opens a run).
 2. Memory over traffic (target: flat): `--messages` messages from the library's recorded sessions
@@ -83,14 +84,14 @@ def idle_runs(attacks: list[LoadedAttack], sessions_count: int) -> tuple[float, 
     monitor.observe(opening(wanted[0], -1, 0.0))  # first-use allocations (caches, compiled conditions)
     gc.collect()
     before = tracemalloc.get_traced_memory()[0]
-    base_runs = len(monitor.runs)
+    base_runs = monitor.live_runs
     for session in range(sessions_count):
         for protocol in wanted:
             monitor.observe(opening(protocol, session, 1.0))
     gc.collect()
     after = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
-    runs = len(monitor.runs) - base_runs
+    runs = monitor.live_runs - base_runs
     return (after - before) / max(runs, 1), runs
 
 
@@ -142,7 +143,7 @@ def flat_over_traffic(attacks: list[LoadedAttack], messages: int, slots: int, in
             gc.collect()
             traced, memory = tracemalloc.get_traced_memory()[0], rss()
             rows.append((n, traced, memory))
-            print(f"  {n:>9,} {len(monitor.runs):>9,} {concluded:>9,} {traced / 1e6:>9.2f} {memory / 1e6:>8.1f} "
+            print(f"  {n:>9,} {monitor.live_runs:>9,} {concluded:>9,} {traced / 1e6:>9.2f} {memory / 1e6:>8.1f} "
                   f"{time.process_time() - start:>7.1f}", flush=True)
         if n >= messages:
             break

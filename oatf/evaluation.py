@@ -33,6 +33,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from json.encoder import encode_basestring as _encode_json_string
 from typing import Any, Final
 
@@ -106,10 +107,12 @@ def timestamp_now() -> str:
     return stamp
 
 
+@lru_cache(maxsize=4096)
 def timestamp_at(seconds: float) -> str:
     """`seconds` since the epoch in the form of `timestamp_now` (ISO 8601, UTC, milliseconds). Evaluators
     that follow an event clock (replay of a recording) stamp verdicts with it, so the same traffic gives
-    the same verdicts whenever it is evaluated."""
+    the same verdicts whenever it is evaluated. Remembered for the last few thousand times (a monitor
+    stamps the many runs that end together with the same few)."""
     milliseconds = round(seconds * 1000)
     second, millisecond = divmod(milliseconds, 1000)
     return f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(second))}.{millisecond:03d}Z"

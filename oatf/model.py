@@ -483,10 +483,12 @@ class IndicatorVerdict(YamlForm):
     def to_dict(self) -> dict[str, Any]:
         """The plain form (as `YamlForm.to_dict`, written out: verdicts are serialized once per run)."""
         out: dict[str, Any] = {"indicator_id": self.indicator_id, "result": _plain_enum(self.result)}
-        for key in ("timestamp", "evidence", "source"):
-            value = getattr(self, key)
-            if value is not None:
-                out[key] = value
+        if self.timestamp is not None:
+            out["timestamp"] = self.timestamp
+        if self.evidence is not None:
+            out["evidence"] = self.evidence
+        if self.source is not None:
+            out["source"] = self.source
         return out
 
 
@@ -508,8 +510,10 @@ class AttackVerdict(YamlForm):
         out["result"] = _plain_enum(self.result)
         out["indicator_verdicts"] = [v.to_dict() for v in self.indicator_verdicts]
         out["evaluation_summary"] = self.evaluation_summary.to_dict()
-        for key in ("timestamp", "source", "max_tier"):
-            value = getattr(self, key)
-            if value is not None:
-                out[key] = _plain_enum(value)
+        if self.timestamp is not None:
+            out["timestamp"] = self.timestamp
+        if self.source is not None:
+            out["source"] = self.source
+        if self.max_tier is not None:
+            out["max_tier"] = _plain_enum(self.max_tier)
         return out

@@ -55,6 +55,18 @@ def is_simple_path(path: str) -> bool:
     return _SIMPLE_PATH.search(path) is not None
 
 
+def path_keys(path: str, wildcard: bool = True) -> tuple[str, ...]:
+    """The member names a value `path` reaches is found under, in path order: a value resolves only through
+    objects holding each of them. A wildcard dot-path's field steps (its `[*]` fan-outs left out, SDK spec
+    §5.1.2), or with `wildcard=False` a simple dot-path's segments as they are (SDK spec §5.1.1: a segment
+    is a key, whatever it holds); none for "" (the root)."""
+    if not path:
+        return ()
+    if not wildcard:
+        return tuple(path.split("."))
+    return tuple(step for step in _wildcard_steps(path) if step is not None)
+
+
 def is_wildcard_path(path: str) -> bool:
     """Whether `path` is a wildcard dot-path: simple segments each optionally suffixed by `[*]`, or ""
     (SDK spec §5.1.2; format spec §5.4 grammar)."""

@@ -77,6 +77,8 @@ def _by_indicator(verdicts: Mapping[str, IndicatorVerdict] | Iterable[IndicatorV
 def _logic(logic: CorrelationLogic | str | None) -> CorrelationLogic:
     if logic is None:
         return CorrelationLogic.ANY
+    if isinstance(logic, CorrelationLogic):
+        return logic
     try:
         return CorrelationLogic(logic)
     except ValueError:
@@ -89,6 +91,8 @@ def compute_verdict(
     *,
     logic: CorrelationLogic | str | None = None,
     attack_id: str | None = None,
+    timestamp: str | None = None,
+    source: str | None = None,
 ) -> AttackVerdict:
     """SDK spec §4.5 `compute_verdict`: the attack-level verdict from indicator verdicts.
 
@@ -97,6 +101,8 @@ def compute_verdict(
     for one id, e.g. one per observed message, combine: matched, else error, else not_matched, else
     skipped). `logic` overrides the attack's correlation logic (default `any`); `attack_id` overrides
     `attack.id`. Indicators without an id get their N-003 id (`{attack.id}-{NN}` / `indicator-{NN}`).
+    `timestamp` stamps the verdict (and any indicator without a verdict) instead of the current time (an
+    evaluator following an event clock); `source` names the evaluator.
 
     An attack without indicators yields an `error` verdict with an all-zero summary. Raises `ValueError`
     for a correlation logic other than any/all, or a verdict result outside `IndicatorResult`."""
@@ -110,7 +116,7 @@ def compute_verdict(
         owner_id = None
     mode = _logic(logic)
     verdicts = _by_indicator(indicator_verdicts)
-    now = timestamp_now()
+    now = timestamp_now() if timestamp is None else timestamp
 
     counts = [0, 0, 0, 0]
     ordered: list[IndicatorVerdict] = []
@@ -149,5 +155,6 @@ def compute_verdict(
         indicator_verdicts=tuple(ordered),
         evaluation_summary=EvaluationSummary(matched, not_matched, error, skipped),
         timestamp=now,
+        source=source,
         max_tier=tuple(Tier)[max_rank] if max_rank >= 0 else None,
     )

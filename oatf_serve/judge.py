@@ -94,12 +94,12 @@ class Judge:
                 now = time.time()
                 for monitor in self.monitors.values():
                     self._guarded("tick", functools.partial(self._tick, monitor, now))
-                self._open_runs = sum(len(monitor.runs) for monitor in self.monitors.values())
+                self._open_runs = sum(monitor.live_runs for monitor in self.monitors.values())
                 continue
             if item is None:
                 break
             self._guarded("evaluation", functools.partial(self._decode, *item))
-            self._open_runs = sum(len(monitor.runs) for monitor in self.monitors.values())
+            self._open_runs = sum(monitor.live_runs for monitor in self.monitors.values())
         for monitor in self.monitors.values():
             self._guarded("shutdown", functools.partial(self._shutdown, monitor))
 

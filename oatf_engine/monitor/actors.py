@@ -50,7 +50,17 @@ TIMER_SLACK = 1e-6
 """Seconds added to an `after` deadline: the trigger compares elapsed time in whole microseconds."""
 
 
-@dataclass
+def actor_name(actor: oatf.Actor) -> str:
+    """The actor's name in reports and actor bindings (`default` for a single unnamed actor)."""
+    return actor.name or "default"
+
+
+def agent_side(actor: oatf.Actor) -> str:
+    """The HTTP side the agent is on, seen from `actor`'s mode (see the module docstring)."""
+    return "client" if (actor.mode or "").endswith("_server") else "server"
+
+
+@dataclass(slots=True)
 class ActorMachine:
     actor: oatf.Actor
     entered_at: float
@@ -58,7 +68,6 @@ class ActorMachine:
     trigger_state: oatf.TriggerState = field(default_factory=oatf.TriggerState)
     extracted: dict[str, str] = field(default_factory=dict)
     phases_reached: list[str] = field(default_factory=list)
-    messages: int = 0
 
     peer: str | None = None
     """The endpoint bound to play this actor in its run (`peer_of`), or None: every peer of its protocol."""
@@ -71,9 +80,9 @@ class ActorMachine:
     """The current phase."""
 
     def __post_init__(self) -> None:
-        self.name = self.actor.name or "default"
+        self.name = actor_name(self.actor)
         self.protocol = oatf.extract_protocol(self.actor.mode or "")
-        self.agent_side = "client" if (self.actor.mode or "").endswith("_server") else "server"
+        self.agent_side = agent_side(self.actor)
         self.phase = self.actor.phases[self.index]
         self.phases_reached.append(self.phase.name or "phase-1")
 
@@ -82,6 +91,11 @@ class ActorMachine:
         """In its terminal phase (the one without a trigger), or past the last phase."""
         return self.phase.trigger is None
 
+    @property
+    def movable(self) -> bool:
+        """An event may still change it (`observe`): its phase has a trigger or an extractor."""
+        return self.phase.trigger is not None or bool(self.phase.extractors)
+
     def deadline(self) -> float:
         """When the current phase's `after` timer fires (infinity without one)."""
         trigger = self.phase.trigger
@@ -89,9 +103,19 @@ class ActorMachine:
             return float("inf")
         return self.entered_at + oatf.parse_duration(trigger.after).total_seconds() + TIMER_SLACK
 
+    def moved_by(self, event: ObservedEvent) -> bool:
+        """Whether `observe(event)` may change this actor in its phase: an extractor of the event's direction,
+        or its trigger evaluated on the event (the agent's message, of the trigger's event type or with
+        `after`)."""
+        phase = self.phase
+        if phase.extractors and any(e.source == event.direction for e in phase.extractors):
+            return True
+        trigger = phase.trigger
+        return trigger is not None and event.sender == self.agent_side and (
+            trigger.after is not None or trigger.event == event.event_type)
+
     def observe(self, event: ObservedEvent) -> PhaseChange | None:
         """Extract, then evaluate the current phase's trigger on an event of this actor's traffic."""
-        self.messages += 1
         phase = self.phase
         if phase.extractors:
             self._extract(event)

@@ -190,7 +190,7 @@ class MessageText:
         return self._joined
 
 
-@dataclass
+@dataclass(slots=True)
 class Delivery:
     """One actor's delivery: its payload, and the evidence of the first message that carried it."""
 

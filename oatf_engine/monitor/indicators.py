@@ -2,30 +2,40 @@
 
 The filter keeps events of the indicator's protocol, surface, actor and direction (steps 1–2 are selected per
 attack by `AttackPlan.selection`, steps 3–4 by `accepts`); every kept event is evaluated with the
-indicator's compiled judge (`oatf.compile_indicator`: `evaluate_indicator` without a verdict per message)
-until the first match, which keeps its evidence (flow, event, path and excerpt: the verdict's string and
-`found`, the same as fields) and ends evaluation for that indicator. Counters, not messages, are retained.
+indicator's compiled judge (`AttackPlan.judges`: `evaluate_indicator` without a verdict per message; one
+judgement per message for indicators alike, `Judged`) until the first match, which keeps its evidence (flow,
+event, path and excerpt: the verdict's string and `found`, the same as fields) and ends evaluation for that
+indicator. Nothing of the messages is retained; how many the filter kept is counted by the session
+(`oatf_engine.monitor.traffic`), or by the run when it must count exactly (`AttackRun.exact`), not by each
+indicator.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Hashable
+from dataclasses import dataclass
 from typing import Any
 
 import oatf
-from oatf.evaluation import Judge, evidence_parts
+from oatf.evaluation import Judge, Judgement, evidence_parts
 
 from ..events import ObservedEvent
 
 EVIDENCE_LIMIT = 600
 
+Judged = dict[Hashable, Judgement]
+"""One message's judgements so far, by `AttackPlan.judge_keys`: indicators alike are judged once."""
 
-@dataclass
+
+@dataclass(slots=True)
 class IndicatorTracker:
     indicator: oatf.Indicator
+    judge: Judge
+    """The indicator compiled (`AttackPlan.judges`)."""
+    key: Hashable
+    """What makes indicators judge alike (`AttackPlan.judge_keys`)."""
     unavailable: str | None = None
     """Why this indicator cannot be evaluated here (e.g. no semantic evaluator): it is `skipped`."""
-    examined: int = 0
     matched: oatf.IndicatorVerdict | None = None
     found: dict[str, Any] | None = None
     """Where the first match was, as fields: flow, event, direction, time, endpoint, path, excerpt."""
@@ -33,11 +43,9 @@ class IndicatorTracker:
     skipped: oatf.IndicatorVerdict | None = None
     open: bool = True
     """Still evaluated: not matched yet, and evaluable here."""
-    judge: Judge = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.open = self.unavailable is None
-        self.judge = oatf.compile_indicator(self.indicator)
 
     @property
     def id(self) -> str:
@@ -50,13 +58,18 @@ class IndicatorTracker:
             return False
         return indicator.direction is None or event.direction == indicator.direction
 
-    def observe(self, event: ObservedEvent, cel: oatf.CelEvaluator | None,
-                semantic: oatf.SemanticEvaluator | None) -> bool:
-        """Evaluate one kept event; True when this is the indicator's first match."""
+    def observe(self, event: ObservedEvent, cel: oatf.CelEvaluator | None, semantic: oatf.SemanticEvaluator | None,
+                judged: Judged | None = None) -> bool:
+        """Evaluate one kept event (`judged`: the event's judgements so far, shared by the runs it is fed to);
+        True when this is the indicator's first match."""
         if not self.open:
             return False
-        self.examined += 1
-        result, evidence = self.judge(event.content, cel, semantic)
+        judgement = None if judged is None else judged.get(self.key)
+        if judgement is None:
+            judgement = self.judge(event.content, cel, semantic)
+            if judged is not None:
+                judged[self.key] = judgement
+        result, evidence = judgement
         if result is oatf.IndicatorResult.NOT_MATCHED:
             return False
         if result is oatf.IndicatorResult.SKIPPED:
@@ -79,13 +92,14 @@ class IndicatorTracker:
                       "endpoint": f"{endpoint.host}:{endpoint.port}{endpoint.path}", "path": path, "excerpt": excerpt}
         return True
 
-    def verdict(self, timestamp: str) -> oatf.IndicatorVerdict:
-        """Matched, else error, else skipped (no evaluator), else not_matched with what was examined."""
+    def verdict(self, timestamp: str, examined: int) -> oatf.IndicatorVerdict:
+        """Matched, else error, else skipped (no evaluator), else not_matched with how many messages the filter
+        kept (`examined`)."""
         if self.unavailable is not None:
             return oatf.IndicatorVerdict(self.id, oatf.IndicatorResult.SKIPPED, timestamp, self.unavailable)
         for found in (self.matched, self.error, self.skipped):
             if found is not None:
                 return found
-        evidence = (f"no matching message among {self.examined} examined" if self.examined
+        evidence = (f"no matching message among {examined} examined" if examined
                     else "no message passed this indicator's filter (protocol, surface, actor, direction)")
         return oatf.IndicatorVerdict(self.id, oatf.IndicatorResult.NOT_MATCHED, timestamp, evidence)

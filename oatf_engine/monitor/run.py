@@ -7,10 +7,9 @@ its first message — starting the timer at terminal-phase entry would conclude 
 report a false `not_exploited`. So, for an observer, a run is complete when every actor is in its terminal
 phase **and the run has gone quiet**: while every actor is terminal, each event of the run restarts the
 grace timer, and the verdict is computed one grace period after the run's last event. A run is not quiet
-while a request asking an agent to work waits for the first message of its answer (`episodes.asks_for_work`:
-an A2A `message/send` or `message/stream` to the agent, an AG-UI `RunAgentInput`; up to `MAX_ANSWER_WAIT`):
-an LLM-backed agent answers a blocking `message/send` after its work, 30 s later or more, and that answer
-belongs to the run (`awaiting`).
+while a request of its traffic waits for its answer (`answers`: a JSON-RPC request of either side, an HTTP
+request; up to `MAX_ANSWER_WAIT`): a tool may take a minute, an LLM-backed agent answers a blocking
+`message/send` after its work, 30 s later or more, and that answer belongs to the run (`awaited_at`).
 
 Whether the attack reached the agent is followed beside the verdict (`delivery`): each actor's payload is
 looked for in the messages its side sends to the agent. The report says `delivered` and gives the evidence;
@@ -24,86 +23,215 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import oatf
 
 from ..events import ObservedEvent
 from .actors import ActorMachine, PhaseChange, peer_of
-from .delivery import CUT_SHORT, Delivery, MessageText, outcome
-from .episodes import MAX_ANSWER_WAIT, asks_for_work
-from .indicators import IndicatorTracker
+from .answers import Call, Unanswered
+from .delivery import CUT_SHORT, Delivery, MessageText, PayloadText, outcome
+from .episodes import MAX_ANSWER_WAIT
+from .indicators import IndicatorTracker, Judged
 from .library import LoadedAttack
-from .options import MonitorOptions
-from .plan import Selection
+from .options import ActorBinding, MonitorOptions
+from .plan import AttackPlan
+from .traffic import MAX_AWAITING, Baseline, SessionTraffic, TrafficKey, TrafficView
+
+_NONE: Mapping[Any, Any] = MappingProxyType({})
+"""No bindings, no rivals: what most runs hold (read only)."""
 
 MAX_CITED_FLOWS = 50
 MAX_INJECTIONS = 100
 """Exchanges the proxy's inject mode altered that a report lists, at most."""
-MAX_AWAITING = 64
-"""Requests of one run followed while they wait for their answer (`AttackRun.awaiting`), at most."""
 
 
-@dataclass
+@dataclass(slots=True)
+class RunBlank:
+    """An attack's actors, deliveries and indicators as a run starts with them, shared by its runs on paper
+    (`AttackRun.blank`), which read them and are never fed: nothing ever changes them."""
+
+    actors: list[ActorMachine]
+    deliveries: list[Delivery]
+    indicators: list[IndicatorTracker]
+    by_protocol: dict[str, list[ActorMachine]]
+    """`AttackRun._by_protocol` of these actors."""
+    delivery_of: dict[int, Delivery]
+    """`AttackRun._delivery_of` of these actors."""
+    aggregate: tuple[oatf.AttackResult, oatf.EvaluationSummary, oatf.Tier | None] | None = None
+    """What `oatf.compute_verdict` makes of these indicators' verdicts (result, summary, highest tier): the same
+    for every run on paper, worked out by the first that reports (`AttackRun.verdict`)."""
+
+    @classmethod
+    def of(cls, loaded: LoadedAttack, semantic_available: bool) -> RunBlank:
+        """The blank of `loaded`'s runs (`semantic_available`: as `AttackRun`'s), made once per plan
+        (`AttackPlan.blanks`: monitors of one library, a reloaded one, share it)."""
+        blank = loaded.plan.blanks.get(semantic_available)
+        if isinstance(blank, RunBlank):
+            return blank
+        attack = loaded.attack
+        assert attack.execution is not None and attack.execution.actors is not None
+        actors = [ActorMachine(actor, math.nan) for actor in attack.execution.actors]
+        deliveries = _deliveries(actors, loaded.plan.payloads)
+        blank = loaded.plan.blanks[semantic_available] = cls(
+            actors, deliveries, _trackers(loaded.plan, semantic_available), _by_protocol(actors),
+            {id(machine): d for machine, d in zip(actors, deliveries, strict=True)})
+        return blank
+
+
+def _by_protocol(actors: list[ActorMachine]) -> dict[str, list[ActorMachine]]:
+    found: dict[str, list[ActorMachine]] = {}
+    for actor in actors:
+        found.setdefault(actor.protocol, []).append(actor)
+    return found
+
+
+def _deliveries(actors: list[ActorMachine], payloads: Iterable[tuple[PayloadText, ...]]) -> list[Delivery]:
+    return [Delivery(machine.name, payload) for machine, payload in zip(actors, payloads, strict=True)]
+
+
+def _trackers(plan: AttackPlan, semantic_available: bool) -> list[IndicatorTracker]:
+    unavailable = None if semantic_available else (
+        "semantic indicators need a SemanticEvaluator; none is configured (option oatf_semantic_evaluator)")
+    return [IndicatorTracker(i, judge, key, unavailable if i.semantic is not None else None)
+            for i, judge, key in zip(plan.indicators, plan.judges, plan.judge_keys, strict=True)]
+
+
+@dataclass(slots=True)
+class _OwnCounts:
+    """The counters an `exact` run keeps itself: as a run without rivals reads them from `traffic`."""
+
+    last_event_at: float
+    actors: dict[int, int]
+    """Per actor (by id): the messages of its traffic."""
+    examined: list[int]
+    """Per indicator position: the messages its trace filter kept while it was open."""
+    awaiting: Unanswered[None]
+    """The run's requests waiting for their answer (see the module docstring)."""
+    messages: int = 0
+
+
+@dataclass(slots=True)
 class AttackRun:
     loaded: LoadedAttack
     session: str
     started_at: float
     options: MonitorOptions
     semantic_available: bool = False
+    traffic: SessionTraffic = field(default_factory=SessionTraffic)
+    """The session's counters (`oatf_engine.monitor.traffic`): the run's own counters are read from them."""
+    baseline: Baseline = field(default_factory=Baseline)
+    """`traffic`'s counts just before the run's first event."""
+    count_own: bool = False
+    """Count its own messages even without rival actors (`exact`): `Monitor(prefilter=False)`, the reference
+    the differential tests compare the counters read from `traffic` with."""
+    blank: RunBlank | None = None
+    """A run on paper (`oatf_engine.monitor.paper`): its actors, deliveries and indicators are the attack's
+    shared blank, as the run started; it reports, tells its deadlines, and is never fed or ticked (`observe`
+    and `tick` refuse). None: a run of its own."""
     actors: list[ActorMachine] = field(default_factory=list)
     indicators: list[IndicatorTracker] = field(default_factory=list)
-    last_event_at: float = 0.0
     all_terminal_at: float | None = None
     closed_at: float | None = None
     """When the agent closed the run's session (an MCP `DELETE`: `Monitor.close_session`), if it did."""
-    messages: int = 0
     cited_flows: list[str] = field(default_factory=list)
     phase_changes: list[PhaseChange] = field(default_factory=list)
     injections: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Flow id → what the proxy's inject mode altered in it (`ObservedEvent.injected`), first seen first."""
-    awaiting: dict[str, float] = field(default_factory=dict)
-    """Flow id → when its request was sent, for the run's requests whose answer has not begun (see the module
-    docstring)."""
     grace_period: float = field(init=False)
     """Seconds: `attack.grace_period`, else the monitor's default."""
+    deliveries: list[Delivery] = field(init=False, repr=False, compare=False)
+    _bindings: Mapping[str, ActorBinding] = field(init=False, repr=False, compare=False)
+    _binding_bit: Mapping[str, int] = field(init=False, repr=False, compare=False)
+    _delivery_of: dict[int, Delivery] = field(init=False, repr=False, compare=False)
+    _by_protocol: dict[str, list[ActorMachine]] = field(init=False, repr=False, compare=False)
+    _protocols: frozenset[str] = field(init=False, repr=False, compare=False)
+    _undelivered: int = field(init=False, repr=False, compare=False)
+    _bound: bool = field(init=False, repr=False, compare=False)
+    _rivals: Mapping[int, list[ActorMachine]] = field(init=False, repr=False, compare=False)
+    """Actors sharing a protocol and role with others, by id: each binds to the peer that delivers its
+    payload (`actors.peer_of`)."""
+    _seen_noted: int = field(init=False, repr=False, compare=False)
+    _view_cache: TrafficView | None = field(init=False, repr=False, compare=False)
+    """`_view` while `traffic` counts no more events."""
+    _own: _OwnCounts | None = field(init=False, repr=False, compare=False)
+    """The run's own counters when it has rival actors or `count_own` (`exact`), else None: they are read from
+    `traffic`."""
     scheduled: float = float("inf")
     """The earliest time the monitor's timer queue holds for this run (kept by `Monitor`)."""
 
     def __post_init__(self) -> None:
         plan = self.loaded.plan
         self.grace_period = plan.grace_period if plan.grace_period is not None else self.options.grace_period
-        self._bindings = {b.actor: b for b in self.options.bindings}
-        attack = self.loaded.attack
-        assert attack.execution is not None and attack.execution.actors is not None
-        self.actors = [ActorMachine(actor, self.started_at) for actor in attack.execution.actors]
-        self.deliveries = [Delivery(machine.name, payload)
-                           for machine, payload in zip(self.actors, plan.payloads, strict=True)]
-        self._delivery_of = {id(machine): d for machine, d in zip(self.actors, self.deliveries, strict=True)}
+        if self.options.bindings:
+            self._bindings = {b.actor: b for b in self.options.bindings}
+            bits = {b.actor: 1 << n for n, b in enumerate(self.options.bindings)}  # the last binding of a name wins
+            self._binding_bit = {name: bits[name] for name in self._bindings}
+        else:
+            self._bindings, self._binding_bit = _NONE, _NONE
+        blank = self.blank
+        if blank is not None:
+            self.actors, self.deliveries, self.indicators = blank.actors, blank.deliveries, blank.indicators
+            self._delivery_of, self._by_protocol = blank.delivery_of, blank.by_protocol
+        else:
+            attack = self.loaded.attack
+            assert attack.execution is not None and attack.execution.actors is not None
+            self.actors = [ActorMachine(actor, self.started_at) for actor in attack.execution.actors]
+            self.deliveries = _deliveries(self.actors, plan.payloads)
+            self.indicators = _trackers(plan, self.semantic_available)
+            self._delivery_of = {id(machine): d for machine, d in zip(self.actors, self.deliveries, strict=True)}
+            self._by_protocol = _by_protocol(self.actors)
         self._undelivered = len(self.deliveries)
-        self._by_protocol: dict[str, list[ActorMachine]] = {}
-        for actor in self.actors:
-            self._by_protocol.setdefault(actor.protocol, []).append(actor)
-        self._bound = any(a.name in self._bindings for a in self.actors)
-        roles: dict[tuple[str, str], list[ActorMachine]] = {}
-        for actor in self.actors:
-            if actor.name not in self._bindings:
-                roles.setdefault((actor.protocol, actor.agent_side), []).append(actor)
-        self._rivals = {id(a): [b for b in same if b is not a] for same in roles.values() if len(same) > 1
-                        for a in same}
-        """Actors sharing a protocol and role with others, by id: each binds to the peer that delivers its
-        payload (`actors.peer_of`)."""
-        unavailable = None if self.semantic_available else (
-            "semantic indicators need a SemanticEvaluator; none is configured (option oatf_semantic_evaluator)")
-        self.indicators = [IndicatorTracker(i, unavailable if i.semantic is not None else None)
-                           for i in plan.indicators]
-        self.last_event_at = self.started_at
+        self._bound = bool(self._bindings) and any(a.name in self._bindings for a in self.actors)
+        self._rivals = _NONE
+        if plan.rivals_possible:
+            roles: dict[tuple[str, str], list[ActorMachine]] = {}
+            for actor in self.actors:
+                if actor.name not in self._bindings:
+                    roles.setdefault((actor.protocol, actor.agent_side), []).append(actor)
+            self._rivals = {id(a): [b for b in same if b is not a] for same in roles.values() if len(same) > 1
+                            for a in same}
+        self._protocols = frozenset(self._by_protocol)
+        self._seen_noted = -1
+        self._view_cache = None
+        self._own = _OwnCounts(self.started_at, {id(a): 0 for a in self.actors}, [0] * len(plan.indicators),
+                               Unanswered(MAX_AWAITING)) if self._rivals or self.count_own else None
         self._check_terminal(self.started_at)
 
     @property
     def id(self) -> str:
         return f"{self.loaded.key}@{self.session}"
+
+    @property
+    def exact(self) -> bool:
+        """Whether the run counts its own messages, and so must be fed every event of its traffic
+        (`Monitor`), however little the event can change in it.
+
+        Which events an actor sees is read from the session's counters (`traffic`) when it depends on the
+        event alone: its protocol and, with `oatf_actor_bindings`, its endpoint. Rival actors (`_plays`)
+        see an event depending on the run's history too: before a peer delivers an actor's payload every peer
+        no rival is bound to plays it, after that only its own peer does. No counter of the session can tell
+        that, so such a run (rare: a document with two actors of one protocol and role) counts its messages,
+        each actor's (`messages_seen`, which decides who takes part in `delivered`), each indicator's
+        `examined` and the time of its last message itself, exactly as they were seen."""
+        return self._own is not None
+
+    @property
+    def bound(self) -> bool:
+        """Some actor of the run has an explicit binding (`oatf_actor_bindings` when the run was created)."""
+        return self._bound
+
+    def count_exactly(self) -> None:
+        """Count its own messages from now on (`exact`), from the counts read from `traffic` so far: the
+        session's binding bits no longer follow this run's bindings (new options: `Monitor.set_options`)."""
+        if self._own is None:
+            awaiting: Unanswered[None] = Unanswered(MAX_AWAITING)
+            awaiting.calls = {call: (at, None) for call, at in self._awaited().items()}
+            self._own = _OwnCounts(self.last_event_at, {id(a): self.actor_messages(a) for a in self.actors},
+                                   [self.examined(t) for t in self.indicators], awaiting, self.messages)
 
     def actors_for(self, event: ObservedEvent) -> list[ActorMachine]:
         """The actors whose traffic this event is: same protocol; an actor's explicit binding if it has one
@@ -124,46 +252,140 @@ class AttackRun:
             return actor.peer == peer
         return all(rival.peer != peer for rival in rivals)
 
-    def observe(self, event: ObservedEvent, actors: list[ActorMachine], selection: Selection,
-                cel: oatf.CelEvaluator | None, semantic: oatf.SemanticEvaluator | None,
-                text: MessageText | None = None) -> tuple[list[PhaseChange], list[IndicatorTracker]]:
-        """Feed one event of this run's traffic (`actors`: `actors_for(event)`, not empty; `selection`: the
-        plan's for the event; `text`: the event's strings, shared by the runs that see it): phase changes,
-        and indicators that matched for the first time."""
-        if event.timestamp > self.last_event_at:
-            self.last_event_at = event.timestamp
-        self.messages += 1
-        if event.sender == "server":
-            self.awaiting.pop(event.flow_id, None)
-        elif len(self.awaiting) < MAX_AWAITING and asks_for_work(event):
-            self.awaiting.setdefault(event.flow_id, event.timestamp)
-        if event.injected and (event.flow_id in self.injections or len(self.injections) < MAX_INJECTIONS):
-            self.injections[event.flow_id] = {"flow": event.flow_id, "event": event.event_type,
-                                              "injected": list(event.injected)}
-        if self._undelivered:
+    def takes(self, actor: ActorMachine, key: TrafficKey) -> bool:
+        """Whether `actor` sees the events counted under `key`: its protocol, and its binding if it has one."""
+        bit = self._binding_bit.get(actor.name)
+        return actor.protocol == key[0] and (bit is None or bool(key[3] & bit))
+
+    def _view(self) -> TrafficView:
+        """The session's events since the run started that some actor of the run sees (shared with the runs
+        started by the same event when no actor is bound: `SessionTraffic.view`; worked out once per event the
+        session counts: timers, grace periods and reports read it many times)."""
+        noted = self.traffic.noted
+        if self._view_cache is None or self._seen_noted != noted:
+            traffic = self.traffic
+            self._view_cache = traffic.view(self.baseline, self._protocols) if not self._bound else TrafficView.of(
+                {key: n for key, n in traffic.since(self.baseline).items() if self._sees(key)}, traffic.last_at,
+                self._awaited())
+            self._seen_noted = noted
+        return self._view_cache
+
+    def _sees(self, key: TrafficKey) -> bool:
+        """Whether some actor of the run sees the events counted under `key` (`takes`)."""
+        return any(self.takes(actor, key) for actor in self._by_protocol.get(key[0], ()))
+
+    def _awaited(self) -> dict[Call, float]:
+        """The run's requests waiting for their answer, read from the session (`SessionTraffic.awaited`)."""
+        return self.traffic.awaited(self.baseline, self._sees)
+
+    @property
+    def messages(self) -> int:
+        """Messages of the run's traffic seen so far."""
+        if self._own is not None:
+            return self._own.messages
+        return self._view().messages
+
+    def actor_messages(self, actor: ActorMachine) -> int:
+        """Messages of `actor`'s traffic seen so far."""
+        if self._own is not None:
+            return self._own.actors[id(actor)]
+        if actor.name not in self._binding_bit:
+            return self._view().by_protocol.get(actor.protocol, 0)
+        return sum(n for key, n in self._view().seen.items() if self.takes(actor, key))
+
+    def examined(self, tracker: IndicatorTracker) -> int:
+        """Messages the indicator's trace filter kept so far (format spec §6.1 steps 1–4; see `traffic`)."""
+        if self._own is not None:
+            return self._own.examined[self.indicators.index(tracker)]
+        indicator = tracker.indicator
+        view = self._view()
+        actors = self._by_protocol.get(indicator.protocol or "", ())
+        if not self._bound or not any(a.name in self._binding_bit for a in actors):  # it sees the whole protocol
+            if indicator.actor is not None and all(a.name != indicator.actor for a in actors):
+                return 0
+            return view.count(indicator.protocol, indicator.surface, indicator.direction)
+        return sum(n for key, n in view.seen.items()
+                   if key[0] == indicator.protocol
+                   and (indicator.surface is None or key[1] == indicator.surface)
+                   and (indicator.direction is None or key[2] == indicator.direction)
+                   and (indicator.actor is None or any(a.name == indicator.actor and self.takes(a, key)
+                                                       for a in actors)))
+
+    @property
+    def awaited_at(self) -> float:
+        """When the latest of the run's requests waiting for their answer was sent (see the module docstring;
+        at most `MAX_AWAITING` of them, the first), or -inf."""
+        if self._own is not None:
+            return self._own.awaiting.latest()
+        return self._view().awaited_at
+
+    @property
+    def last_event_at(self) -> float:
+        """The time of the run's last message (its first when it has seen one only; see `traffic`)."""
+        if self._own is not None:
+            return self._own.last_event_at
+        return max(self.started_at, self._view().latest)
+
+    def observe(self, event: ObservedEvent, actors: list[ActorMachine], positions: Iterable[int], moves_actors: bool,
+                carries: bool, cel: oatf.CelEvaluator | None, semantic: oatf.SemanticEvaluator | None,
+                text: MessageText | None = None, judged: Judged | None = None,
+                ) -> tuple[list[PhaseChange], list[IndicatorTracker]]:
+        """Feed one event of this run's traffic, already counted in `traffic` (`actors`: `actors_for(event)`, not
+        empty; `positions`: the indicators that can match it, in document order, among those the plan's
+        `Selection` keeps — all of them for an `exact` run; `moves_actors`: the selection's; `carries`: whether
+        the event may carry a payload of the run's; `text`: the event's strings and `judged` its judgements so
+        far, shared by the runs that see it): phase changes, and indicators that matched for the first time."""
+        self._own_state()
+        own = self._own
+        if own is not None:
+            own.messages += 1
+            if event.timestamp > own.last_event_at:
+                own.last_event_at = event.timestamp
+            for actor in actors:
+                own.actors[id(actor)] += 1
+            own.awaiting.answered(event)
+            own.awaiting.admit(event, None)
+        if self._undelivered and carries:
             self._look_for_payload(event, actors, text or MessageText(event.content))
         changes: list[PhaseChange] = []
-        if selection.moves_actors:
+        if moves_actors:
             for actor in actors:
                 change = actor.observe(event)
                 if change is not None:
                     changes.append(change)
-        else:
-            for actor in actors:
-                actor.messages += 1
         newly: list[IndicatorTracker] = []
-        if selection.indicators:
-            names = {a.name for a in actors}
-            for position in selection.indicators:
-                tracker = self.indicators[position]
-                if tracker.open and tracker.accepts(event, names) and tracker.observe(event, cel, semantic):
-                    newly.append(tracker)
-                    self._cite(event.flow_id)
+        names: set[str] | None = None
+        for position in positions:
+            tracker = self.indicators[position]
+            if not tracker.open:
+                continue
+            if names is None:
+                names = {a.name for a in actors}
+            if not tracker.accepts(event, names):
+                continue
+            if own is not None:
+                own.examined[position] += 1
+            if tracker.observe(event, cel, semantic, judged):
+                newly.append(tracker)
+                self._cite(event.flow_id)
         if changes:
             self.phase_changes.extend(changes)
             self._cite(event.flow_id)
             self._check_terminal(self.last_event_at)
         return changes, newly
+
+    def note_injected(self, event: ObservedEvent) -> None:
+        """An event of this run's traffic (some actor takes it) that the proxy's inject mode altered
+        (`ObservedEvent.injected`): listed in the report, once per flow. Fed by `Monitor` to every run that
+        takes the event, whether or not the event can change anything else in it."""
+        if event.flow_id in self.injections or len(self.injections) < MAX_INJECTIONS:
+            self.injections[event.flow_id] = {"flow": event.flow_id, "event": event.event_type,
+                                              "injected": list(event.injected)}
+
+    @property
+    def undelivered(self) -> bool:
+        """Some actor has not delivered its payload yet (a message may still do it)."""
+        return self._undelivered > 0
 
     def _look_for_payload(self, event: ObservedEvent, actors: list[ActorMachine], text: MessageText) -> None:
         """Delivery: a message an actor's side sends to the agent may carry that actor's payload."""
@@ -184,11 +406,19 @@ class AttackRun:
         rival actor no peer played) has no traffic there: it neither delivers nor blocks delivery here."""
         if self._undelivered == 0:
             return True
-        taking_part = [d for a, d in zip(self.actors, self.deliveries, strict=True) if a.messages]
+        if self.blank is not None:
+            return False  # on paper: no payload was seen
+        taking_part = [d for a, d in zip(self.actors, self.deliveries, strict=True) if self.actor_messages(a)]
         return bool(taking_part) and all(d.delivered for d in taking_part)
+
+    def _own_state(self) -> None:
+        """Refuse to change a run on paper (its state is the attack's shared `blank`)."""
+        if self.blank is not None:
+            raise RuntimeError(f"{self.id} is on paper: it is never fed nor ticked")
 
     def tick(self, now: float) -> list[PhaseChange]:
         """Fire the `after` timers that are due."""
+        self._own_state()
         changes = [c for c in (a.tick(now) for a in self.actors) if c is not None]
         if changes:
             self.phase_changes.extend(changes)
@@ -198,7 +428,7 @@ class AttackRun:
     def deadline(self) -> float:
         """The next time `tick`/`due` can change something: an `after` timer, the end of the grace period,
         of the closed session's grace period, or of the run's lifetime. Later events only move it later, except
-        an answer the run waited for (`awaiting`), which the monitor reschedules."""
+        an answer the run waited for (`awaited_at`), which the monitor reschedules."""
         grace_end = self._grace_end()
         if grace_end is not None:
             return min(self._lifetime_end(), grace_end)
@@ -239,7 +469,7 @@ class AttackRun:
         event (or after the last actor became terminal), see the module docstring."""
         if self.all_terminal_at is None:
             return None
-        waiting = max(self.awaiting.values()) + MAX_ANSWER_WAIT if self.awaiting else -math.inf
+        waiting = self.awaited_at + MAX_ANSWER_WAIT
         return max(self.last_event_at, self.all_terminal_at, waiting) + self.grace_period
 
     def _closing_end(self) -> float | None:
@@ -264,10 +494,17 @@ class AttackRun:
     def verdict(self, at: float) -> oatf.AttackVerdict:
         """SDK spec §4.5 over this run's indicator verdicts, stamped `at` (event time: the run's end)."""
         timestamp = oatf.timestamp_at(at)
-        verdicts = {t.id: t.verdict(timestamp) for t in self.indicators}
-        verdict = oatf.compute_verdict(self.loaded.attack, verdicts)
-        return oatf.AttackVerdict(verdict.attack_id, verdict.result, verdict.indicator_verdicts,
-                                  verdict.evaluation_summary, timestamp, "oatf-watch", verdict.max_tier)
+        verdicts = {t.id: t.verdict(timestamp, self.examined(t)) for t in self.indicators}
+        blank = self.blank
+        if blank is not None and blank.aggregate is not None:
+            result, summary, tier = blank.aggregate
+            return oatf.AttackVerdict(self.loaded.attack.id, result, tuple(verdicts.values()), summary, timestamp,
+                                      "oatf-watch", tier)
+        verdict = oatf.compute_verdict(self.loaded.attack, verdicts, timestamp=timestamp, source="oatf-watch")
+        if blank is not None and len(verdict.indicator_verdicts) == len(verdicts) and all(
+                mine is theirs for mine, theirs in zip(verdicts.values(), verdict.indicator_verdicts, strict=True)):
+            blank.aggregate = (verdict.result, verdict.evaluation_summary, verdict.max_tier)  # ids unique: reusable
+        return verdict
 
     def cut_short(self, status: str, ended_at: float) -> bool:
         """Whether the run ended before the agent was done, as far as an observer can tell: the tool ended
@@ -282,12 +519,13 @@ class AttackRun:
         person reads: exploited, partial, error, resisted, not_delivered or inconclusive) and
         `execution_summary`."""
         verdict = self.verdict(ended_at).to_dict()
+        delivered = self.delivered
         return {
             "attack": dict(self.loaded.plan.header),
             "verdict": verdict,
             "evidence": self.evidence(),
-            "outcome": outcome(verdict["result"], self.delivered, self.cut_short(status, ended_at)),
-            "execution_summary": self.execution_summary(status, ended_at),
+            "outcome": outcome(verdict["result"], delivered, self.cut_short(status, ended_at)),
+            "execution_summary": self.execution_summary(status, ended_at, delivered),
         }
 
     def evidence(self) -> list[dict[str, Any]]:
@@ -298,7 +536,7 @@ class AttackRun:
                  "false_positives": list(t.indicator.false_positives or ())}
                 for t in self.indicators if t.found is not None]
 
-    def execution_summary(self, status: str, now: float) -> dict[str, Any]:
+    def execution_summary(self, status: str, now: float, delivered: bool) -> dict[str, Any]:
         """What happened in the run; every time ISO 8601 (UTC, milliseconds) on the event clock. `injections`
         (only when the proxy's inject mode altered the run's traffic): each altered flow and what was injected."""
         injections = {"injections": list(self.injections.values())} if self.injections else {}
@@ -309,14 +547,15 @@ class AttackRun:
             "ended_at": oatf.timestamp_at(now),
             "grace_period_seconds": self.grace_period,
             "grace_applied": status == "completed",
-            "delivered": self.delivered,
+            "delivered": delivered,
             "delivery_evidence": [d.evidence for d in self.deliveries if d.evidence is not None],
             "messages_seen": self.messages,
             "flows_cited": list(self.cited_flows),
             "actors": [{
                 "name": a.name, "mode": a.actor.mode, "phases_reached": list(a.phases_reached),
-                "current_phase": a.phase.name, "terminal_reached": a.terminal, "messages_seen": a.messages,
-                "extractors": dict(a.extracted), "delivered": d.delivered, "peer": a.peer,
+                "current_phase": a.phase.name, "terminal_reached": a.terminal,
+                "messages_seen": self.actor_messages(a), "extractors": dict(a.extracted), "delivered": d.delivered,
+                "peer": a.peer,
             } for a, d in zip(self.actors, self.deliveries, strict=True)],
             "phase_changes": [{"actor": c.actor, "from": c.from_phase, "to": c.to_phase, "reason": c.reason,
                                "flow": c.flow_id, "at": oatf.timestamp_at(c.timestamp)}

@@ -85,8 +85,8 @@ def test_the_child_counts_what_it_holds_in_memory(tmp_path: Path) -> None:
     monitor.observe([call("nothing", 0.0, session="a"), call("nothing", 1.0, session="b")])
     monitor.ask_counts()
     assert collector.wait(lambda: bool(monitor.counts))
-    assert {name: monitor.counts[name] for name in ("runs", "sessions", "flows")} == {
-        "runs": 2, "sessions": 2, "flows": 2}
+    assert {name: monitor.counts[name] for name in ("runs", "materialised", "sessions", "flows")} == {
+        "runs": 2, "materialised": 0, "sessions": 2, "flows": 2}  # nothing in either could change its run
     assert monitor.shutdown(timeout=30)
 
 

@@ -152,12 +152,14 @@ def test_outcome_splits_not_exploited_only() -> None:
 
 
 def test_an_evicted_run_is_never_reported_as_resisted() -> None:
-    """The live-run limit ends runs the agent has not finished: their `not_exploited` says `inconclusive`."""
+    """The live-run limit ends runs the agent has not finished: their `not_exploited` says `inconclusive`. (Runs
+    on paper are not counted: the other session's run is followed once the poisoned listing reaches it.)"""
     monitor = Monitor([attack()], MonitorOptions(grace_period=5.0, max_runs=1))
     first = [event(1, "tools/call", "client", {"name": "add_numbers_together", "arguments": {"a": 1}}),
              event(2, "tools/list", "server", tools_list(POISON))]
     outputs = [o for e in first for o in monitor.observe(e)]
-    other = dataclasses.replace(event(3, "tools/list", "client", {}), session_keys={"mcp_session": "s2"})
+    other = dataclasses.replace(event(3, "tools/list", "server", tools_list(POISON)),
+                                session_keys={"mcp_session": "s2"})
     outputs += monitor.observe(other)
     [evicted] = [o.report for o in outputs if isinstance(o, RunConcluded)]
     assert evicted["execution_summary"]["status"] == "evicted" and evicted["execution_summary"]["delivered"]

@@ -482,8 +482,11 @@ def test_direction_and_extractor_source_of_a_server_request_and_the_agents_reply
     events += decoder.response_data("call", f"data: {json.dumps(sampling)}\n\n".encode(), 1.2)
     events += decoder.request_headers("reply", "POST", url, headers, "127.0.0.1:5000", 2.0)
     events += decoder.request_data("reply", json.dumps(reply).encode(), 2.0) + decoder.request_end("reply", 2.0)
+    result = {"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "done"}]}}
+    events += decoder.response_data("call", f"data: {json.dumps(result)}\n\n".encode(), 2.1)  # the call's answer
     assert [(e.event_type, e.direction) for e in events] == [
-        ("tools/call", "request"), ("sampling/createMessage", "response"), ("sampling/createMessage", "request")]
+        ("tools/call", "request"), ("sampling/createMessage", "response"), ("sampling/createMessage", "request"),
+        ("tools/call", "response")]
     monitor = Monitor([attack(SAMPLING_REPLY)], MonitorOptions())
     for e in events:
         monitor.observe(e)
@@ -544,3 +547,16 @@ def test_injections_are_listed_in_the_report_only_when_there_are_some() -> None:
     assert reports["mcp_session:s1"]["execution_summary"]["injections"] == [
         {"flow": "f-list", "event": "tools/list", "injected": ["added tools entry 'add' in tools/list"]}]
     assert "injections" not in reports["mcp_session:plain"]["execution_summary"]
+
+
+@pytest.mark.parametrize("prefilter", [True, False])
+def test_an_injected_message_that_can_change_nothing_is_listed_all_the_same(prefilter: bool) -> None:
+    """The prefilter feeds a run only the messages that can change it; what inject mode altered is listed for
+    every run that takes the message (a notification no trigger, indicator or payload of the attack names)."""
+    monitor = Monitor([attack(POISONED_TOOL)], MonitorOptions(grace_period=1), prefilter=prefilter)
+    notice = dataclasses.replace(event("notifications/tools/list_changed", {}, 1.0, direction="response",
+                                       sender="server", flow="f-note"), injected=("sent list_changed",))
+    outputs = [*monitor.observe(call("benign", 0.5)), *monitor.observe(notice), *monitor.tick(10.0)]
+    [report] = concluded(outputs)
+    assert report["execution_summary"]["injections"] == [
+        {"flow": "f-note", "event": "notifications/tools/list_changed", "injected": ["sent list_changed"]}]
