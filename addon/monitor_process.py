@@ -13,18 +13,20 @@ Pickled messages, in order, one pipe each way:
                     ("events", [event, ...]) | ("tick", now) | ("options", MonitorOptions)
                     | ("reports", report directory) | ("attacks", [LoadedAttack, ...]) | ("status", None)
                     | ("close", (protocol, session key name, value, time))
-                    | ("recover", (report directory, [journal segment, ...], origin)) | ("shutdown", None)
+                    | ("recover", (report directory, [journal segment, ...], origin, unreleased))
+                    | ("shutdown", None)
                     | ("ping", None) | ("counts", None)
     child → parent: ("evaluated", [Output, ..., Held?]) after each "events" message, in order (possibly empty)
                     | ("outputs", [Output, ...]) | ("reported", [Reported, ...]) | ("status", [run snapshot, ...])
-                    | ("failed", message) | ("done", [Reported, ...]) | ("pong", None) | ("counts", {name: n})
+                    | ("failed", message) | ("done", [Reported, ...]) | ("pong", live runs) | ("counts", {name: n})
 
 `counts` answers what the monitor holds in memory (`counts`): live runs and their sessions, and what the
 session resolver remembers; the parent keeps the latest answer (`MonitorProcess.counts`).
 
 `recover` concludes, with this process's library and options, the runs that the given journal segments show
 were left open (`oatf_engine.recovery`: a proxy that did not stop cleanly, a monitor process that died or
-stalled), writes their reports at once and answers `reported` with them, then `outputs` with a `Recovered`.
+stalled; `unreleased`: whether the events the proxy still held count, as `recovery.monitor_inputs`), writes
+their reports at once and answers `reported` with them, then `outputs` with a `Recovered`.
 
 The child runs in a session of its own: a Ctrl-C or a signal to the proxy's process group does not reach it,
 so it lives to conclude its runs when the proxy shuts down. It ends after `shutdown` — whose answer carries
@@ -38,8 +40,10 @@ No thread dies silently: the sender, the receiver and the child's loops catch ev
 failure once, and go on. An event that cannot be pickled (the decoder cuts JSON at `MAX_DEPTH`, far below
 where pickling fails, so none of its events) is cut at `MAX_DEPTH` too, or else left out and counted in
 `unsent`; the rest of its batch is sent. Heartbeat: the child reads its pipe on a thread of its own that
-answers `ping` at once, even while an evaluation runs; a child that does not answer within `stall_seconds`
-(stopped, or stuck holding its interpreter) is `stalled`, and the addon replaces it.
+answers `ping` at once, even while an evaluation runs, with the number of runs open
+(`MonitorProcess.open_runs`: what a shutdown that cannot wait for the child leaves to the journal); a child that
+does not answer within `stall_seconds` (stopped, or stuck holding its interpreter) is `stalled`, and the addon
+replaces it.
 """
 
 from __future__ import annotations
@@ -165,7 +169,8 @@ def serve(inbox: Connection, outbox: Connection) -> None:
             outbox.send(message)
 
     work: queue.SimpleQueue[Message | None] = queue.SimpleQueue()
-    threading.Thread(target=_read, args=(inbox, work, answer), name="oatf-monitor-reader", daemon=True).start()
+    threading.Thread(target=_read, args=(inbox, work, answer, lambda: monitor.live_runs), name="oatf-monitor-reader",
+                     daemon=True).start()
     while True:
         try:
             message = work.get(timeout=reporting.wait())
@@ -189,13 +194,15 @@ def serve(inbox: Connection, outbox: Connection) -> None:
                 answer(("evaluated", []))
 
 
-def _read(inbox: Connection, work: queue.SimpleQueue[Message | None], answer: Callable[[Message], None]) -> None:
-    """The child's reader thread: the heartbeat is answered at once, everything else queued for evaluation."""
+def _read(inbox: Connection, work: queue.SimpleQueue[Message | None], answer: Callable[[Message], None],
+          open_runs: Callable[[], int]) -> None:
+    """The child's reader thread: the heartbeat is answered at once (with the runs open, a count the evaluation
+    thread may be changing meanwhile: read, never iterated), everything else queued for evaluation."""
     while True:
         try:
             message = inbox.recv()
             if message[0] == "ping":
-                answer(("pong", None))
+                answer(("pong", open_runs()))
             else:
                 work.put(message)
         except (EOFError, OSError):  # the proxy is gone
@@ -266,12 +273,12 @@ def counts(monitor: Monitor) -> dict[str, int]:
             "agents": len(episodes.agents) if episodes is not None else 0}
 
 
-def _recover(monitor: Monitor, reporting: Reporting, report_dir: str, segments: list[str], origin: str, *,
-             answer: Callable[[Message], None]) -> None:
+def _recover(monitor: Monitor, reporting: Reporting, report_dir: str, segments: list[str], origin: str,
+             unreleased: bool, *, answer: Callable[[Message], None]) -> None:
     """Conclude and report the runs the journal `segments` show were left open (see the module docstring)."""
     try:
         runs = recover_runs(report_dir, monitor.attacks, monitor.options, monitor.semantic,
-                            [Path(segment) for segment in segments])
+                            [Path(segment) for segment in segments], unreleased)
     except Exception:  # a journal that cannot be replayed: kept (incomplete) for the next start
         answer(("failed", traceback.format_exc(limit=8)))
         answer(("outputs", [Recovered(tuple(segments), origin, 0, False)]))
@@ -297,9 +304,11 @@ class MonitorProcess:
         self.on_failure = on_failure
         self.stall_seconds = STALL_SECONDS
         self.unsent = 0
+        """Events left out of their batch because they could not be sent (pickled) even cut at `MAX_DEPTH`."""
         self.counts: dict[str, int] = {}
         """The child's latest answer to `ask_counts` (see the module docstring)."""
-        """Events left out of their batch because they could not be sent (pickled) even cut at `MAX_DEPTH`."""
+        self.open_runs: int | None = None
+        """The runs open in the child at its latest heartbeat (None before the first)."""
         self._once = Once()
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
@@ -322,6 +331,8 @@ class MonitorProcess:
         """Set when no more answers will come: after `done`, or when the child is gone."""
         self._concluded = False
         """The child answered `shutdown` with its last runs."""
+        self._abandoned = False
+        """`shutdown` gave up waiting for the child (the caller says what it left): its end is no failure."""
         self._outbox.put(("start", (options, semantic_spec, report_dir)))
         self._sender = threading.Thread(target=self._send_all, name="oatf-monitor-sender", daemon=True)
         self._receiver = threading.Thread(target=self._receive, name="oatf-monitor-receiver", daemon=True)
@@ -368,9 +379,9 @@ class MonitorProcess:
         """The agent closed a session (`Monitor.close_session`)."""
         self._outbox.put(("close", (protocol, name, value, at)))
 
-    def recover(self, report_dir: str, segments: list[str], origin: str) -> None:
+    def recover(self, report_dir: str, segments: list[str], origin: str, unreleased: bool) -> None:
         """Conclude the runs the journal `segments` show were left open by `origin` (see the module docstring)."""
-        self._outbox.put(("recover", (report_dir, segments, origin)))
+        self._outbox.put(("recover", (report_dir, segments, origin, unreleased)))
 
     def status(self, timeout: float) -> list[dict[str, Any]] | None:
         """The child's snapshot of its live runs, or None when it does not answer within `timeout` seconds
@@ -384,12 +395,14 @@ class MonitorProcess:
 
     def shutdown(self, timeout: float) -> bool:
         """Conclude every open run in the child (their reports are written and reach `on_outputs` before this
-        returns) and end it. False when the child did not finish within `timeout` seconds, or stalled before."""
+        returns) and end it. False when the child did not finish within `timeout` seconds, or stalled before: it
+        is ended, and the caller says what it left (its end is not reported as a failure)."""
         self._outbox.put(("shutdown", None))
         deadline = time.monotonic() + timeout
         while not self._done.wait(HEARTBEAT_SECONDS) and time.monotonic() < deadline and not self.stalled:
             self.ping()  # a busy child may take its time; a stalled one is not waited for
         finished = self._done.is_set() and self._concluded
+        self._abandoned = not finished
         self._outbox.put(None)
         self._sender.join(timeout=1.0)
         try:
@@ -454,7 +467,8 @@ class MonitorProcess:
                 kind, payload = self._from_child.recv()
             except (EOFError, OSError):
                 if not self._done.is_set():
-                    self.on_failure(f"the monitor process ended unexpectedly (exit code {self._process.poll()})")
+                    if not self._abandoned:
+                        self.on_failure(f"the monitor process ended unexpectedly (exit code {self._process.poll()})")
                     self._done.set()
                 with self._status_ready:
                     self._status_ready.notify_all()
@@ -473,6 +487,7 @@ class MonitorProcess:
     def _dispatch(self, kind: str, payload: Any) -> bool:
         """Handle one answer of the child; True after its last (`done`)."""
         if kind == "pong":
+            self.open_runs = payload
             self._ping_sent = None
         elif kind == "counts":
             self.counts = payload

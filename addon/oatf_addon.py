@@ -64,7 +64,7 @@ from addon.inject import Inject, inject_paths
 from addon.mitm_tap import MitmTap
 from addon.monitor_process import MonitorProcess
 from addon.views import ContentViews
-from addon.watermark import TICK_SECONDS, ClockMark, Reorder, SessionClosed, Steps
+from addon.watermark import TICK_SECONDS, ClockMark, SessionClosed, Steps
 from oatf_engine.attest_traces import TraceCollector, write_traces
 from oatf_engine.engine_config import SETTINGS, engine_config
 from oatf_engine.events import ObservedEvent
@@ -80,6 +80,7 @@ from oatf_engine.monitor import (
     load_library,
 )
 from oatf_engine.recovery import Recovered
+from oatf_engine.reorder import Reorder
 from oatf_engine.reports import Reported, columns, summary_table
 from oatf_engine.semantic import load_semantic_evaluator
 from oatf_engine.text import Once, describe, printable
@@ -119,7 +120,7 @@ class OatfAddon:
         self.steps = Steps()
         """Steps of flows under way whose hook has not run yet: they hold the watermark back (event loop only)."""
         self.order: Reorder[ObservedEvent | SessionClosed] = Reorder()
-        """Events and closes the worker holds until the watermark passes them (worker thread only)."""
+        """Events and closes the worker holds until the watermark passes them (with `lock` held)."""
         self.clock_due = 0.0
         """When (the event loop's time) the next clock mark is due."""
         self.backlog_warned = 0
@@ -170,6 +171,9 @@ class OatfAddon:
         self.semantic_spec = ""
         self.unrecovered: set[str] = set()
         """Journal segments whose runs a recovery has not reported yet (`_recover`): shutdown keeps the journal."""
+        self.left: str | None = None
+        """What a monitor process that could not conclude its runs in time left to the journal, and how to report
+        it (`_stop_monitor`): said again with the shutdown's summary."""
         self.once = Once()
         self.feed: FeedServer | None = None
         """The socket `oatf tap --monitor` feeds (`oatf_listen`), when listening."""
@@ -243,9 +247,11 @@ class OatfAddon:
             moved = self.report_dir is not None and report_dir != self.report_dir
             self.report_dir = report_dir
             if self.monitor is None or "oatf_semantic_evaluator" in updated:
-                if self.monitor is not None:
-                    self._stop_monitor(self.monitor)
+                stopped = self.monitor is None or self._stop_monitor(self.monitor)
                 self.monitor = self._start_monitor()
+                if not stopped:  # what the old one left in the journal is reported now, not at the next start
+                    self.left = None
+                    self._recover("a monitor process that did not conclude its runs in time", unreleased=False)
             elif moved:
                 self.monitor.set_report_dir(str(report_dir))
             self.monitor.set_options(options)
@@ -293,7 +299,7 @@ class OatfAddon:
                                   printable(directory))
                     return
                 self.journal = Journal(directory)
-                self._recover("a proxy that did not stop cleanly")
+                self._recover("a proxy that did not stop cleanly", unreleased=True)
         except OSError as exc:
             log.error("oatf: the evaluation journal is unavailable (a crash would lose open runs): %s",
                       describe(exc))
@@ -307,18 +313,23 @@ class OatfAddon:
             self.journal_lock.close()
             self.journal_lock = None
 
-    def _recover(self, origin: str) -> None:
+    def _recover(self, origin: str, unreleased: bool) -> None:
         """Have the monitor process conclude the runs that every journal segment so far shows were left open by
-        `origin` — status `recovered`, reported once, now (`oatf_engine.recovery`) — while the journal goes on
-        in a new segment; the segments are dropped once their reports are durable (`_recovered`). Called with
-        `lock` held."""
+        `origin` — status `recovered`, reported once, now (`oatf_engine.recovery`; `unreleased`: whether the
+        events journaled and not released yet count, as after a crash of the proxy, or are handed to the new
+        monitor process, as after the loss of one) — while the journal goes on in a new segment, which starts
+        with the events held now (they would be lost with the segments); the segments are dropped once their
+        reports are durable (`_recovered`). Called with `lock` held."""
         if self.journal is None or self.monitor is None:
             return
         segments = [str(segment) for segment in self.journal.cut()]
         if segments:
+            held = [item for item in self.order.held() if isinstance(item, ObservedEvent)]
+            if held:
+                self._journal(self.journal.held, held)
             with self.concluded_lock:
                 self.unrecovered.update(segments)
-            self.monitor.recover(str(self.journal.path.parent), segments, origin)
+            self.monitor.recover(str(self.journal.path.parent), segments, origin, unreleased)
 
     def _start_monitor(self) -> MonitorProcess:
         """A monitor process with the current options, semantic evaluator and library."""
@@ -387,14 +398,22 @@ class OatfAddon:
             paths = write_traces(self.traces.traces(), ctx.options.oatf_trace_dir)
             log.info("oatf: %d Attest trace(s) in %s", len(paths), ctx.options.oatf_trace_dir)
         concluded, outcomes = self.concluded_reports()
+        summary = []
         if concluded:
             table = summary_table((r.summary for r in concluded), _terminal_width(), outcomes)
             log.info("oatf verdicts:\n%s", table)
-            where = f"oatf reports in {self.report_dir.resolve()}" if self.report_dir is not None else ""
-            if where:
-                log.info("%s", where)
-            if ctx.master.addons.get("termlog") is None:
-                _to_terminal(f"oatf verdicts:\n{table}\n{where}".rstrip())
+            summary.append(f"oatf verdicts:\n{table}")
+            if self.report_dir is not None:
+                summary.append(f"oatf reports in {self.report_dir.resolve()}")
+                log.info("%s", summary[-1])
+        if self.left is not None:
+            directory = printable(str(self.report_dir), 300)
+            summary.append(f"oatf: not reported yet: {self.left}; the next start of the proxy with this report "
+                           f"directory reports them (status `recovered`), or `oatf recover {directory} --attacks "
+                           f"{printable(ctx.options.oatf_attacks, 300)}` with the proxy's settings")
+            log.warning("%s", summary[-1])
+        if summary and ctx.master.addons.get("termlog") is None:
+            _to_terminal("\n".join(summary))
 
     # --- hooks: inject mode (when on), then decoding; on the event loop ---------------------------------
     # (`steps`: a request whose headers came is under way until its `request` hook, a buffered response until
@@ -497,22 +516,34 @@ class OatfAddon:
                   "journal (status `recovered`), and evaluation goes on with new runs")
         self._stop_monitor(monitor)
         self.monitor = self._start_monitor()
-        self._recover("a monitor process that was lost")
+        self._recover("a monitor process that was lost", unreleased=False)
 
     def _hand_over(self, items: list[ObservedEvent | ClockMark | SessionClosed]) -> None:
-        """Hold events and closes; at each clock mark, hand the monitor what its watermark releases, then move
-        the monitor's clock to it (`addon.watermark`). Called with `lock` held."""
+        """Journal and hold events, hold closes; at each clock mark, hand the monitor what its watermark releases,
+        then move the monitor's clock to it (`addon.watermark`). Called with `lock` held."""
+        received: list[ObservedEvent] = []
         for item in items:
             if isinstance(item, ClockMark):
+                self._receive(received)
+                received = []
                 self._release(item.watermark)
             elif isinstance(item, SessionClosed):
                 self.order.add(item.at, item, rank=0)  # as replay: a close is told before events of its time
             else:
-                self.order.add(item.timestamp, item)
+                received.append(item)
+        self._receive(received)
+
+    def _receive(self, events: list[ObservedEvent]) -> None:
+        """Journal these events, in one record (`received`: a crash loses none of them, however far the watermark
+        is behind), and hold them until the watermark passes them. Called with `lock` held."""
+        if events and self.journal is not None:
+            self._journal(self.journal.received, events)
+        for event in events:
+            self.order.add(event.timestamp, event)
 
     def _release(self, watermark: float) -> None:
-        """Send the monitor the events and closes up to `watermark`, in time order, and tick its clock to it.
-        Called with `lock` held."""
+        """Send the monitor the events and closes up to `watermark`, in time order, and tick its clock to it (the
+        journal's tick is also its "released up to" marker). Called with `lock` held."""
         self._hand(self.order.release(watermark))
         if self.monitor is not None:
             if self.journal is not None:
@@ -540,7 +571,10 @@ class OatfAddon:
         """Hand the monitor everything queued and held, in time order, before a library swap or the shutdown
         (the watermark and the clock stay where they are). Called with `lock` held."""
         self._hand_over(self._drain())
-        self._hand(self.order.drain())
+        drained = self.order.drain()
+        self._hand(drained)
+        if drained and self.journal is not None:
+            self._journal(self.journal.drained)
 
     def _drain(self, limit: int | None = None) -> list[ObservedEvent | ClockMark | SessionClosed]:
         """What waits in the queue (at most `limit` items), without blocking."""
@@ -571,8 +605,6 @@ class OatfAddon:
                 if self.once.first("traces", type(exc).__name__):
                     log.error("oatf: collecting Attest traces failed (each kind of failure is logged once): %s",
                               describe(exc))
-        if self.journal is not None:
-            self._journal(self.journal.events, events)
         with self.flight_lock:
             self.in_evaluation.append(per_flow)
             self.events_in_flight += len(events)
@@ -591,12 +623,22 @@ class OatfAddon:
             log.error("oatf: the monitor process had ended: the runs it followed are left to the journal")
             monitor.shutdown(timeout=1.0)
         elif not monitor.shutdown(SHUTDOWN_SECONDS):
-            log.error("oatf: the monitor did not conclude its runs (it stalled, or took over %d s); some reports "
-                      "are missing (the journal keeps them for `oatf recover`)", SHUTDOWN_SECONDS)
+            self.left = self._left_to_journal(monitor)
+            log.error("oatf: %s", self.left)
         else:
             concluded = True
         self._forget_in_flight()
         return concluded
+
+    def _left_to_journal(self, monitor: MonitorProcess) -> str:
+        """What a monitor process that did not conclude its runs in time (stalled, or behind the traffic) leaves
+        to the journal: every event handed to it is journaled, and the runs reported meanwhile are marked there
+        or have their report file, so a recovery (the next start in this report directory, `oatf recover`, or a
+        new monitor process at once) reports each other run once."""
+        runs = "an unknown number of" if monitor.open_runs is None else f"{monitor.open_runs:,}"
+        return (f"the monitor did not conclude its runs within {SHUTDOWN_SECONDS:g} s (it stalled, or was behind "
+                f"the traffic): {runs} run(s) open and {self.events_in_flight:,} event(s) not evaluated yet are "
+                f"left to the journal in {printable(str(self.report_dir), 300)}")
 
     # --- the receiver thread: what the monitor answers -------------------------------------------------
     def _evaluated(self) -> None:
@@ -699,10 +741,10 @@ class OatfAddon:
             log.warning("oatf: %d run(s) left open by %s were concluded from its journal (status `recovered`) "
                         "into %s", output.runs, output.origin, self.report_dir)
 
-    def _journal(self, write: Callable[[Any], None], value: Any) -> None:
+    def _journal(self, write: Callable[..., None], *values: Any) -> None:
         """One journal record; a full or read-only disk is logged once per kind and evaluation goes on."""
         try:
-            write(value)
+            write(*values)
         except Exception as exc:  # a full or read-only disk, a value it cannot encode: never stops evaluation
             if self.once.first("journal", type(exc).__name__):
                 log.error("oatf: journal write failed (each kind of failure is logged once): %s", describe(exc))

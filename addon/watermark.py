@@ -18,7 +18,8 @@ Hence:
   run yet, a buffered response whose headers came and whose `response` hook has not) — unless that step has
   been under way for over `MAX_STEP_SECONDS` (a slow upload or download, a flow a user holds intercepted):
   the rest of the traffic is not held back longer than that;
-- the worker holds the events (`Reorder`) and, at each mark, hands the monitor those stamped up to the
+- the worker journals each event as it takes it in (`oatf_engine.journal`: a crash loses none of them) and
+  holds it (`oatf_engine.reorder.Reorder`); at each mark, it hands the monitor those stamped up to the
   watermark in time order — the order in which a replay of the recording evaluates them — together with the
   MCP sessions closed by then, and then moves the monitor's clock to the watermark. An event later than that
   (held beyond `MAX_STEP_SECONDS`) is evaluated at the next mark, as it comes.
@@ -30,9 +31,6 @@ changes nothing here: what is handed over keeps its order, and the clock moves w
 
 from __future__ import annotations
 
-import heapq
-import itertools
-import math
 from dataclasses import dataclass
 
 TICK_SECONDS = 0.25
@@ -86,33 +84,3 @@ class Steps:
             elif stamp < horizon:
                 horizon = stamp
         return horizon
-
-
-class Reorder[T]:
-    """Items held until the watermark passes their time, then released in time order (ties: `rank`, then the
-    order they were added). The watermark never goes back."""
-
-    def __init__(self) -> None:
-        self._heap: list[tuple[float, int, int, T]] = []
-        self._order = itertools.count()
-        self.watermark = -math.inf
-
-    def add(self, at: float, item: T, rank: int = 1) -> None:
-        heapq.heappush(self._heap, (at, rank, next(self._order), item))
-
-    def release(self, watermark: float) -> list[T]:
-        """The items up to `watermark` (or the highest watermark so far), oldest first."""
-        self.watermark = max(self.watermark, watermark)
-        released = []
-        while self._heap and self._heap[0][0] <= self.watermark:
-            released.append(heapq.heappop(self._heap)[3])
-        return released
-
-    def drain(self) -> list[T]:
-        """Every item held, oldest first, whatever the watermark (which stays where it is)."""
-        released = [item for *_, item in sorted(self._heap)]
-        self._heap.clear()
-        return released
-
-    def __len__(self) -> int:
-        return len(self._heap)

@@ -1,14 +1,27 @@
 """The evaluation journal: what the live addon needs to conclude every open run after a crash.
 
 The monitor is sans-I/O and deterministic: the same events and clock ticks, fed to a `Monitor` with the same
-library and options, give the same runs. So the journal records the *inputs* — each batch of events sent for
-evaluation, each clock tick — and which runs were concluded and reported. After `kill -9` of mitmdump (or of
+library and options, give the same runs. So the journal records the *inputs* — each batch of events as the
+process takes it in, each clock tick — and which runs were concluded and reported. After `kill -9` of mitmdump (or of
 its monitor process), the next start with the same report directory, or `oatf recover DIR`, replays the
 journal into a fresh monitor (`recover`), skips the runs already reported, and concludes every other run with
 status `recovered`, evidence included.
 
-Files, in `<report dir>/journal/`: segments `NNNNNNNN.jsonl` (one JSON object per line: `{"events": [...]}`,
-`{"tick": t}`, `{"concluded": [attack, session, started_at]}`), created with mode 0600.
+Files, in `<report dir>/journal/`: segments `NNNNNNNN.jsonl`, one JSON object per line, created with mode 0600:
+- `{"events": [...]}`: events handed to the monitor as they came (`oatf tap`, `oatf monitor`);
+- `{"received": [...]}`: events the proxy took in, journaled at once and held until the watermark releases them
+  (`addon.watermark`): a crash right after the traffic loses none of them, however far the watermark is behind;
+- `{"tick": t}`: the monitor's clock moved to `t` — for the proxy, also the "released up to" marker: every held
+  event stamped up to `t` (the highest tick so far) was handed to the monitor first, in time order
+  (`oatf_engine.reorder.Reorder`, ties in the order received);
+- `{"drained": true}`: every held event was handed to the monitor, in time order (a library swap, the shutdown);
+- `{"held": [...]}`: the events held when a recovery cut the journal (`cut`), journaled again at the start of the
+  next segment so that the segments after a cut hold them; they replace what a replay holds at that point (a
+  replay that read the segments before the cut holds the same events: none counts twice);
+- `{"concluded": [attack, session, started_at]}`: that run was reported.
+A replay (`oatf_engine.recovery.monitor_inputs`) hands a fresh monitor the same events and ticks in the same order
+as the proxy did: after a crash of the proxy, the events still held are handed over last, in time order; after
+the loss of the monitor process only (the proxy goes on, and hands its held events to the new one), they are not.
 - **Append-only, bounded.** A segment holds at most `SEGMENT_BYTES`; at most `MAX_SEGMENTS` are kept (the
   oldest is deleted beyond it: the journal keeps the latest ~`SEGMENT_BYTES * MAX_SEGMENTS` of traffic; a
   run older than that is recovered from what is left). A clean shutdown, which reports every run, deletes it.
@@ -124,7 +137,20 @@ class Journal:
         """Segments handed to a recovery (`cut`): the bound does not delete them before `drop`."""
 
     def events(self, events: Sequence[ObservedEvent]) -> None:
+        """Events handed to the monitor as they came."""
         self._write({"events": [encode_event(e) for e in events]})
+
+    def received(self, events: Sequence[ObservedEvent]) -> None:
+        """Events taken in and held until a `tick` (or `drained`) releases them."""
+        self._write({"received": [encode_event(e) for e in events]})
+
+    def drained(self) -> None:
+        """Every held event was handed to the monitor, in time order."""
+        self._write({"drained": True})
+
+    def held(self, events: Sequence[ObservedEvent]) -> None:
+        """The events held at a `cut`, in time order (written first in the segment after it)."""
+        self._write({"held": [encode_event(e) for e in events]})
 
     def tick(self, now: float) -> None:
         self._write({"tick": now})

@@ -1,30 +1,35 @@
 """Concluding the runs a crashed proxy left open, from its journal (`oatf_engine.journal`).
 
 `recover` replays the journal's events and clock ticks into a fresh sans-I/O `Monitor` with the given library
-and options — the same inputs in the same order, so the same runs — and returns the reports of every run that
-was not reported before the crash: runs that the journal shows still open are concluded with status
+and options — the same inputs in the same order (`monitor_inputs`), so the same runs — and returns the reports
+of every run that was not reported before the crash: runs that the journal shows still open are concluded with status
 `recovered`; a run that had concluded but whose report was never written keeps the status it concluded with.
 A run counts as reported when the journal holds its `concluded` marker, or when its report file is in
 `report_dir` (the monitor process writes a report before the proxy journals its marker: a crash in between
 leaves the file without the marker). Its file name is the same in replay — attack, session and end time —
 whatever status the run then concludes with.
-Used by the addon's monitor process — at start-up, for a journal left in its report directory, and when the
+Used by the addon's monitor process — at start-up, for a journal left in its report directory (every event
+journaled is replayed: those the proxy still held, received and not released, last, in time order), and when the
 addon replaces a monitor process that died or stalled, for the segments it journaled until then
-(`oatf_engine.journal.Journal.cut`) — and, through `conclude_pending` (which also writes their reports and
+(`oatf_engine.journal.Journal.cut`; only the events released to the lost process: the proxy hands the others to
+the new one) — and, through `conclude_pending` (which also writes their reports and
 clears the journal), by `oatf tap` at start-up and by `oatf recover DIR`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import oatf
-from oatf_engine.journal import JOURNAL_DIR, clear, decode_event, records, run_key
+from oatf_engine.events import ObservedEvent
+from oatf_engine.journal import JOURNAL_DIR, RunKey, clear, decode_event, records, run_key
 from oatf_engine.journal import segments as journal_segments
 from oatf_engine.monitor import LoadedAttack, Monitor, MonitorOptions, Output, RunConcluded
 from oatf_engine.progress import UPDATE_EVERY, Progress, file_size, size
+from oatf_engine.reorder import Reorder
 from oatf_engine.reports import ReportWriter, report_filename
 
 
@@ -55,10 +60,12 @@ def recover(report_dir: str | Path, attacks: list[LoadedAttack], options: Monito
 
 def recover_runs(report_dir: str | Path, attacks: list[LoadedAttack], options: MonitorOptions,
                  semantic: oatf.SemanticEvaluator | None = None,
-                 segments: list[Path] | None = None, progress: Progress | None = None) -> list[RunConcluded]:
-    """`recover`, as the monitor's conclusions (run and report), from the journal's `segments` when given."""
+                 segments: list[Path] | None = None, unreleased: bool = True,
+                 progress: Progress | None = None) -> list[RunConcluded]:
+    """`recover`, as the monitor's conclusions (run and report), from the journal's `segments` when given;
+    `unreleased`: as `monitor_inputs`."""
     monitor = Monitor(attacks, options, semantic=semantic)
-    reported: set[tuple[str, str, str]] = set()
+    reported: set[RunKey] = set()
     outputs: list[Output] = []
     journal = Path(report_dir) / JOURNAL_DIR
     read = sorted(segments) if segments is not None else journal_segments(journal)
@@ -66,21 +73,14 @@ def recover_runs(report_dir: str | Path, attacks: list[LoadedAttack], options: M
     total = sum(map(file_size, read))
     if progress is not None:
         progress.start("replaying journal", total, "bytes")
-    for record in records(journal, read, progress.update if progress is not None else None):
-        if "events" in record:
-            for fields in record["events"]:
-                try:
-                    event = decode_event(fields)
-                except (TypeError, ValueError):
-                    continue  # a damaged record: the others still count
-                events += 1
-                outputs.extend(monitor.observe(event))
-        elif "tick" in record:
+    for item in monitor_inputs(records(journal, read, progress.update if progress is not None else None),
+                               unreleased, reported):
+        if isinstance(item, float):
             ticks += 1
-            outputs.extend(monitor.tick(float(record["tick"])))
-        elif "concluded" in record:
-            attack, session, started = record["concluded"]
-            reported.add((str(attack), str(session), str(started)))
+            outputs.extend(monitor.tick(item))
+        else:
+            events += 1
+            outputs.extend(monitor.observe(item))
     outputs.extend(monitor.shutdown("recovered"))
     concluded = [o for o in outputs if isinstance(o, RunConcluded)]
     left = [o for o in concluded if run_key(o.report) not in reported
@@ -89,6 +89,46 @@ def recover_runs(report_dir: str | Path, attacks: list[LoadedAttack], options: M
         progress.finish(f"replayed {events:,} event(s) and {ticks:,} tick(s) from {len(read):,} journal segment(s), "
                         f"{size(total)}: {len(concluded):,} run(s), {len(concluded) - len(left):,} already reported")
     return left
+
+
+def monitor_inputs(journal: Iterable[dict[str, Any]], unreleased: bool = True,
+                   reported: set[RunKey] | None = None) -> Iterator[ObservedEvent | float]:
+    """What the live monitor was given, as the journal's records tell (`oatf_engine.journal`), in the order it was
+    given: events, and its clock's ticks (floats). Held events are released as the proxy released them: at each
+    tick up to it (the highest so far), in time order, ties in the order received; all of them at `drained`.
+    `unreleased`: whether the events still held at the end — received and not released — come last, in time
+    order (a crash of the proxy: yes; the loss of its monitor process only: no, the proxy hands them to the new
+    one). A damaged event is skipped; the runs the journal shows reported are added to `reported`."""
+    held: Reorder[ObservedEvent] = Reorder()
+    for record in journal:
+        if "events" in record:
+            yield from _events(record["events"])
+        elif "received" in record:
+            for event in _events(record["received"]):
+                held.add(event.timestamp, event)
+        elif "held" in record:  # the same events as those held here, if the replay read the segments before
+            held.drain()
+            for event in _events(record["held"]):
+                held.add(event.timestamp, event)
+        elif "tick" in record:
+            now = float(record["tick"])
+            yield from held.release(now)
+            yield now
+        elif "drained" in record:
+            yield from held.drain()
+        elif "concluded" in record and reported is not None:
+            attack, session, started = record["concluded"]
+            reported.add((str(attack), str(session), str(started)))
+    if unreleased:
+        yield from held.drain()
+
+
+def _events(journaled: Any) -> Iterator[ObservedEvent]:
+    for fields in journaled:
+        try:
+            yield decode_event(fields)
+        except (TypeError, ValueError):
+            continue  # a damaged record: the others still count
 
 
 def conclude_pending(report_dir: str | Path, attacks: list[LoadedAttack], options: MonitorOptions,

@@ -7,7 +7,8 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from addon.watermark import MAX_STEP_SECONDS, SLACK_SECONDS, Reorder, Steps
+from addon.watermark import MAX_STEP_SECONDS, SLACK_SECONDS, Steps
+from oatf_engine.reorder import Reorder
 
 
 @given(st.lists(st.tuples(st.floats(0, 100), st.booleans())), st.lists(st.floats(0, 100)))

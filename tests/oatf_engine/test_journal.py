@@ -15,7 +15,7 @@ from oatf_engine import journal as journal_module
 from oatf_engine.events import Endpoint, ObservedEvent
 from oatf_engine.journal import JOURNAL_DIR, Journal, decode_event, encode_event, records, run_key
 from oatf_engine.monitor import Monitor, MonitorOptions, RunConcluded
-from oatf_engine.recovery import pending_journal, recover
+from oatf_engine.recovery import monitor_inputs, pending_journal, recover, recover_runs
 from oatf_engine.reports import ReportWriter
 from tests.oatf_engine.monitor.test_monitor import POISONED_TOOL, attack, call, event
 
@@ -108,3 +108,55 @@ def test_the_journal_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert ticks[-1] == 49.0 and ticks == sorted(ticks), "the latest records are kept, in order"
     journal.clear()
     assert not pending_journal(tmp_path)
+
+
+def on_disk(*journaled: dict[str, Any]) -> list[dict[str, Any]]:
+    """Records as `records` reads them back."""
+    return [json.loads(json.dumps(record)) for record in journaled]
+
+
+def test_held_events_replay_as_the_proxy_released_them() -> None:
+    """`received` events are held until a tick (the "released up to" marker) passes them, then given in time
+    order — a late one (stamped before the last tick) at the next tick; `drained` gives every held event; after
+    a crash of the proxy the events still held come last, in time order, after the loss of the monitor process
+    only they do not (the proxy hands them to the new one)."""
+    early, a, b, c = (call("x", at, session="s") for at in (0.5, 1.0, 2.0, 5.0))
+    journal = on_disk({"received": [encode_event(e) for e in (b, c, a)]}, {"tick": 3.0},
+                      {"received": [encode_event(early)]}, {"tick": 3.5})
+    assert list(monitor_inputs(journal)) == [a, b, 3.0, early, 3.5, c]
+    assert list(monitor_inputs(journal, unreleased=False)) == [a, b, 3.0, early, 3.5]
+    drained = on_disk({"received": [encode_event(c), encode_event(a)]}, {"drained": True}, {"tick": 1.0})
+    assert list(monitor_inputs(drained, unreleased=False)) == [a, c, 1.0]
+    handed = on_disk({"events": [encode_event(c), encode_event(a)]}, {"tick": 1.0})  # `oatf tap`: no watermark
+    assert list(monitor_inputs(handed)) == [c, a, 1.0]
+
+
+def test_the_events_held_at_a_cut_count_once_whichever_segments_are_read() -> None:
+    """A recovery cut the journal while `c` was held: the next segment starts with `held` [c]. Read from there
+    (the segments before were dropped) or from the start, `c` is given once."""
+    a, c = call("x", 1.0, session="s"), call("x", 5.0, session="s")
+    before = on_disk({"received": [encode_event(a), encode_event(c)]}, {"tick": 3.0})
+    after = on_disk({"held": [encode_event(c)]}, {"tick": 6.0})
+    assert list(monitor_inputs(after)) == [c, 6.0]
+    assert list(monitor_inputs(before + after)) == [a, 3.0, c, 6.0]
+
+
+def test_a_crash_recovers_the_runs_of_events_the_watermark_had_not_released(tmp_path: Path) -> None:
+    """The proxy died right after an exploit, before the watermark released it: a crash recovery reports it;
+    the recovery of a lost monitor process (the proxy goes on, and hands it to the new one) does not."""
+    options = MonitorOptions(grace_period=5)
+    journal = Journal(tmp_path)
+    journal.received([event("tools/list", {}, 0.0, session="b")])
+    journal.tick(1.0)
+    journal.received([call("-----BEGIN PRIVATE KEY", 1.5, session="b")])
+    journal.close()
+    [report] = recover(tmp_path, [attack(POISONED_TOOL)], options)
+    assert (report["verdict"]["result"], report["execution_summary"]["status"]) == ("exploited", "recovered")
+    [run] = recover_runs(tmp_path, [attack(POISONED_TOOL)], options, unreleased=False)
+    assert run.report["verdict"]["result"] == "not_exploited", "only the released tools/list was given"
+
+
+def test_the_journaled_runs_reported_are_collected() -> None:
+    reported: set[tuple[str, str, str]] = set()
+    assert list(monitor_inputs([{"concluded": ["A", "s", "1"]}, {"tick": 1.0}], reported=reported)) == [1.0]
+    assert reported == {("A", "s", "1")}

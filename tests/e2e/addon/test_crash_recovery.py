@@ -3,17 +3,23 @@ recover`) concludes every run that was open, from the journal in the report dire
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from testing.oatf_proxy import Peers, oatf_proxy, run, verdict_of
+from oatf_engine.journal import JOURNAL_DIR, decode_event, records
+from testing.oatf_proxy import OatfProxy, Peers, oatf_proxy, run, verdict_of
 
 from . import agents
 from .attacks import TOOL_POISONING
+from .test_bad_input import monitor_processes
 
 OATF = Path(sys.executable).parent / "oatf"
 
@@ -25,9 +31,7 @@ def crash_with_open_runs(attackers: Peers, tmp_path: Path) -> tuple[Path, str, s
     with oatf_proxy(tmp_path, "crash", [TOOL_POISONING], grace="1h", record=False) as proxy:
         naive = run(agents.mcp_poisoned_agent(url, proxy.url, "naive"))
         careful = run(agents.mcp_poisoned_agent(url, proxy.url, "careful"))
-        proxy.wait_for_log(lambda text: "DEMO-001-01 matched" in text)  # evaluated, so journaled before
-        # Events are journaled when the watermark hands them to the monitor (`addon.watermark`, ~0.5 s behind the
-        # traffic): a kill before that loses them (the closing note's known gap), so wait until none is waiting.
+        proxy.wait_for_log(lambda text: "DEMO-001-01 matched" in text)
         proxy.wait_until(lambda: "2 live run(s), 0 event(s) waiting" in proxy.command("oatf.status"))
         os.killpg(proxy.process.pid, signal.SIGKILL)
         proxy.process.wait(timeout=10)
@@ -68,3 +72,71 @@ def test_oatf_recover_concludes_them_from_the_command_line(attackers: Peers, tmp
     again = subprocess.run([str(OATF), "recover", str(report_dir), "--attacks", str(TOOL_POISONING)],
                            capture_output=True, text=True, timeout=120)
     assert again.returncode == 0 and "nothing to recover" in again.stderr
+
+
+@contextlib.contextmanager
+def upload_under_way(proxy: OatfProxy) -> Iterator[None]:
+    """A request whose headers reached the proxy and whose body has not: the step is under way, so the watermark
+    stays at its stamp (`addon.watermark.Steps`, for up to 30 s) and nothing later is handed to the monitor."""
+    address = urlsplit(proxy.url)
+    with socket.create_connection((address.hostname, address.port)) as upload:
+        upload.sendall(b"POST http://127.0.0.1:9/upload HTTP/1.1\r\nHost: 127.0.0.1:9\r\n"
+                       b"Content-Length: 1000\r\n\r\npartial")
+        yield
+
+
+def journaled_calls(report_dir: Path, session: str) -> int:
+    """The answers to `tools/call` of that MCP session in the journal (a proxy killed now leaves them there)."""
+    events = [decode_event(fields) for record in records(report_dir / JOURNAL_DIR)
+              for key in ("received", "events") for fields in record.get(key, [])]
+    return sum(1 for e in events if e.session_keys.get("mcp_session") == session and e.event_type == "tools/call"
+               and e.direction == "response")
+
+
+def test_a_kill_right_after_the_traffic_loses_nothing_the_watermark_had_not_released(
+        attackers: Peers, tmp_path: Path) -> None:
+    """Events are journaled as the proxy takes them in, not when the watermark hands them to the monitor: an
+    exploit in the last messages before SIGKILL, with the watermark held back (an upload under way), is in the
+    journal, and `oatf recover` reports it. (Journaled at hand-over, as before, it was lost.)"""
+    url = attackers.url("mcp_poisoned", "/mcp")
+    with oatf_proxy(tmp_path, "sudden", [TOOL_POISONING], grace="1h", record=False) as proxy, \
+            upload_under_way(proxy):
+        naive = run(agents.mcp_poisoned_agent(url, proxy.url, "naive"))
+        proxy.wait_until(lambda: journaled_calls(proxy.report_dir, naive) == 1)
+        assert "DEMO-001-01 matched" not in proxy.log(), "the watermark had not released the exploit"
+        os.killpg(proxy.process.pid, signal.SIGKILL)
+        proxy.process.wait(timeout=10)
+    done = subprocess.run([str(OATF), "recover", str(proxy.report_dir), "--attacks", str(TOOL_POISONING),
+                           "--grace-period", "1h"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr  # something was exploited
+    [report] = [json.loads(p.read_text()) for p in proxy.report_dir.glob("*.json")]
+    assert report["execution_summary"]["session"] == f"mcp_session:{naive}"
+    assert (report["execution_summary"]["status"], verdict_of(report)) == \
+        ("recovered", ("exploited", {"DEMO-001-01": "matched"}))
+
+
+def test_a_killed_monitor_process_loses_no_event_and_evaluates_none_twice(attackers: Peers, tmp_path: Path) -> None:
+    """SIGKILL of the monitor process while the proxy holds events the watermark has not released (an upload
+    under way): the new monitor process concludes from the journal the run the lost one followed (`recovered`),
+    and gets the held events from the proxy when the watermark moves on — not from the journal too: that run is
+    reported once, by the new one."""
+    url = attackers.url("mcp_poisoned", "/mcp")
+    with oatf_proxy(tmp_path, "lost", [TOOL_POISONING], grace="1h", record=False) as proxy:
+        early = run(agents.mcp_poisoned_agent(url, proxy.url, "naive"))
+        proxy.wait_for_log(lambda text: "DEMO-001-01 matched" in text)  # released to the first monitor process
+        with upload_under_way(proxy):
+            late = run(agents.mcp_poisoned_agent(url, proxy.url, "naive"))
+            proxy.wait_until(lambda: journaled_calls(proxy.report_dir, late) == 1)  # taken in, held
+            [first] = monitor_processes(proxy.process.pid)
+            os.kill(first, signal.SIGKILL)
+            recovered = proxy.wait_for("DEMO-001", early, timeout=30)  # concluded from the journal at once
+            assert (recovered["execution_summary"]["status"], recovered["outcome"]) == ("recovered", "exploited")
+            assert "DEMO-001-01 matched" not in proxy.log().partition("starting a new monitor process")[2]
+        # the upload ends: the watermark moves on, and the proxy hands the held events to the new monitor process
+        proxy.wait_for_log(lambda text: "DEMO-001-01 matched" in text.partition("starting a new monitor process")[2],
+                           timeout=60)
+        assert proxy.interrupt() == 0
+    outcomes = sorted((r["execution_summary"]["session"], r["execution_summary"]["status"], r["outcome"])
+                      for r in proxy.reports())
+    assert outcomes == sorted([(f"mcp_session:{early}", "recovered", "exploited"),
+                               (f"mcp_session:{late}", "interrupted", "exploited")])
