@@ -35,7 +35,7 @@ from ruamel.yaml.reader import ReaderError
 from .errors import OATFParseError, ParseError, ParseErrorKind, echo
 
 try:  # as ruamel.yaml itself finds its C parser (`ruamel.yaml.main`)
-    from _ruamel_yaml import CParser
+    from _ruamel_yaml import CParser  # type: ignore[import-not-found]  # C extension without stubs
 except ImportError:  # pragma: no cover - ruamel.yaml.clib is a dependency
     CParser = None
 
