@@ -57,7 +57,10 @@ _CORE_TAGS = {
     "tag:yaml.org,2002:seq", "!",
 }
 _NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
-_BOOL = {"true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
+_WORDS = {"": None, "~": None, "null": None, "Null": None, "NULL": None,
+          "true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
+"""The core schema's null and bool forms, as written."""
+_WORD_STARTS = frozenset("~nNtTfF")
 _INT10 = re.compile(r"^[-+]?[0-9]+$")
 _INT8 = re.compile(r"^0o[0-7]+$")
 _INT16 = re.compile(r"^0x[0-9a-fA-F]+$")
@@ -92,10 +95,12 @@ def resolve_plain_scalar(text: str) -> Any:
     """YAML 1.2 core schema resolution of an untagged plain scalar."""
     if text and text[0] not in _NON_STRING_STARTS:
         return text
+    if text in _WORDS:
+        return _WORDS[text]
+    if text[0] in _WORD_STARTS and text[-1] != "\n":  # no number starts so; `_NULL` matches "null\n" too
+        return text
     if _NULL.match(text):
         return None
-    if text in _BOOL:
-        return _BOOL[text]
     if _INT10.match(text):
         return _integer(text, 10)
     if _INT8.match(text):
