@@ -21,7 +21,8 @@ over a long stream of traffic.
    `--max-run-lifetime` seconds after they start (and opened again by the slot's next message), so runs are
    created and concluded all along. Every `--every` messages: live runs, runs concluded so far, tracemalloc's
    traced memory and the process RSS. After one run lifetime (warm-up: the bounded set of runs is created, and
-   the first runs conclude) both must stay flat. Also the average size of a run's report (JSON), what keeping every report costs.
+   the first runs conclude) both must stay flat. Also the average size of a run's report (JSON), what keeping
+   every report costs.
 """
 
 from __future__ import annotations
