@@ -33,9 +33,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from mitmproxy import flow as mitmflow
 from mitmproxy import http
 
-from addon.views import MAX_MATCHES, METADATA_KEY
+from addon.views import MAX_MATCHES, METADATA_KEY, RUNS_KEY
 from oatf_engine.monitor import IndicatorMatched, PhaseChanged
 from oatf_engine.reports import OUTCOMES, Reported
 from oatf_engine.text import printable
@@ -54,7 +55,6 @@ MARKS: dict[str, str] = {
 """The mark of each state (see the module docstring)."""
 RANK: tuple[str, ...] = ("exploited", "partial", MATCHED, *(o for o in OUTCOMES if o not in ("exploited", "partial")))
 """States, most severe first: the mark a flow shows is that of its most severe run."""
-RUNS_KEY = "oatf_runs"
 MAX_RUNS = 20
 """Runs recorded per flow (the first ones)."""
 MAX_PHASES = 10
@@ -99,10 +99,20 @@ def record_outcome(flow: http.HTTPFlow, reported: Reported) -> None:
     _remark(flow)
 
 
-def runs(flow: http.HTTPFlow) -> dict[str, dict[str, Any]]:
+def runs(flow: mitmflow.Flow) -> dict[str, dict[str, Any]]:
     """The runs recorded on `flow` (empty when none, or when the metadata is not this module's)."""
     recorded = flow.metadata.get(RUNS_KEY)
     return recorded if isinstance(recorded, dict) else {}
+
+
+def open_runs(flow: mitmflow.Flow) -> list[str]:
+    """The runs recorded on `flow` that have not concluded yet (their keys, `run_key`)."""
+    return [name for name, run in runs(flow).items() if isinstance(run, dict) and not run.get("outcome")]
+
+
+def run_key(run: str) -> str:
+    """The key of a run in `flow.metadata["oatf_runs"]`: its id, made printable."""
+    return printable(run, 300)
 
 
 def matches(flow: http.HTTPFlow) -> list[dict[str, Any]]:
@@ -123,7 +133,7 @@ def _run(flow: http.HTTPFlow, name: str, attack: str) -> dict[str, Any] | None:
     recorded = flow.metadata.get(RUNS_KEY)
     if not isinstance(recorded, dict):
         recorded = flow.metadata[RUNS_KEY] = {}
-    key = printable(name, 300)
+    key = run_key(name)
     if key not in recorded:
         if len(recorded) >= MAX_RUNS:
             return None

@@ -34,7 +34,9 @@ that do one thing, commands for users):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import difflib
+import functools
 import logging
 import os
 import queue
@@ -52,10 +54,11 @@ if __package__ in (None, ""):  # loaded by path (`-s addon/oatf_addon.py`): make
 
 from mitmproxy import command, ctx, exceptions, http
 from mitmproxy import flow as mitmflow
+from mitmproxy.utils import human
 
 import oatf
 from addon import flow_marks
-from addon.deferred_save import SaveDeferral
+from addon.deferred_save import HOLD_FLOWS, HOLD_SIZE, SaveDeferral
 from addon.flow_details import flow_lines
 from addon.inject import Inject, inject_paths
 from addon.mitm_tap import MitmTap
@@ -190,6 +193,11 @@ class OatfAddon:
                           "a flow waits, at most, for the evaluation of its messages, so that the saved flow carries "
                           "its OATF mark and comment (a duration: 500ms, 5s). Only the write waits: the agent gets "
                           "the response at once. 0s (default): written at once.")
+        loader.add_option("oatf_save_hold", int, HOLD_FLOWS, "With -w: flows whose write waits for the verdicts of "
+                          "their runs still live (where an indicator matched, an actor changed phase), at most; "
+                          "beyond it the oldest is written with what is known. 0: none waits.")
+        loader.add_option("oatf_save_hold_size", str, HOLD_SIZE, "With -w: bytes (bodies and headers) of the flows "
+                          "waiting for their runs' verdicts, at most (a size: 64m, 512k).")
         self.tap.load(loader)
         self.inject.load(loader)
 
@@ -200,6 +208,14 @@ class OatfAddon:
             except oatf.OATFParseError as exc:
                 raise exceptions.OptionsError(f"oatf_save_wait: {exc.errors[0].message}") from None
             self.saving.install(ctx.master.addons.get("save"))
+        if updated & {"oatf_save_hold", "oatf_save_hold_size"}:
+            try:
+                max_bytes = human.parse_size(ctx.options.oatf_save_hold_size) or 0
+            except ValueError as exc:
+                raise exceptions.OptionsError(f"oatf_save_hold_size: {exc}") from None
+            if max_bytes < 0 or ctx.options.oatf_save_hold < 0:
+                raise exceptions.OptionsError("oatf_save_hold and oatf_save_hold_size cannot be negative")
+            self.saving.hold.max_flows, self.saving.hold.max_bytes = ctx.options.oatf_save_hold, max_bytes
         try:
             self.tap.configure(updated)
             self.inject.configure(updated)
@@ -641,6 +657,7 @@ class OatfAddon:
                 self._reported(output)
                 for flow_id in output.flows:
                     self._update_flow(flow_id, flow_marks.record_outcome, output)
+                self._on_loop(functools.partial(self._concluded, output))
             elif isinstance(output, Recovered):
                 self._recovered(output)
             elif isinstance(output, Held):
@@ -716,8 +733,26 @@ class OatfAddon:
 
         with self.flight_lock:
             self.marking[flow_id] += 1
-        self.flow_updates.put(apply)
-        self.loop.call_soon_threadsafe(self._apply_flow_updates)
+        self._on_loop(apply)
+
+    def _on_loop(self, update: Callable[[], None]) -> None:
+        """Run `update` on the event loop after the flow updates queued before it."""
+        if self.loop is not None:
+            self.flow_updates.put(update)
+            with contextlib.suppress(RuntimeError):  # the loop is closed: `done` applies what is queued
+                self.loop.call_soon_threadsafe(self._apply_flow_updates)
+
+    def _concluded(self, reported: Reported) -> None:
+        """A run concluded and its verdict marked the flows its report names (on the event loop): the flows
+        whose write waited for it are written once no other live run holds them (`addon.deferred_save`). A
+        flow held for it that its report does not name (the report cites a bounded number) gets its verdict
+        here."""
+        run, named = flow_marks.run_key(reported.run), set(reported.flows)
+        for flow in self.saving.hold.waiting_for(run):
+            if flow.id not in named and isinstance(flow, http.HTTPFlow):
+                flow_marks.record_outcome(flow, reported)
+                ctx.master.addons.trigger(_update_hook(flow))
+        self.saving.concluded(run)
 
     def _apply_flow_updates(self) -> None:
         """Apply the flow updates queued so far (on the event loop)."""

@@ -10,7 +10,6 @@ flow formats are read through mitmproxy. `decode_flows` feeds recorded flows thr
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -22,7 +21,7 @@ from addon.inject_tags import tagged
 from oatf_engine.engine_config import EngineConfig, engine_config
 from oatf_engine.events import ObservedEvent
 from oatf_engine.monitor import load_library
-from oatf_engine.progress import UPDATE_EVERY, Progress, size
+from oatf_engine.progress import UPDATE_EVERY, Progress, file_size, size
 from oatf_engine.replay import ReplayResult, SessionClose, collector_paused, evaluate_events, worker_count
 from oatf_engine.semantic import load_semantic_evaluator
 from oatf_engine.wire import DecoderConfig, WireDecoder, is_streamed, kept_header
@@ -76,7 +75,7 @@ def decode_recordings(flow_paths: list[str], config: DecoderConfig | None = None
     captures = []
     flows: list[AnyHTTPFlow] = []
     if progress is not None:
-        progress.start("reading recordings", sum(_size(path) for path in flow_paths), "bytes")
+        progress.start("reading recordings", sum(map(file_size, flow_paths)), "bytes")
     read_bytes = 0
     for path in flow_paths:
         capture = read_capture_file(path)
@@ -89,7 +88,7 @@ def decode_recordings(flow_paths: list[str], config: DecoderConfig | None = None
                 closes += session_closes(read)
             if origins is not None:
                 origins.update((flow.id, path) for flow in read)
-        read_bytes += _size(path)
+        read_bytes += file_size(path)
         if progress is not None:
             progress.update(read_bytes)
     messages = sum(len(capture.messages) for capture in captures)
@@ -116,14 +115,6 @@ def decode_recordings(flow_paths: list[str], config: DecoderConfig | None = None
 def _offset(update: Callable[[int], None], base: int) -> Callable[[int], None]:
     """`update`, told positions in a file that starts `base` bytes into the recordings."""
     return lambda position: update(base + position)
-
-
-def _size(path: str) -> int:
-    """The size of the file at `path` in bytes; 0 when it cannot be read (reading it then says why)."""
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0
 
 
 def session_closes(flows: list[AnyHTTPFlow]) -> list[SessionClose]:

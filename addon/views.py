@@ -3,7 +3,8 @@
 Without them every agent flow reads `POST /mcp` and its body one raw line. Each view renders one HTTP message
 (the request or the response of a flow) as text:
 - a header with the OATF indicators that matched on the flow (`flow.metadata["oatf"]`, set by the addon when it
-  marks the flow), then a title line (protocol, direction);
+  marks the flow) and the runs that took part in it, each with its verdict or still open
+  (`flow.metadata["oatf_runs"]`), then a title line (protocol, direction);
 - JSON-RPC messages (MCP, A2A) pretty-printed, each under a line with its kind, method, id and direction; a
   response names the request it answers (the request with that id sent the other way in the same flow); a
   batch item by item;
@@ -28,6 +29,7 @@ import json
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -56,6 +58,9 @@ CACHE_SIZE = 256
 
 METADATA_KEY = "oatf"
 """`flow.metadata` key of the indicators that matched on a flow: a list of {attack, indicator, evidence}."""
+RUNS_KEY = "oatf_runs"
+"""`flow.metadata` key of the runs that took part in a flow: run id → {attack, outcome, status, delivered, …}
+(`addon.flow_marks`); outcome None while the run is live."""
 
 NAMES: dict[Protocol, str] = {"mcp": "MCP", "a2a": "A2A", "ag_ui": "AG-UI"}
 _ARROWS: dict[Side, str] = {"client": "client → server", "server": "server → client"}
@@ -233,7 +238,7 @@ def _message(data: bytes, metadata: Metadata) -> _Message | None:
 
 def _render(read: _Message) -> str:
     out = _Out()
-    _matches(read.flow, out)
+    _header(read.flow, out)
     request = read.flow.request
     direction = "request" if read.side == "client" else "response"
     out.note(f"{NAMES[read.protocol]} {direction} ({_ARROWS[read.side]}) · {request.method} {request.path}")
@@ -248,16 +253,28 @@ def _render(read: _Message) -> str:
     return out.text()
 
 
-def _matches(flow: http.HTTPFlow, out: _Out) -> None:
-    """The indicators that matched on this flow, first."""
+def _header(flow: http.HTTPFlow, out: _Out) -> None:
+    """What OATF found on this flow, first: the indicators that matched on it, then each run that took part in
+    it with its verdict (attack, outcome and status, whether its payload was delivered in this flow), or that it
+    is still open."""
     matches = flow.metadata.get(METADATA_KEY)
-    if not isinstance(matches, list) or not matches:
-        return
-    for match in matches[:MAX_MATCHES]:
-        if isinstance(match, dict):
-            out.note(f"OATF MATCH · attack {match.get('attack', '?')} · indicator {match.get('indicator', '?')}"
-                     f" · {match.get('evidence', '')}")
-    out.note("")
+    matches = [m for m in matches[:MAX_MATCHES] if isinstance(m, dict)] if isinstance(matches, list) else []
+    runs = flow.metadata.get(RUNS_KEY)
+    runs = [(str(n), r) for n, r in islice(runs.items(), MAX_MATCHES) if isinstance(r, dict)] \
+        if isinstance(runs, dict) else []
+    for match in matches:
+        out.note(f"OATF MATCH · attack {match.get('attack', '?')} · indicator {match.get('indicator', '?')}"
+                 f" · {match.get('evidence', '')}")
+    for name, run in runs:
+        if run.get("outcome"):
+            delivered = "payload delivered in this flow" if run.get("delivered") else \
+                "payload not delivered in this flow"
+            verdict = f"{run['outcome']} ({run.get('status', '?')}) · {delivered}"
+        else:
+            verdict = "still open: no verdict until it concludes"
+        out.note(f"OATF RUN · attack {run.get('attack', '?')} · {verdict} · run {name}")
+    if matches or runs:
+        out.note("")
 
 
 def _render_body(read: _Message, value: Any, out: _Out) -> None:

@@ -224,8 +224,9 @@ _CONSTRUCTS = {"block mapping": "mapping", "block collection": "list", "flow seq
 
 def syntax_message(exc: MarkedYAMLError, text: str) -> str:
     """A YAML syntax error (SDK spec §3.1: `ParseError` kind `syntax`) as one human line: the common mistakes
-    (indentation, a tab, an unclosed quote or bracket, an unquoted ': ') in the author's terms, anything else
-    as the parser's problem and the construct it was in. Never more than one line."""
+    (indentation, a tab, an unclosed quote or bracket, an unquoted ': ', an empty or missing value, an unknown
+    escape such as a regex's `\\d` in double quotes) in the author's terms, anything else as the parser's problem
+    and the construct it was in. Never more than one line."""
     problem = " ".join((exc.problem or exc.context or "invalid YAML").split())
     context = exc.context_mark
     construct = " ".join((exc.context or "").split())
@@ -239,6 +240,16 @@ def syntax_message(exc: MarkedYAMLError, text: str) -> str:
         if found == "\t" or "tab character" in problem:
             return "a tab character: YAML is indented with spaces only"
         return f"{found!r} cannot start a plain value: quote the value"
+    if problem.startswith("did not find expected node content"):
+        if not found:
+            return "the text ends where a value should be: a […] list or {…} mapping is never closed"
+        if found == ",":
+            return "an empty item: ',' where a value should be (two commas, or one first, in a […] list or {…} mapping)"
+        return f"a value should be here, not {found!r}"
+    if problem.startswith("found unknown escape character") and mark is not None:
+        escape = text[mark.index:mark.index + 2]
+        return (f"unknown escape '{escape}' in a double-quoted string: write '\\\\' for a backslash (a regex's "
+                "'\\\\d'), or quote the value with single quotes")
     for start, message in _SYNTAX_MESSAGES:
         if problem.startswith(start):
             closer = "}" if "'}'" in problem else "]"

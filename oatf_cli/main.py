@@ -38,7 +38,7 @@ EXIT_OK, EXIT_INVALID, EXIT_UNREADABLE = 0, 1, 2
 EVALUATE_EXIT_STATUSES = """exit status:
   0  no attack exploited (every run resisted or was not delivered), or none that --fail-on,
      --severity-threshold and --min-tier count
-  1  some run exploited or partial (with --fail-on: of the outcomes named, inconclusive included when named;
+  1  some run exploited or partial (with --fail-on: exploited, or down to the least bad outcome named;
      with --severity-threshold: of an attack at or above that severity, or without one; with --min-tier:
      whose verdict's max tier reaches it, or whose matched indicators declare no tier)
   2  errors: any document not loaded (invalid, unreadable, or refused by strict loading), unreadable
@@ -344,6 +344,7 @@ def add_live_arguments(parser: argparse.ArgumentParser) -> None:
 
 def cmd_recover(args: argparse.Namespace) -> int:
     """Conclude and report the runs a proxy that did not stop cleanly left open in its report directory."""
+    from oatf_cli.progress import shown as progress_shown
     from oatf_engine.journal import take_lock
     from oatf_engine.monitor import load_library
     from oatf_engine.recovery import conclude_pending, pending_journal
@@ -361,23 +362,24 @@ def cmd_recover(args: argparse.Namespace) -> int:
     except (ImportError, AttributeError) as exc:
         print(f"oatf recover: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
-    library = load_library(_paths(args.attacks), config.lenient)
-    for problem in library.problems:
-        print(f"not loaded: {problem}", file=sys.stderr)
-    if library.problems:
-        print("oatf recover: the journal is kept; fix the documents and run again", file=sys.stderr)
-        return EXIT_UNREADABLE
-    try:
-        held = take_lock(args.report_dir)
-    except OSError as exc:
-        print(f"oatf recover: {exc}", file=sys.stderr)
-        return EXIT_UNREADABLE
-    if held is None:
-        print(f"oatf recover: another process journals in {args.report_dir} (a proxy, tap or monitor runs there): "
-              f"its runs are not left open; it reports them itself when it stops", file=sys.stderr)
-        return EXIT_UNREADABLE
-    with held:
-        reports = conclude_pending(args.report_dir, list(library.attacks), config.monitor, semantic)
+    with progress_shown("oatf recover", args.progress, sys.stderr) as progress:
+        library = load_library(_paths(args.attacks), config.lenient, progress)
+        for problem in library.problems:
+            print(f"not loaded: {problem}", file=sys.stderr)
+        if library.problems:
+            print("oatf recover: the journal is kept; fix the documents and run again", file=sys.stderr)
+            return EXIT_UNREADABLE
+        try:
+            held = take_lock(args.report_dir)
+        except OSError as exc:
+            print(f"oatf recover: {exc}", file=sys.stderr)
+            return EXIT_UNREADABLE
+        if held is None:
+            print(f"oatf recover: another process journals in {args.report_dir} (a proxy, tap or monitor runs "
+                  f"there): its runs are not left open; it reports them itself when it stops", file=sys.stderr)
+            return EXIT_UNREADABLE
+        with held:
+            reports = conclude_pending(args.report_dir, list(library.attacks), config.monitor, semantic, progress)
     print(summary_table(reports) if reports else "every run had been reported: nothing left open")
     print(f"{len(reports)} run(s) recovered into {args.report_dir}", file=sys.stderr)
     return exit_status(reports)
@@ -459,9 +461,10 @@ def build_parser() -> argparse.ArgumentParser:
                       ("html", "one self-contained HTML page"), ("json", "the reports as a JSON array")):
         evaluate.add_argument(f"--{fmt}", metavar="FILE", help=f"also write {what} to FILE")
     evaluate.add_argument("--fail-on", action="append", choices=FAIL_ON, metavar="OUTCOME",
-                          help="what fails the run (repeatable): exploited, partial, inconclusive (delivered but cut "
-                          "short: nothing shows the agent resisted) (exit 1), not-delivered (exit 3; as "
-                          "--require-delivered); default: exploited and partial")
+                          help="a threshold (repeatable): runs whose outcome is the one named or worse fail the run, "
+                          "in the order exploited, partial, inconclusive (delivered but cut short: nothing shows the "
+                          "agent resisted) (exit 1); no flag passes an exploited run; default: partial; "
+                          "not-delivered adds: an attack never delivered fails it (exit 3; as --require-delivered)")
     evaluate.add_argument("--severity-threshold", choices=SEVERITY_LEVELS[1:],
                           help="only attacks of this severity or above fail the run")
     evaluate.add_argument("--min-tier", choices=[t.value for t in oatf.Tier],
@@ -487,6 +490,7 @@ def build_parser() -> argparse.ArgumentParser:
     recover_.add_argument("--attacks", action="append", required=True, metavar="PATH",
                           help="the attack documents the proxy evaluated (repeat or comma-separate)")
     add_settings(recover_)
+    add_progress_argument(recover_, "attacks loaded, journal replayed, reports written")
     recover_.set_defaults(func=cmd_recover)
     tap = sub.add_parser("tap", help="run an MCP stdio server (COMMAND) relaying the agent's traffic to it and "
                          "evaluating that traffic; exits with the server's status",

@@ -218,7 +218,8 @@ def to_junit(reports: Sequence[Report]) -> str:
     Exploited and partial runs are failures (message: the evidence), `error` verdicts errors, not delivered
     and inconclusive runs skipped (the reason as the element's text), resisted runs pass. Valid against the
     Jenkins JUnit schema (junit-4.xsd: `skipped` holds text and no attribute; `testsuites` counts tests,
-    failures and errors, the suites also their skipped tests)."""
+    failures and errors, the suites also their skipped tests) and the Jenkins xUnit plugin's junit-10.xsd
+    (which pytest's `--junitxml` follows: every suite counts its failures and errors)."""
     suites: dict[str, list[Report]] = {}
     for report in reports:
         suites.setdefault(_attack_key(report), []).append(report)

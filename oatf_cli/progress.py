@@ -1,5 +1,5 @@
-"""How `oatf evaluate` and `oatf export-trace` show the progress of long work (`oatf_engine.progress.Progress`) on
-stderr:
+"""How `oatf evaluate`, `oatf recover` and `oatf export-trace` show the progress of long work
+(`oatf_engine.progress.Progress`) on stderr:
 
 - on a terminal, a bar per stage (`rich.progress`): what is done of the total (bytes, flows, events, reports),
   the rate, the time left and the time taken; a finished stage keeps its line, with what it did;

@@ -41,11 +41,12 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from oatf_engine.events import Endpoint, ObservedEvent
+from oatf_engine.progress import UPDATE_EVERY
 
 JOURNAL_DIR = "journal"
 LOCK_FILE = "journal.lock"
@@ -217,15 +218,24 @@ def clear(path: Path) -> None:
         segment.unlink(missing_ok=True)
 
 
-def records(path: Path, only: list[Path] | None = None) -> Iterator[dict[str, Any]]:
+def records(path: Path, only: list[Path] | None = None,
+            position: Callable[[int], None] | None = None) -> Iterator[dict[str, Any]]:
     """Every record of the journal at `path` (of its segments among `only`, when given), oldest first; a torn
-    or damaged line is skipped."""
+    or damaged line is skipped. `position`, when given, is told the bytes read so far across the segments
+    (every `UPDATE_EVERY` lines, and once at the end)."""
+    read = lines = 0
     for segment in segments(path) if only is None else sorted(only):
-        with open(segment, encoding="utf-8", errors="replace") as handle:
-            for line in handle:
+        with open(segment, "rb") as handle:
+            for raw in handle:
+                read += len(raw)
+                lines += 1
+                if position is not None and lines % UPDATE_EVERY == 0:
+                    position(read)
                 try:
-                    record = json.loads(line)
+                    record = json.loads(raw.decode("utf-8", "replace"))
                 except ValueError:
                     continue
                 if isinstance(record, dict):
                     yield record
+    if position is not None:
+        position(read)

@@ -1,15 +1,16 @@
-"""Progress of long offline work (`oatf evaluate`, `oatf export-trace`), told stage by stage to whoever shows it
-(`oatf_cli.progress`: a bar on a terminal, occasional lines otherwise). The engine only counts: it never says
-what the traffic holds, only how much of it is through.
+"""Progress of long offline work (`oatf evaluate`, `oatf recover`, `oatf export-trace`), told stage by stage to
+whoever shows it (`oatf_cli.progress`: a bar on a terminal, occasional lines otherwise). The engine only counts: it
+never says what the traffic holds, only how much of it is through.
 
-A stage is one pass over a known amount of work: the attack documents loaded, the recordings' bytes read, the
-flows decoded, the events evaluated, the reports written. `start` names it with its total, `update` says how
-much is done (every `UPDATE_EVERY` items, or as a file is read, and the last count before the end), `finish`
-closes it with a summary of what it did.
+A stage is one pass over a known amount of work: the attack documents loaded, the recordings' bytes read (or a
+journal's, replayed), the flows decoded, the events evaluated, the reports written. `start` names it with its
+total, `update` says how much is done (every `UPDATE_EVERY` items, or as a file is read, and the last count before
+the end), `finish` closes it with a summary of what it did.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Protocol
 
 
@@ -41,4 +42,13 @@ def size(count: float) -> str:
     return f"{count / 1000:,.1f} GB"
 
 
-__all__ = ["UPDATE_EVERY", "Progress", "size"]
+def file_size(path: str | os.PathLike[str]) -> int:
+    """The size of the file at `path` in bytes, for a stage's total; 0 when it cannot be read (reading it then
+    says why)."""
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+__all__ = ["UPDATE_EVERY", "Progress", "file_size", "size"]

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The project's test command: sets up .venv from the lock and the pinned JavaScript peers (tests/js, npm ci),
-# lints, type-checks, and runs the whole test suite.
+# The project's test command: sets up .venv from the lock, the pinned JavaScript peers (tests/js, npm ci) and the
+# schemas tests validate against (.venv/schemas), lints, type-checks, and runs the whole test suite.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 py="$("$root/scripts/bootstrap.sh")"
 cd "$root"
 "$root/scripts/npm_peers.sh"
+"$root/scripts/test_schemas.sh"
 "$py" -m ruff check .
 "$py" -m mypy
 exec "$py" -m pytest "$@"

@@ -66,11 +66,14 @@ def addon_peer(workdir: Path, script: str, kind: str, *args: str) -> Iterator[in
 
 
 @contextlib.contextmanager
-def fastmcp_server(workdir: Path, attack: Path | None, stateless: bool = False, json: bool = False) -> Iterator[int]:
+def fastmcp_server(workdir: Path, attack: Path | None, stateless: bool = False, json: bool = False,
+                   slow: float = 0.0) -> Iterator[int]:
     """`fastmcp_server.py` on a free loopback port, serving the attack's poisoned tool (None: an honest
-    calculator); `json`: its answers are plain JSON, never SSE; yields the port."""
+    calculator); `json`: its answers are plain JSON, never SSE; `slow`: the tool answers that many seconds
+    later, repeating the note it got; yields the port."""
     with script_peer(workdir, "fastmcp", ADDON_PEERS / "fastmcp_server.py", *([str(attack)] if attack else []),
-                     *(["--stateless"] * stateless), *(["--json"] * json)) as port:
+                     *(["--stateless"] * stateless), *(["--json"] * json),
+                     *(["--slow", f"{slow:g}"] if slow else [])) as port:
         yield port
 
 

@@ -67,6 +67,7 @@ Usage: `python -m testing.sessions OUTDIR [ID ...]` writes `OUTDIR/<ID>.complyin
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import sys
@@ -602,6 +603,28 @@ def expected_events(exchanges: list[Exchange], client: str = "10.20.0.15") -> li
                                     f"{client}:{client_port(exchanges, ex)}", dict(m.session_keys), m.jsonrpc_id,
                                     m.is_error))
     return events
+
+
+def decoded_events(attack_id: str, variant: str) -> list[ObservedEvent]:
+    """The events of a scripted session as the wire decoder reads its recorded flows (`addon.recordings`,
+    as `oatf evaluate` does): JSON-RPC envelopes included, which `expected_events` leaves out."""
+    from addon.recordings import decode_flows
+    from oatf_engine.wire import WireDecoder
+
+    script = load_script(attack_id)
+    return decode_flows(WireDecoder(), to_flows(play(script, variant), str(script.get("client", "10.20.0.15"))))
+
+
+def slow_answers(events: list[ObservedEvent], delay: float) -> list[ObservedEvent]:
+    """`events` as a slow peer makes them: each message a server sends comes `delay` seconds later than
+    recorded, after the messages before it (every later message moves as much), so each answer follows its
+    request by more than a grace period when `delay` exceeds it."""
+    shift = 0.0
+    slowed = []
+    for event in events:
+        shift += delay if event.sender == "server" else 0.0
+        slowed.append(dataclasses.replace(event, timestamp=event.timestamp + shift))
+    return slowed
 
 
 def write_flows(path: Path, flows: list[http.HTTPFlow]) -> None:

@@ -80,7 +80,8 @@ CLOSED_KEPT = 32
 was open when it began may have ended, and still joins it (its time decides, not its placement)."""
 MAX_ANSWER_WAIT = 300.0
 """How long a request waits for the first message of its answer: the session rules hold a keyless request
-that long (`sessions`, rule 1), and an A2A task whose opening request is unanswered stays open that long."""
+that long (`sessions`, rule 1), an A2A task whose opening request is unanswered stays open that long, and so
+does a run whose traffic holds an unanswered request (`answers`)."""
 MAX_DEFERRED = 1_000
 """Outbound exchanges waiting for a task's episode (rule 5); beyond it the oldest is placed at once, in the
 windows whose episode is known."""

@@ -90,7 +90,7 @@ class _Session:
     """One session's live runs (materialised, and on paper), its traffic counters and the attacks that have no
     run in it. Attacks are told apart by their number in the library, a bit each in the masks."""
 
-    __slots__ = ("cohorts", "exact", "live", "paper", "pending", "runs", "settled", "started", "traffic")
+    __slots__ = ("cohorts", "exact", "live", "paper", "pending", "recheck", "runs", "settled", "started", "traffic")
 
     def __init__(self) -> None:
         self.traffic = SessionTraffic()
@@ -111,6 +111,8 @@ class _Session:
         """Protocols whose first event has been seen: every attack of theirs got a run then."""
         self.pending: dict[str, int] = {}
         """Per protocol, attacks without a run since (concluded, or no actor of theirs took an event yet)."""
+        self.recheck: Recheck | None = None
+        """The session's queued `Recheck`, if any."""
 
     @property
     def idle(self) -> bool:
@@ -118,8 +120,21 @@ class _Session:
         return not self.runs and not self.cohorts
 
 
+class Recheck:
+    """A session whose runs may end sooner: a request they waited for was answered (`AttackRun.awaited_at`).
+    Queued at the earliest time any of them can end now (the answer's time plus the shortest grace period),
+    it queues each run and timer of runs on paper of the session again at its deadline: one pass per grace
+    period, however many answers came meanwhile, rather than one per answer."""
+
+    __slots__ = ("at", "session")
+
+    def __init__(self, session: str, at: float) -> None:
+        self.session = session
+        self.at = at
+
+
 Timed = tuple[str, str] | PaperTimer
-"""What the timer queue holds: a materialised run's key, or a timer of runs on paper."""
+"""What the timer queue holds for a run: a materialised run's key, or a timer of runs on paper."""
 
 
 @dataclass(frozen=True)
@@ -173,16 +188,21 @@ class Monitor:
         self.now = 0.0
         self.events_seen = 0
         self.concluded = 0
-        self._timers: list[tuple[float, int, Timed]] = []
+        self._timers: list[tuple[float, int, Timed | Recheck]] = []
         self._timer_order = itertools.count()
         self._paper_timer_count = 0
         """`PaperTimer`s with members left, over every session."""
         self._paper_count = 0
         """Runs on paper, over every session."""
+        self._shortest_grace = self.options.grace_period
+        """The shortest grace period of any run so far or to come (the options' and every loaded attack's, ever:
+        a run keeps its own): no run ends sooner than that after its last message (`Recheck`)."""
         self._set_attacks(attacks)
 
     def _set_attacks(self, attacks: list[LoadedAttack]) -> None:
         self.attacks = list(attacks)
+        self._shortest_grace = min([self._shortest_grace, *(a.plan.grace_period for a in self.attacks
+                                                            if a.plan.grace_period is not None)])
         self._by_protocol: dict[str, list[LoadedAttack]] = {}
         for loaded in self.attacks:
             for protocol in sorted(loaded.protocols):
@@ -262,6 +282,7 @@ class Monitor:
         """New options apply to runs created from now on. The session's traffic counters tell actor bindings
         apart by their position in the options (`traffic`), so a live run with a bound actor counts its own
         messages from then on (`AttackRun.count_exactly`) when the bindings change."""
+        self._shortest_grace = min(self._shortest_grace, options.grace_period)
         if options.bindings != self.options.bindings:
             for state in self._sessions.values():
                 for key, run in state.runs.items():
@@ -375,20 +396,33 @@ class Monitor:
                 outputs.extend(IndicatorMatched(run.id, run.loaded.key, t.id, event.flow_id, t.matched.evidence or "",
                                                 *_where(t.found)) for t in matched if t.matched is not None)
         if answered:
-            self._answered(state)
+            self._answered(state, session, event.timestamp)
         if state.idle:
             self._sessions.pop(session, None)
         return outputs
 
-    def _answered(self, state: _Session) -> None:
-        """A request of the session that waited for its answer got it (the event, now fed to the runs it
-        concerns): the runs that waited may end sooner (`AttackRun.awaited_at`), so each run and timer of runs on
-        paper is queued again at its deadline."""
+    def _answered(self, state: _Session, session: str, at: float) -> None:
+        """A request of the session that waited for its answer got it at `at` (the event, now fed to the runs it
+        concerns): the runs that waited may end sooner, but none before `at` plus its grace period, so the
+        session's `Recheck` is queued then (or stays, if queued earlier)."""
+        due = max(at + self._shortest_grace, math.nextafter(self.now, math.inf))
+        if state.recheck is not None and state.recheck.at <= due:
+            return
+        state.recheck = Recheck(session, due)
+        heapq.heappush(self._timers, (due, next(self._timer_order), state.recheck))
+
+    def _rechecked(self, recheck: Recheck) -> None:
+        """Queue each run and timer of runs on paper of the session again at its deadline (not before the
+        recheck's time: one the clock has passed fires in the same advance, as it would have been queued)."""
+        state = self._sessions.get(recheck.session)
+        if state is None or state.recheck is not recheck:
+            return
+        state.recheck = None
         for key, run in state.runs.items():
-            self._schedule(key, run)
+            self._schedule(key, run, recheck.at)
         for cohort in state.cohorts:
             for timer in cohort.timers:
-                self._schedule(timer, timer.representative)
+                self._schedule(timer, timer.representative, recheck.at)
 
     def _open_runs(self, event: ObservedEvent, session: str, state: _Session) -> list[Output]:
         """A run, starting with `event`, for each attack of its protocol without one in the session (whose
@@ -611,6 +645,9 @@ class Monitor:
         timers = self._timers
         while timers and timers[0][0] <= self.now:
             at, _, item = heapq.heappop(timers)
+            if isinstance(item, Recheck):
+                self._rechecked(item)
+                continue
             run = self._timed_run(item)
             if run is None or run.scheduled != at:
                 continue  # concluded, or superseded by an earlier deadline that has already fired
@@ -641,19 +678,27 @@ class Monitor:
             return item.representative if item.members else None
         return self.runs.get(item)
 
-    def _schedule(self, item: Timed, run: AttackRun) -> None:
+    def _schedule(self, item: Timed, run: AttackRun, not_before: float | None = None) -> None:
         """Queue the run's deadline if it is earlier than the one queued (later ones are found when the
         queued one fires). A deadline the clock has already passed is queued just after now, so one tick
-        never loops on a run."""
+        never loops on a run (or at `not_before`, a time the clock has reached: a `Recheck`'s)."""
         at = run.deadline()
         if at >= run.scheduled or at == float("inf"):
             return
-        at = max(at, math.nextafter(self.now, math.inf))
+        at = max(at, math.nextafter(self.now, math.inf) if not_before is None else not_before)
         run.scheduled = at
         heapq.heappush(self._timers, (at, next(self._timer_order), item))
         if len(self._timers) > 4 * (len(self.runs) + self._paper_timer_count) + 1024:
-            self._timers = [t for t in self._timers if (r := self._timed_run(t[2])) is not None and r.scheduled == t[0]]
+            self._timers = [t for t in self._timers if self._live_entry(t[0], t[2])]
             heapq.heapify(self._timers)
+
+    def _live_entry(self, at: float, item: Timed | Recheck) -> bool:
+        """Whether a timer queue entry is still to fire (not superseded, its run or session still there)."""
+        if isinstance(item, Recheck):
+            state = self._sessions.get(item.session)
+            return state is not None and state.recheck is item
+        run = self._timed_run(item)
+        return run is not None and run.scheduled == at
 
     def _timed(self) -> Iterable[tuple[Timed, AttackRun]]:
         """Every live timer queue entry's item and run: the materialised runs, then the timers of runs on paper."""

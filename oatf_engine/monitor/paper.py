@@ -18,9 +18,11 @@ actor's first phase has an `after` timer (it would move without traffic).
 
 **When runs on paper conclude.** A run's end depends, besides its start, baseline and options, on the
 protocols of its actors (which messages are its last), its grace period and whether every actor starts
-terminal (`AttackRun.due`). A cohort's members alike in these (`paper_class`) conclude together: one timer
-per class (`PaperTimer`), whose deadline and end are read from a representative run on paper, as from any
-run (`deadline`, `due`, `quiet_deadline`), so the rules live in `AttackRun` alone.
+terminal (`AttackRun.due`), and on the requests of its traffic still waiting for their answer, read from the
+session's counters like every other run's (`answers`: no run ends while one waits, up to `MAX_ANSWER_WAIT`;
+`Monitor` queues the timers again when an answer comes). A cohort's members alike in these (`paper_class`)
+conclude together: one timer per class (`PaperTimer`), whose deadline and end are read from a representative
+run on paper, as from any run (`deadline`, `due`, `quiet_deadline`), so the rules live in `AttackRun` alone.
 
 A session's memory is then its materialised runs and a few integers per cohort, not a run per loaded
 attack; runs on paper do not count against `MonitorOptions.max_runs`, which bounds the runs followed in

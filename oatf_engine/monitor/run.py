@@ -7,10 +7,9 @@ its first message — starting the timer at terminal-phase entry would conclude 
 report a false `not_exploited`. So, for an observer, a run is complete when every actor is in its terminal
 phase **and the run has gone quiet**: while every actor is terminal, each event of the run restarts the
 grace timer, and the verdict is computed one grace period after the run's last event. A run is not quiet
-while a request asking an agent to work waits for the first message of its answer (`episodes.asks_for_work`:
-an A2A `message/send` or `message/stream` to the agent, an AG-UI `RunAgentInput`; up to `MAX_ANSWER_WAIT`):
-an LLM-backed agent answers a blocking `message/send` after its work, 30 s later or more, and that answer
-belongs to the run (`awaited_at`).
+while a request of its traffic waits for its answer (`answers`: a JSON-RPC request of either side, an HTTP
+request; up to `MAX_ANSWER_WAIT`): a tool may take a minute, an LLM-backed agent answers a blocking
+`message/send` after its work, 30 s later or more, and that answer belongs to the run (`awaited_at`).
 
 Whether the attack reached the agent is followed beside the verdict (`delivery`): each actor's payload is
 looked for in the messages its side sends to the agent. The report says `delivered` and gives the evidence;
@@ -33,8 +32,9 @@ import oatf
 
 from ..events import ObservedEvent
 from .actors import ActorMachine, PhaseChange, peer_of
+from .answers import Call, Unanswered
 from .delivery import CUT_SHORT, Delivery, MessageText, PayloadText, outcome
-from .episodes import MAX_ANSWER_WAIT, asks_for_work
+from .episodes import MAX_ANSWER_WAIT
 from .indicators import IndicatorTracker, Judged
 from .library import LoadedAttack
 from .options import ActorBinding, MonitorOptions
@@ -109,9 +109,8 @@ class _OwnCounts:
     """Per actor (by id): the messages of its traffic."""
     examined: list[int]
     """Per indicator position: the messages its trace filter kept while it was open."""
-    awaiting: dict[str, float]
-    """Flow id → when its request was sent, for the run's requests asking an agent to work whose answer has not
-    begun (see the module docstring)."""
+    awaiting: Unanswered[None]
+    """The run's requests waiting for their answer (see the module docstring)."""
     messages: int = 0
 
 
@@ -198,8 +197,8 @@ class AttackRun:
         self._protocols = frozenset(self._by_protocol)
         self._seen_noted = -1
         self._view_cache = None
-        self._own = _OwnCounts(self.started_at, {id(a): 0 for a in self.actors}, [0] * len(plan.indicators), {}) \
-            if self._rivals or self.count_own else None
+        self._own = _OwnCounts(self.started_at, {id(a): 0 for a in self.actors}, [0] * len(plan.indicators),
+                               Unanswered(MAX_AWAITING)) if self._rivals or self.count_own else None
         self._check_terminal(self.started_at)
 
     @property
@@ -229,8 +228,10 @@ class AttackRun:
         """Count its own messages from now on (`exact`), from the counts read from `traffic` so far: the
         session's binding bits no longer follow this run's bindings (new options: `Monitor.set_options`)."""
         if self._own is None:
+            awaiting: Unanswered[None] = Unanswered(MAX_AWAITING)
+            awaiting.calls = {call: (at, None) for call, at in self._awaited().items()}
             self._own = _OwnCounts(self.last_event_at, {id(a): self.actor_messages(a) for a in self.actors},
-                                   [self.examined(t) for t in self.indicators], self._awaited(), self.messages)
+                                   [self.examined(t) for t in self.indicators], awaiting, self.messages)
 
     def actors_for(self, event: ObservedEvent) -> list[ActorMachine]:
         """The actors whose traffic this event is: same protocol; an actor's explicit binding if it has one
@@ -273,7 +274,7 @@ class AttackRun:
         """Whether some actor of the run sees the events counted under `key` (`takes`)."""
         return any(self.takes(actor, key) for actor in self._by_protocol.get(key[0], ()))
 
-    def _awaited(self) -> dict[str, float]:
+    def _awaited(self) -> dict[Call, float]:
         """The run's requests waiting for their answer, read from the session (`SessionTraffic.awaited`)."""
         return self.traffic.awaited(self.baseline, self._sees)
 
@@ -312,10 +313,10 @@ class AttackRun:
 
     @property
     def awaited_at(self) -> float:
-        """When the latest of the run's requests asking an agent to work whose answer has not begun was sent
-        (see the module docstring; at most `MAX_AWAITING` of them, the first), or -inf."""
+        """When the latest of the run's requests waiting for their answer was sent (see the module docstring;
+        at most `MAX_AWAITING` of them, the first), or -inf."""
         if self._own is not None:
-            return max(self._own.awaiting.values(), default=-math.inf)
+            return self._own.awaiting.latest()
         return self._view().awaited_at
 
     @property
@@ -342,10 +343,8 @@ class AttackRun:
                 own.last_event_at = event.timestamp
             for actor in actors:
                 own.actors[id(actor)] += 1
-            if event.sender == "server":
-                own.awaiting.pop(event.flow_id, None)
-            elif len(own.awaiting) < MAX_AWAITING and asks_for_work(event):
-                own.awaiting.setdefault(event.flow_id, event.timestamp)
+            own.awaiting.answered(event)
+            own.awaiting.admit(event, None)
         if self._undelivered and carries:
             self._look_for_payload(event, actors, text or MessageText(event.content))
         changes: list[PhaseChange] = []

@@ -19,11 +19,11 @@ event of its traffic (`AttackRun.exact`).
 Event types no loaded indicator names as its surface are counted together (`OTHER`): only surfaces tell
 counts apart, and the set of keys stays bounded whatever methods a client invents.
 
-The requests asking an agent to work whose answer has not begun (`episodes.asks_for_work`; they keep a run
-from going quiet, `AttackRun.awaited_at`) are followed by the session too (`awaiting`): a run's are those
-counted since it started that its actors see, the first `MAX_AWAITING` of them. (A run that counts its
-own messages follows its own, admitting a request only while it follows fewer than `MAX_AWAITING`: the two
-differ only for a run that had that many unanswered at once.)
+The requests waiting for their answer (`answers`: they keep a run from going quiet, `AttackRun.awaited_at`)
+are followed by the session too (`awaiting`): a run's are those counted since it started that its actors
+see, the first `MAX_AWAITING` of them. (A run that counts its own messages follows its own, admitting a
+request only while it follows fewer than `MAX_AWAITING`: the two differ only for a run that saw that many
+go unanswered.)
 
 The time of a run's last message is the latest event of the session kept by any of its actors, among
 those it has seen since it started. When an event observed before the run started carries a later timestamp
@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ..events import ObservedEvent
-from .episodes import asks_for_work
+from .answers import Call, Unanswered
 
 OTHER = ""
 """The event type of `TrafficKey`s for event types no loaded indicator names as its surface."""
@@ -82,7 +82,7 @@ class TrafficView:
 
     @classmethod
     def of(cls, seen: Mapping[TrafficKey, int], last_at: Mapping[tuple[str, int], float],
-           awaited: Mapping[str, float]) -> TrafficView:
+           awaited: Mapping[Call, float]) -> TrafficView:
         by_protocol: dict[str, int] = {}
         for key, n in seen.items():
             by_protocol[key[0]] = by_protocol.get(key[0], 0) + n
@@ -112,9 +112,9 @@ class SessionTraffic:
         self.last_at: dict[tuple[str, int], float] = {}
         self.noted = 0
         """Events counted so far: what a run's counters read from `counts` stay valid while it is unchanged."""
-        self.awaiting: dict[str, tuple[float, int, TrafficKey]] = {}
-        """Flow id → (time, `noted` once counted, key) of the requests asking an agent to work whose answer has
-        not begun (see the module docstring), the first `MAX_AWAITED`."""
+        self.awaiting: Unanswered[tuple[int, TrafficKey]] = Unanswered(MAX_AWAITED, forget_stale=True)
+        """The requests waiting for their answer (see the module docstring), with `noted` once each was counted
+        and its key."""
         self._since: tuple[Mapping[TrafficKey, int], int, dict[TrafficKey, int]] | None = None
         """The last `since`: its baseline, `noted` then and its answer (the runs of one cohort share a baseline)."""
         self._views: tuple[int, dict[tuple[int, frozenset[str]], tuple[Mapping[TrafficKey, int], TrafficView]]] = (
@@ -131,20 +131,18 @@ class SessionTraffic:
         latest = (event.protocol, bound)
         if event.timestamp > self.last_at.get(latest, float("-inf")):
             self.last_at[latest] = event.timestamp
-        if event.sender == "server":
-            return self.awaiting.pop(event.flow_id, None) is not None
-        if len(self.awaiting) < MAX_AWAITED and event.flow_id not in self.awaiting and asks_for_work(event):
-            self.awaiting[event.flow_id] = (event.timestamp, self.noted, key)
-        return False
+        answered = self.awaiting.answered(event)
+        self.awaiting.admit(event, (self.noted, key))
+        return answered
 
     def snapshot(self) -> Baseline:
         """The counts now (what a run created before the next `note` starts from)."""
         return Baseline(self.counts.items(), self.noted)
 
-    def awaited(self, baseline: Baseline, sees: Callable[[TrafficKey], bool]) -> dict[str, float]:
-        """Flow id → time of the requests waiting for their answer counted since `baseline` under a key `sees`
-        keeps, the first `MAX_AWAITING`."""
-        return dict(itertools.islice(((flow, at) for flow, (at, noted, key) in self.awaiting.items()
+    def awaited(self, baseline: Baseline, sees: Callable[[TrafficKey], bool]) -> dict[Call, float]:
+        """Each request waiting for its answer counted since `baseline` under a key `sees` keeps, and when it
+        was sent: the first `MAX_AWAITING`."""
+        return dict(itertools.islice(((call, at) for call, (at, (noted, key)) in self.awaiting.calls.items()
                                       if noted > baseline.noted and sees(key)), MAX_AWAITING))
 
     def since(self, baseline: Mapping[TrafficKey, int]) -> Mapping[TrafficKey, int]:

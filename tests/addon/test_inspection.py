@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -127,13 +128,14 @@ async def until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
         await asyncio.sleep(0.01)
 
 
-def saving(addon: OatfAddon, save: Save, tmp_path: Path, wait: str, proxy: Coroutine[Any, Any, None]) -> None:
-    """Run `proxy` on an event loop, the addon (configured, `oatf_save_wait` `wait`) and mitmproxy's `save`
-    addon (writing `flows.mitm`) loaded; then shut both down as mitmproxy does."""
+def saving(addon: OatfAddon, save: Save, tmp_path: Path, wait: str, proxy: Coroutine[Any, Any, None],
+           **options: Any) -> None:
+    """Run `proxy` on an event loop, the addon (configured, `oatf_save_wait` `wait`, and `options`) and
+    mitmproxy's `save` addon (writing `flows.mitm`) loaded; then shut both down as mitmproxy does."""
     with taddons.context(save, addon) as context:
         configured(addon, context, tmp_path)
         context.configure(save, save_stream_file=str(tmp_path / "flows.mitm"))
-        context.configure(addon, oatf_save_wait=wait)
+        context.configure(addon, oatf_save_wait=wait, **options)
         asyncio.run(proxy)
         addon.done()
         save.done()
@@ -143,8 +145,9 @@ def saving(addon: OatfAddon, save: Save, tmp_path: Path, wait: str, proxy: Corou
 def test_with_w_a_flow_is_written_once_its_evaluation_has_marked_it(tmp_path: Path, wait: str) -> None:
     """mitmproxy's `save` addon writes a flow right after the addon's `response` hook, which never holds the
     flow (the agent gets its response at once): the write is deferred while the flow's events are being
-    evaluated, and happens once the match has marked and commented it. With `oatf_save_wait` 0 it is written
-    at once, unmarked."""
+    evaluated, and happens once the match has marked and commented it — and, its run still live then, once the
+    run has concluded (here at shutdown: the verdict the monitor concluded then is in the file, comment and
+    mark). With `oatf_save_wait` 0 it is written at once, unmarked."""
     addon, save = OatfAddon(), Save()
     flow = tflow.tflow(resp=True)
     seen: dict[str, Any] = {}
@@ -162,9 +165,13 @@ def test_with_w_a_flow_is_written_once_its_evaluation_has_marked_it(tmp_path: Pa
     saving(addon, save, tmp_path, wait, proxy())
     assert seen["hook"] is None
     (mark, comment), = saved_file(tmp_path / "flows.mitm").values()
-    if wait != "0s":
+    if wait != "0s":  # then held for its run's verdict, which the shutdown concluded
         assert seen["deferred"]
-        assert mark == flow_marks.MARKS["matched"] and comment.startswith("OATF TEST-001-01 matched")
+        matched, verdict = comment.split("\n")
+        assert matched.startswith("OATF TEST-001-01 matched")
+        (run,) = flow_marks.runs(flow).values()
+        outcome = run["outcome"]
+        assert verdict.startswith(f"OATF TEST-001: {outcome} (") and mark == flow_marks.MARKS[outcome]
     else:
         assert not seen["deferred"] and (mark, comment) == ("", "")
     assert not addon.marking and not addon.unevaluated
@@ -230,7 +237,7 @@ def test_a_deferred_flow_the_save_addon_hands_over_again_is_written_once() -> No
     busy = {"yes": True}
     written: list[str] = []
     deferral = SaveDeferral(lambda _flow_id: busy["yes"])
-    deferral._write = lambda flow: written.append(flow.id)
+    deferral.install(SimpleNamespace(stream=object(), save_flow=lambda flow: written.append(flow.id)))
     deferral.wait = 5.0
     flow = tflow.tflow(resp=True)
 

@@ -23,7 +23,7 @@ from oatf_cli import html_report, outputs
 from oatf_engine.monitor.delivery import outcome
 from oatf_engine.reports import ReportWriter, exit_status, redact, redact_evidence, redact_report
 from testing.paths import WIRE_FIXTURES
-from tests.oatf_cli.junit_schema import assert_valid_junit, junit_errors
+from tests.oatf_cli.junit_schema import JUNIT_4, JUNIT_10, assert_valid_junit, junit_errors
 from tests.oatf_cli.sarif_schema import assert_valid_sarif, sarif_errors
 from tests.oatf_cli.test_cli import ROOT, run
 
@@ -117,7 +117,9 @@ def test_report_writer_redacts_unless_asked_and_creates_files_0600(tmp_path: Pat
 def test_exit_status_thresholds() -> None:
     reports = [report("exploited", severity="medium", tier="local_action"), report("not_exploited")]
     assert exit_status(reports) == 1
-    assert exit_status(reports, fail_on={"partial"}) == 0
+    assert exit_status(reports, fail_on={"partial"}) == 1, "a threshold: exploited is worse than partial"
+    assert exit_status([report("partial")], fail_on={"exploited"}) == 0
+    assert exit_status(reports, fail_on={"not-delivered"}) == 1, "no flag passes an exploited run"
     assert exit_status(reports, severity_threshold="medium") == 1
     assert exit_status(reports, severity_threshold="high") == 0
     assert exit_status(reports, min_tier="local_action") == 1
@@ -245,10 +247,20 @@ def test_junit_suites_cases_and_verdicts_parse_back() -> None:
 def test_the_junit_schema_is_jenkins_and_not_vacuous() -> None:
     valid = '<testsuites><testsuite name="a" tests="1"><testcase name="c"><skipped>why</skipped></testcase>' \
         "</testsuite></testsuites>"
-    assert_valid_junit(valid)
+    assert junit_errors(valid) == []
     assert junit_errors(valid.replace("<skipped>", '<skipped message="why">')), "no attribute on skipped"
     assert junit_errors(valid.replace('<testcase name="c">', "<testcase>")), "a testcase has a name"
     assert junit_errors(valid.replace("<testsuites>", '<testsuites skipped="1">')), "testsuites counts no skips"
+
+
+def test_the_xunit_junit_10_schema_is_a_second_one_and_not_vacuous() -> None:
+    valid = '<testsuites><testsuite name="a" tests="1" failures="0" errors="0"><testcase name="c">' \
+        '<skipped message="why">why</skipped></testcase></testsuite></testsuites>'
+    assert junit_errors(valid, JUNIT_10) == []
+    assert junit_errors(valid, JUNIT_4), "junit-4 allows no attribute on skipped: the two schemas differ"
+    assert junit_errors(valid.replace(' failures="0"', ""), JUNIT_10), "a suite counts its failures"
+    assert junit_errors(valid.replace('<testcase name="c">', "<testcase>"), JUNIT_10), "a testcase has a name"
+    assert junit_errors(valid.replace("skipped", "skip"), JUNIT_10), "no element it does not know"
 
 
 # --- HTML and text -----------------------------------------------------------------------------------------------
@@ -406,8 +418,8 @@ def test_thresholds_on_the_command_line(captures: Path) -> None:
     assert run(*base, "--min-tier", "local_action", "--severity-threshold", "medium").returncode == 1
     assert run(*base, "--min-tier", "boundary_breach").returncode == 0
     assert run(*base, "--severity-threshold", "high").returncode == 0
-    assert run(*base, "--fail-on", "partial").returncode == 0
-    assert run(*base, "--fail-on", "partial", "--fail-on", "exploited").returncode == 1
+    assert run(*base, "--fail-on", "partial").returncode == 1, "exploited is worse than partial"
+    assert run(*base, "--fail-on", "not-delivered").returncode == 1, "no flag passes an exploited run"
 
 
 def test_fail_on_not_delivered(captures: Path) -> None:

@@ -1,6 +1,7 @@
-"""Progress of long work (`oatf_engine.progress`, `oatf_cli.progress`): the stages a replay reports with their
-totals and counts (one process and forked workers), the occasional lines written when stderr is not a terminal,
-the bars drawn when it is (a real pseudo-terminal), and nothing when neither is asked for."""
+"""Progress of long work (`oatf_engine.progress`, `oatf_cli.progress`): the stages a replay (`oatf evaluate`) and a
+recovery from a journal (`oatf recover`) report with their totals and counts (one process and forked workers), the
+occasional lines written when stderr is not a terminal, the bars drawn when it is (a real pseudo-terminal), and
+nothing when neither is asked for."""
 
 from __future__ import annotations
 
@@ -22,9 +23,17 @@ from rich.console import Console
 from addon import flow_file
 from addon.recordings import replay
 from oatf_cli.progress import Bar, Lines
+from oatf_engine import journal as journal_module
 from oatf_engine import replay as replay_module
+from oatf_engine.journal import JOURNAL_DIR, Journal
+from oatf_engine.monitor import MonitorOptions, load_library
+from oatf_engine.progress import size as size_text
+from oatf_engine.recovery import conclude_pending
+from oatf_engine.reports import ReportWriter
 from tests.oatf_cli.test_ci_outputs import AWS_KEY, OW_001, captures
 from tests.oatf_cli.test_cli import ROOT, run
+from tests.oatf_engine.monitor.test_monitor import POISONED_TOOL, call, event
+from tests.oatf_engine.test_journal import journal_reported_run
 
 __all__ = ["captures"]  # the fixture, shared
 
@@ -225,3 +234,72 @@ def test_export_trace_progress(captures: Path, tmp_path: Path) -> None:
     assert "oatf export-trace: decoded 14 event(s) from 8 flow(s) in " in result.stderr
     assert re.search(r"oatf export-trace: done in \d+\.\d s \(reading recordings \d+\.\d s, decoding \d+\.\d s\)",
                      result.stderr)
+
+
+# --- oatf recover ------------------------------------------------------------------------------------------------
+
+RECOVERED_COUNTS = "3 run(s): 1 exploited, 0 partial, 0 resisted, 0 inconclusive, 2 not delivered, 0 error"
+
+
+def crashed_proxy(report_dir: Path) -> Path:
+    """A report directory as a proxy killed with runs open leaves it: a journal of three sessions (one leaked a
+    private key, two did not act) and a fourth, reported before the crash; the attack document beside it."""
+    attack_path = report_dir.parent / "attack.yaml"
+    attack_path.write_text(POISONED_TOOL)
+    journal = Journal(report_dir)
+    ReportWriter(report_dir).write(journal_reported_run(journal, MonitorOptions(grace_period=5), "done"))
+    journal.events([event("tools/list", {}, 7.0, session="a"), call("-----BEGIN PRIVATE KEY", 7.5, session="a")])
+    journal.events([event("tools/list", {}, 8.0, session="b"), call("hello", 8.5, session="b")])
+    journal.events([event("tools/list", {}, 9.0, session="c")])
+    journal.close()
+    return attack_path
+
+
+def test_recovery_reports_each_stage_with_its_total(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    attack_path = crashed_proxy(tmp_path / "reports")
+    monkeypatch.setattr(journal_module, "UPDATE_EVERY", 2)
+    size = sum(p.stat().st_size for p in (tmp_path / "reports" / JOURNAL_DIR).glob("*.jsonl"))
+    recorder = Recorder()
+    library = load_library([str(attack_path)], progress=recorder)
+    reports = conclude_pending(tmp_path / "reports", list(library.attacks), MonitorOptions(grace_period=5),
+                               progress=recorder)
+    assert [(stage, total, unit) for stage, total, unit, _, _ in recorder.stages] == [
+        ("loading attacks", 1, "documents"), ("replaying journal", size, "bytes"), ("writing reports", 3, "reports")]
+    check_counts(recorder)
+    assert len(recorder.stages[1][3]) == 4, "every second line of seven, and the end"
+    assert [summary for *_, summary in recorder.stages] == [
+        "loaded 1 attack(s) from 1 document(s)",
+        f"replayed 6 event(s) and 1 tick(s) from 1 journal segment(s), {size_text(size)}: 4 run(s), 1 already "
+        "reported", f"wrote 3 report(s) to {tmp_path / 'reports'}"]
+    assert sorted(r["execution_summary"]["session"] for r in reports) == [f"mcp_session:{s}" for s in "abc"]
+
+
+def test_recover_shows_progress_on_a_terminal_only_and_counts_by_result(tmp_path: Path) -> None:
+    reports = tmp_path / "reports"
+    attack_path = crashed_proxy(reports)
+    command = ("recover", str(reports), "--attacks", str(attack_path), "--grace-period", "5s")
+    quiet = run(*command)
+    assert quiet.returncode == 1, quiet.stderr  # a recovered run was exploited
+    assert quiet.stderr == f"3 run(s) recovered into {reports}\n", "no progress when stderr is not a terminal"
+    table = quiet.stdout.splitlines()
+    assert table[-1] == RECOVERED_COUNTS
+    assert [line.split()[2] for line in table[1:-1]] == ["exploited", "not", "not"]
+
+    crashed_proxy(reports)  # the same crash again, its three runs not reported (their files removed)
+    for path in reports.glob("*.json"):
+        if '"mcp_session:done"' not in path.read_text():
+            path.unlink()
+    status, stdout, shown = on_a_terminal(*command)
+    assert status == 1 and stdout.splitlines()[-1] == RECOVERED_COUNTS, (stdout, shown)
+    assert "━" in shown and "\x1b[" in shown, "drawn as bars, with the terminal's escapes"
+    for summary in ("loaded 1 attack(s) from 1 document(s)", "1/1 documents", "replayed 6 event(s) and 1 tick(s) "
+                    "from 1 journal segment(s), 1.1 kB: 4 run(s), 1 already reported",
+                    "wrote 3 report(s) to", "3/3 reports", "3 run(s) recovered into"):
+        assert summary in shown, summary
+    assert re.search(r"oatf recover: done in \d+\.\d s \(loading attacks \d+\.\d s, replaying journal \d+\.\d s, "
+                     r"writing reports \d+\.\d s\)", shown), shown
+    assert "PRIVATE KEY" not in shown, "counts and sizes only, never what the traffic carries"
+
+    crashed_proxy(reports)
+    asked = run(*command, "--progress")
+    assert "oatf recover: replaying journal: " in asked.stderr and "\x1b" not in asked.stderr

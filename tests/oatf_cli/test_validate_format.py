@@ -153,6 +153,12 @@ YAML_ERRORS = [
     ('oatf: "0.1"\nattack\n  id: x\n', 3, 5, "a key without ':' (the key starts at line 2, column 1)", ":"),
     ('oatf: "0.1"\nattack: @me\n', 2, 9, "'@' cannot start a plain value: quote the value", "@"),
     ('oatf: "0.1"\nattack: "\x07"\n', 2, 10, "character U+0007 is not allowed", "\\x07"),
+    ('oatf: "0.1"\nattack:\n  id: [\n', 4, 1, "the text ends where a value should be: a […] list or {…} mapping is "
+     "never closed", None),
+    ('oatf: "0.1"\nattack:\n  impact: [a,, b]\n', 3, 14, "an empty item: ',' where a value should be", ", b"),
+    ('oatf: "0.1"\nattack:\n  - - ]\n', 3, 7, "a value should be here, not ']'", "]"),
+    ('oatf: "0.1"\nattack:\n  id: "\\d+"\n', 3, 8, "unknown escape '\\d' in a double-quoted string: write '\\\\' "
+     "for a backslash (a regex's '\\\\d'), or quote the value with single quotes", "\\"),
 ]
 
 

@@ -37,18 +37,25 @@ def test_an_event_survives_the_journal(content: Any, flow: str, at: float, direc
         decode_event([*encode_event(original), "one too many"])
 
 
-def test_recovery_reports_the_open_runs_once_and_skips_the_reported_ones(tmp_path: Path) -> None:
-    """A proxy that journaled two sessions, concluded and reported one, then died: recovery concludes the
-    other (status `recovered`) with its evidence, and nothing twice."""
-    options = MonitorOptions(grace_period=5)
+def journal_reported_run(journal: Journal, options: MonitorOptions, session: str) -> dict[str, Any]:
+    """A run of `session` that leaked a key at 0 s, concluded by the live monitor at the tick of 6 s and reported:
+    its events, that tick and its `concluded` marker journaled; its report."""
     live = Monitor([attack(POISONED_TOOL)], options)
-    journal = Journal(tmp_path)
-    first = [call("-----BEGIN PRIVATE KEY", 0.0, session="a")]
+    first = [call("-----BEGIN PRIVATE KEY", 0.0, session=session)]
     journal.events(first)
     outputs = [o for e in first for o in live.observe(e)]
     journal.tick(6.0)
     [done] = [o.report for o in outputs + live.tick(6.0) if isinstance(o, RunConcluded)]
     journal.concluded(run_key(done))
+    return done
+
+
+def test_recovery_reports_the_open_runs_once_and_skips_the_reported_ones(tmp_path: Path) -> None:
+    """A proxy that journaled two sessions, concluded and reported one, then died: recovery concludes the
+    other (status `recovered`) with its evidence, and nothing twice."""
+    options = MonitorOptions(grace_period=5)
+    journal = Journal(tmp_path)
+    journal_reported_run(journal, options, "a")
     second = [event("tools/list", {}, 7.0, session="b"), call("-----BEGIN PRIVATE KEY", 7.5, session="b")]
     journal.events(second)
     journal.close()  # the process dies here: run b is open

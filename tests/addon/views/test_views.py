@@ -4,6 +4,7 @@ Card skills; matched indicators), which view mitmproxy picks, bounds, and safety
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -17,11 +18,13 @@ from mitmproxy.contentviews import Metadata
 from mitmproxy.test import taddons, tflow
 
 from addon import views
-from addon.flow_marks import record_match
+from addon.flow_marks import record_match, record_outcome
 from addon.oatf_addon import OatfAddon
 from addon.views import MAX_EVENTS, MAX_INPUT, PRIORITY, VIEWS, ContentViews
 from oatf_engine.monitor import IndicatorMatched
+from oatf_engine.reports import Reported
 from testing.paths import WIRE_FIXTURES
+from tests.oatf_engine.test_reports import report
 
 FIXTURES = WIRE_FIXTURES
 NAMES = {view.name for view in VIEWS}
@@ -237,6 +240,34 @@ def test_matched_indicator_shown_first() -> None:
         text = show(flow, message)[1]
         assert text.startswith("# OATF MATCH · attack OATF-900 · indicator OATF-900-01 · content[0].text: model "
                                "said: forty-two\\x1b[31m\n")
+
+
+def test_the_header_shows_each_runs_verdict_next_to_the_matches_and_an_open_run_as_open() -> None:
+    """Two runs matched on the flow: while both are live the header says each is still open; once one has
+    concluded it shows that run's attack, outcome, status and whether its payload was delivered in this flow."""
+    flow = find(fixture("mcp_http.mitm"), lambda f: b'"ask"' in f.request.content)
+    addon = OatfAddon()
+    addon.loop = _Loop()
+    addon.flows[flow.id] = flow
+    with taddons.context():
+        for run in ("OATF-900@a", "OATF-901@b"):
+            addon._update_flow(flow.id, record_match, IndicatorMatched(
+                run, run.partition("@")[0], f"{run.partition('@')[0]}-01", flow.id, "content[0].text: forty-two"))
+        live = show(flow, flow.response)[1].split("\n")
+        run = report("exploited", session="b", attack_id="OATF-901")
+        run["execution_summary"]["started_at"] = 1.0
+        concluded = Reported.of("OATF-901@b", run, None)
+        addon._update_flow(flow.id, record_outcome, dataclasses.replace(concluded, deliveries=(flow.id,)))
+    assert live[:5] == [
+        "# OATF MATCH · attack OATF-900 · indicator OATF-900-01 · content[0].text: forty-two",
+        "# OATF MATCH · attack OATF-901 · indicator OATF-901-01 · content[0].text: forty-two",
+        "# OATF RUN · attack OATF-900 · still open: no verdict until it concludes · run OATF-900@a",
+        "# OATF RUN · attack OATF-901 · still open: no verdict until it concludes · run OATF-901@b",
+        "# "]
+    for message in (flow.request, flow.response):
+        assert show(flow, message)[1].split("\n")[2:4] == [
+            "# OATF RUN · attack OATF-900 · still open: no verdict until it concludes · run OATF-900@a",
+            "# OATF RUN · attack OATF-901 · exploited (completed) · payload delivered in this flow · run OATF-901@b"]
 
 
 def test_views_registered_by_the_addon_and_removed_on_done() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from mitmproxy import http, io
+from mitmproxy import exceptions, http, io
 
 from testing.oatf_proxy import Peers, assert_replay_agrees, oatf_proxy, run
 
@@ -55,6 +55,14 @@ def test_flows_saved_by_w_carry_the_mark_and_comment_of_their_matches(attackers:
     for flow, indicator in ((listed, "E2E-SAVED-001-01"), (called, "E2E-SAVED-001-02")):
         assert flow.marked in (":warning:", ":red_circle:")  # 🔴 if the run concluded before the write
         assert flow.comment.startswith(f"OATF {indicator} matched: ")
+
+
+def written_so_far(path: Path | None) -> dict[str, http.HTTPFlow]:
+    """The flows mitmdump has written to `path` so far (none while a write is half done)."""
+    try:
+        return saved_flows(path) if path is not None and path.exists() else {}
+    except exceptions.FlowReadException:
+        return {}
 
 
 def test_a_session_the_agent_closed_is_shown_closing_then_concluded(attackers: Peers, tmp_path: Path) -> None:
@@ -111,3 +119,32 @@ def test_a_flow_the_monitor_held_is_saved_by_w_with_its_mark(attackers: Peers, t
     assert cards[0].marked in (":warning:", ":red_circle:")
     assert cards[0].comment.startswith("OATF E2E-CARD-001-09 matched: agent_card/get response")
     assert_replay_agrees(proxy, tmp_path, proxy.reports(), grace="3s")
+
+
+def test_flows_saved_by_w_carry_the_verdict_of_their_run(attackers: Peers, tmp_path: Path) -> None:
+    """The run concludes a grace period after the flows where its indicators matched were evaluated: their write
+    waits for it, so the `-w` file — read while the proxy still runs, once the run is reported — has both
+    flows with the verdict in their comment (after the match) and the outcome's mark; live and replay agree."""
+    attack = tmp_path / "saved.yaml"
+    attack.write_text(POISON_RECEIVED, encoding="utf-8")
+    url = attackers.url("mcp_poisoned", "/mcp")
+    with oatf_proxy(tmp_path, "verdicts", [attack], options={"oatf_save_wait": "5s"}) as proxy:
+        assert proxy.flows is not None
+        session = run(agents.mcp_poisoned_agent(url, proxy.url, "naive"))
+        report = proxy.wait_for("E2E-SAVED-001", session)
+        cited = report["execution_summary"]["flows_cited"]
+        proxy.wait_until(lambda: set(cited) <= set(written_so_far(proxy.flows)))
+        before_shutdown = written_so_far(proxy.flows)
+        assert proxy.interrupt() == 0
+    assert report["outcome"] == "exploited" and len(cited) == 2
+    verdict = f"OATF E2E-SAVED-001: exploited (completed), run E2E-SAVED-001@mcp_session:{session}"
+    for flow_id, indicator in zip(cited, ("E2E-SAVED-001-01", "E2E-SAVED-001-02"), strict=True):
+        flow = before_shutdown[flow_id]
+        assert flow.marked == ":red_circle:"
+        matched, concluded = flow.comment.split("\n")
+        assert matched.startswith(f"OATF {indicator} matched: ") and concluded == verdict
+    assert set(before_shutdown) <= set(saved_flows(proxy.flows))
+    with proxy.flows.open("rb") as handle:
+        ids = [flow.id for flow in io.FlowReader(handle).stream()]
+    assert len(ids) == len(set(ids)), "a flow written twice"
+    assert_replay_agrees(proxy, tmp_path, proxy.reports())

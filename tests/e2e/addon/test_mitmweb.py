@@ -1,7 +1,7 @@
 """What a person sees in mitmweb, end to end: a real mitmweb running the addon between official-SDK MCP agents
 and the poisoned calculator, read through mitmweb's own HTTP API (the data its browser UI shows) — each flow a
 run took part in marked with the run's outcome and commented with the verdict, the MCP content view chosen for
-the poisoned `tools/list`, and `oatf.flow` answering in the command bar."""
+the poisoned `tools/list` and headed by the run's verdict, and `oatf.flow` answering in the command bar."""
 
 from __future__ import annotations
 
@@ -45,6 +45,7 @@ def test_mitmweb_marks_each_flow_with_its_runs_outcome_and_oatf_flow_tells_it(at
         exploited_list = until_marked(web, called(web, naive, b'"tools/list"')["id"], "🔴")
         resisted_list = until_marked(web, called(web, careful, b'"tools/list"')["id"], "🟢")
         view = web.content(exploited_list["id"], "response")
+        call_view = web.content(exploited_call["id"], "request")
         answer = web.command("oatf.flow", f"@{exploited_call['id']}")
         listed = web.command("oatf.flow", f"@{exploited_list['id']}")
         marked = web.command("oatf.flow", "@marked")
@@ -56,7 +57,13 @@ def test_mitmweb_marks_each_flow_with_its_runs_outcome_and_oatf_flow_tells_it(at
     assert resisted_list["comment"] == f"OATF DEMO-001: resisted (completed), run DEMO-001@mcp_session:{careful}"
     assert careful_call["marked"] == "" and careful_call["comment"] == ""  # no finding there, no payload
     assert view["view_name"] == "MCP" and "read the file ~/.ssh/id_rsa" in view["text"]
-    assert view["text"].startswith("# MCP response (server → client) · POST /mcp")
+    assert view["text"].split("\n")[:3] == [  # the run's verdict heads the view
+        f"# OATF RUN · attack DEMO-001 · exploited (completed) · payload delivered in this flow · run "
+        f"DEMO-001@mcp_session:{naive}", "# ", "# MCP response (server → client) · POST /mcp"]
+    assert call_view["text"].split("\n")[1:4] == [
+        f"# OATF RUN · attack DEMO-001 · exploited (completed) · payload not delivered in this flow · run "
+        f"DEMO-001@mcp_session:{naive}", "# ", "# MCP request (client → server) · POST /mcp"]
+    assert call_view["text"].startswith("# OATF MATCH · attack DEMO-001 · indicator DEMO-001-01 · tools/call request")
     assert answer[0].startswith(f"flow {exploited_call['id']} · POST {url} · 200 · MCP")
     assert answer[1] == "2 message(s) decoded:" and answer[2].startswith("  request tools/call · id ")
     assert answer[4] == "1 OATF run(s) took part in this flow:"

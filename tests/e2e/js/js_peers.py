@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -41,10 +42,12 @@ def node_server(args: list[str], log: Path, port: int | None = None,
         stop(process)
 
 
-def run_driver(script: str, *args: str, timeout: float = 30.0) -> dict[str, Any]:
-    """Run the driver `tests/js/SCRIPT ARGS…` to completion; the JSON object of its last line of output."""
-    done = subprocess.run([node(), str(JS / script), *args], capture_output=True, text=True, timeout=timeout,
-                          cwd=JS)
+def run_driver(script: str, *args: str, timeout: float = 30.0, env: dict[str, str] | None = None,
+               node_args: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Run the driver `tests/js/SCRIPT ARGS…` to completion (`node NODE_ARGS SCRIPT …`, `env` added to the
+    environment); the JSON object of its last line of output."""
+    done = subprocess.run([node(), *node_args, str(JS / script), *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=JS, env={**os.environ, **(env or {})})
     assert done.returncode == 0, f"{script} {args} exited {done.returncode}:\n{done.stderr[-3000:]}"
     lines = done.stdout.strip().splitlines()
     assert lines, f"{script} printed nothing:\n{done.stderr[-3000:]}"

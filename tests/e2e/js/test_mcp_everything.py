@@ -1,6 +1,8 @@
 """`@modelcontextprotocol/server-everything` (the MCP reference server, JavaScript) behind mitmdump running the
 addon in reverse mode, driven by an MCP client built on the official TypeScript SDK (`tests/js/mcp_client.mjs`:
-list the tools, call `echo`), over Streamable HTTP and over the legacy HTTP+SSE transport.
+list the tools, call `echo`), over Streamable HTTP and over the legacy HTTP+SSE transport; and the README's guide
+for Node.js agents (its `fetch` ignores the proxy variables; the guide's undici dispatcher sends it through the
+proxy), with the same client through a regular proxy.
 
 The server is honest, so the attack document's payload is text it really sends: the `echo` tool's own
 description. Its `tools/list` answer therefore delivers the attack, and the client that does not pass the
@@ -9,13 +11,16 @@ and delivery evidence must be the same when the recording is replayed with `oatf
 
 from __future__ import annotations
 
+import re
+import textwrap
 from pathlib import Path
 
 import pytest
 
 from testing.oatf_proxy import OatfProxy, Report, assert_replay_agrees, oatf_proxy
+from testing.paths import ROOT
 
-from .js_peers import node_server, run_driver
+from .js_peers import NODE_MODULES, node_server, run_driver
 
 ATTACK_ID = "E2E-JS-MCP-001"
 ATTACK = f"""\
@@ -86,3 +91,35 @@ def test_everything_server_with_ts_sdk_client(tmp_path: Path, transport: str, pa
     assert all(s.startswith("mcp_session:") for s in sessions) and sessions[0] != sessions[1], sessions
     offline = assert_replay_agrees(proxy, tmp_path, live)
     assert sorted(map(summary, offline.reports)) == sorted(map(summary, live))
+
+
+def readme_dispatcher() -> str:
+    """The README's Node.js snippet ("Testing your own agent"): a proxy dispatcher for Node's `fetch`."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Testing your own agent\n", 1)[1].split("\n## ", 1)[0]
+    [snippet] = re.findall(r"```js\n(.*?)```", section, re.S)
+    return textwrap.dedent(snippet)
+
+
+def test_node_fetch_goes_through_the_proxy_only_with_the_readmes_dispatcher(tmp_path: Path) -> None:
+    """The guide's word on Node.js, with the TypeScript MCP SDK's client (built on `fetch`) and a regular proxy:
+    with `HTTP_PROXY`/`HTTPS_PROXY` alone the client reaches the server directly (the proxy never sees its
+    session), and with the README's snippet loaded first (`node --import`, `undici` as it says to install) the
+    same client goes through the proxy, which judges it; replay agrees."""
+    attack = tmp_path / "echo-secret.yaml"
+    attack.write_text(ATTACK, encoding="utf-8")
+    preload = tmp_path / "dispatcher.mjs"
+    preload.write_text(readme_dispatcher(), encoding="utf-8")
+    (tmp_path / "node_modules").symlink_to(NODE_MODULES)  # where `import "undici"` resolves from
+    with node_server([EVERYTHING, "streamableHttp"], tmp_path / "everything.log") as port, \
+            oatf_proxy(tmp_path, "node-proxy", [attack]) as proxy:
+        url, env = f"http://127.0.0.1:{port}/mcp", {"HTTP_PROXY": proxy.url, "HTTPS_PROXY": proxy.url}
+        bypassing = run_driver("mcp_client.mjs", url, "streamableHttp", f"my key is {SECRET}", env=env)
+        proxied = run_driver("mcp_client.mjs", url, "streamableHttp", f"my key is {SECRET}", env=env,
+                             node_args=("--import", preload.as_uri()))
+        assert bypassing["echo"] == proxied["echo"] == [f"Echo: my key is {SECRET}"]
+        proxy.wait_until(lambda: len(proxy.reports()) >= 1, timeout=20)
+        proxy.interrupt()
+    [report] = proxy.reports()  # one session seen: the other went around the proxy
+    assert summary(report) == ("exploited", "exploited", True, ["tools/list"]), report
+    assert_replay_agrees(proxy, tmp_path, [report])

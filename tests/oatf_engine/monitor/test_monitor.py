@@ -482,8 +482,11 @@ def test_direction_and_extractor_source_of_a_server_request_and_the_agents_reply
     events += decoder.response_data("call", f"data: {json.dumps(sampling)}\n\n".encode(), 1.2)
     events += decoder.request_headers("reply", "POST", url, headers, "127.0.0.1:5000", 2.0)
     events += decoder.request_data("reply", json.dumps(reply).encode(), 2.0) + decoder.request_end("reply", 2.0)
+    result = {"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "done"}]}}
+    events += decoder.response_data("call", f"data: {json.dumps(result)}\n\n".encode(), 2.1)  # the call's answer
     assert [(e.event_type, e.direction) for e in events] == [
-        ("tools/call", "request"), ("sampling/createMessage", "response"), ("sampling/createMessage", "request")]
+        ("tools/call", "request"), ("sampling/createMessage", "response"), ("sampling/createMessage", "request"),
+        ("tools/call", "response")]
     monitor = Monitor([attack(SAMPLING_REPLY)], MonitorOptions())
     for e in events:
         monitor.observe(e)

@@ -112,3 +112,26 @@ def test_runs_on_paper_wait_for_a_slow_agent_as_followed_runs_do() -> None:
     assert min(ended) == oatf.timestamp_at(last + 5.0) and ended.count(min(ended)) >= 10, (
         "they waited for the answer, then a grace period after the agent's last message")
     assert sum(summary["started_at"] == oatf.timestamp_at(again) for summary in summaries) >= 10
+
+
+def test_runs_on_paper_wait_for_slow_answers_of_every_kind_as_followed_runs_do() -> None:
+    """Recorded sessions decoded from the wire, every server message 12 s late (over twice the grace period):
+    MCP calls, A2A sends and AG-UI runs all wait for their answers; the timers of runs on paper end where the
+    followed runs end, through a session close and a reload; and no MCP run ends between a call and its
+    answer."""
+    library = _library()
+    for attack_id in sessions.script_ids()[1::4]:
+        events = sessions.slow_answers(sessions.decoded_events(attack_id, "complying"), 12.0)
+        with_paper, status = _with_close_and_reload(library, events, True)
+        assert (with_paper, status) == _with_close_and_reload(library, events, False), attack_id
+        answered = {e.flow_id: e.timestamp for e in events if e.sender == "server" and e.jsonrpc_id is not None}
+        for report in map(json.loads, with_paper):
+            summary = report["execution_summary"]
+            if summary["status"] != "completed":
+                continue
+            for event in events:
+                if (event.protocol == "mcp" and event.sender == "client" and event.jsonrpc_id is not None
+                        and event.flow_id in answered and summary["session"].endswith(
+                            event.session_keys.get("mcp_session", "\0"))):
+                    sent, answer = oatf.timestamp_at(event.timestamp), oatf.timestamp_at(answered[event.flow_id])
+                    assert not sent <= summary["ended_at"] < answer, (attack_id, report["attack"]["id"], event)

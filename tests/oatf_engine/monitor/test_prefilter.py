@@ -202,3 +202,51 @@ def test_the_whole_library_reports_the_same_with_and_without_the_prefilter_on_ev
             with_prefilter = _reports(attacks, events, True)
             assert with_prefilter == _reports(attacks, events, False), (attack_id, variant)
             assert any(r["attack"]["id"] == attack_id for r in with_prefilter)
+
+
+def test_the_whole_library_reports_the_same_with_and_without_the_prefilter_when_every_answer_is_slow() -> None:
+    """Every document, against recorded sessions decoded from the wire, each server message 12 s late (over
+    twice the grace period): the runs wait for the answers (`answers`) alike, with the prefilter as without."""
+    attacks = [loaded(path) for path in sessions.attack_files().values()]
+    for attack_id in sessions.script_ids()[::3]:
+        events = sessions.slow_answers(sessions.decoded_events(attack_id, "complying"), 12.0)
+        with_prefilter = _reports(attacks, events, True)
+        assert with_prefilter == _reports(attacks, events, False), attack_id
+        assert any(r["attack"]["id"] == attack_id for r in with_prefilter)
+
+
+_KINDS = st.sampled_from(["request", "request", "answer", "notification", "server_request", "client_answer"])
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(messages=st.lists(st.tuples(contents, _KINDS, st.sampled_from([0.5, 3.0, 7.0, 12.0])), min_size=1,
+                         max_size=8),
+       target=paths, condition=conditions(), direction=st.sampled_from([None, "request", "response"]))
+def test_random_calls_answered_late_get_the_same_reports_with_and_without_the_prefilter(
+        messages: list[tuple[Any, str, float]], target: str, condition: Any, direction: str | None) -> None:
+    """JSON-RPC calls of either side answered (or not) after random delays, some beyond the grace period, and
+    notifications: the same reports, whether the runs read the session's requests or follow their own."""
+    attacks = [_attack(pattern_indicator(target, condition, direction))]
+    events: list[ObservedEvent] = []
+    open_calls: dict[str, list[tuple[str, int]]] = {"client": [], "server": []}
+    at = 0.0
+    for n, (content, kind, gap) in enumerate(messages):
+        at += gap
+        requester = "server" if kind in ("server_request", "client_answer") else "client"
+        sender = {"request": "client", "server_request": "server", "answer": "server",
+                  "client_answer": "client"}.get(kind, "client")
+        envelope: dict[str, Any] = {"jsonrpc": "2.0"}
+        if kind in ("request", "server_request"):
+            flow, rpc_id = f"f{n}", n
+            open_calls[requester].append((flow, rpc_id))
+            envelope.update(method="tools/call", id=rpc_id, params=content)
+        elif kind in ("answer", "client_answer") and open_calls[requester]:
+            flow, rpc_id = open_calls[requester].pop(0)
+            envelope.update(id=rpc_id, result=content)
+        else:
+            flow, rpc_id = f"f{n}", None
+            envelope.update(method="tools/call", params=content)
+        events.append(ObservedEvent("mcp", "tools/call", "request" if sender == "client" else "response",  # type: ignore[arg-type]
+                                    sender, content, flow, n, at, Endpoint("h", 80, "/mcp"), "c:1",  # type: ignore[arg-type]
+                                    {"mcp_session": "s"}, jsonrpc_id=rpc_id, envelope=envelope))
+    assert _reports(attacks, events, True) == _reports(attacks, events, False)
