@@ -324,7 +324,7 @@ def _compose(text: str) -> YamlSource:
         if kind is ScalarEvent:
             mark = event.start_mark
             line, column = mark.line + 1, mark.column + 1
-            anchor, tag = event.anchor, event.tag
+            anchor, tag = event.anchor, _tag(event)
             if anchor is not None or tag is not None:
                 _record_features(source, _current_path(stack), anchor, tag)
             try:
@@ -350,7 +350,7 @@ def _compose(text: str) -> YamlSource:
             if stack and stack[-1].key is _NO_KEY and type(stack[-1].container) is dict:
                 raise _error("mapping keys must be scalars", line, column)
             path_here = _current_path(stack)
-            anchor, tag = event.anchor, event.tag
+            anchor, tag = event.anchor, _tag(event)
             if anchor is not None or tag is not None:
                 _record_features(source, path_here, anchor, tag)
             # A collection's position is recorded now (unless its key already located it); it is placed in
@@ -387,6 +387,13 @@ def _compose(text: str) -> YamlSource:
         raise _error("document is empty")
     source.value = root
     return source
+
+
+def _tag(event: Any) -> str | None:
+    """A scalar's or collection's tag: `event.tag` (a property that calls `str` on every event, tagged or not:
+    a twentieth of parsing), read from the attribute behind it."""
+    tag = event.ctag
+    return None if tag is None else str(tag)
 
 
 def _record_features(source: YamlSource, path: str, anchor: str | None, tag: str | None) -> None:
