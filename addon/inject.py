@@ -54,6 +54,8 @@ from oatf_engine.text import Once, describe, printable
 from oatf_engine.wire.mcp import SESSION_HEADER
 from oatf_engine.wire.recognition import protocol_of_method
 from oatf_serve import mcp_state
+from oatf_serve.a2a_push import ACTION as PUSH_ACTION
+from oatf_serve.agents import AgentUrls
 from oatf_serve.playable import limitations
 from oatf_serve.player import Entered
 
@@ -499,8 +501,9 @@ def inject_paths() -> list[str]:
 
 
 def _limitations(path: str, document: oatf.Document) -> Iterator[str]:
-    """What of a document inject mode does not play (`oatf_serve.playable`, and the keys of `NOT_INJECTED`)."""
-    for limitation in limitations(path, document, agent="the agent's own traffic"):
+    """What of a document inject mode does not play (`oatf_serve.playable`; the actors of other modes, the keys
+    of `NOT_INJECTED`, push notifications)."""
+    for limitation in limitations(path, document, AgentUrls("the agent's own traffic")):
         if limitation.field == "state.agent_card.url":
             limitation = dataclasses.replace(limitation, message=(
                 "the real server's endpoint fields stay (url, supportedInterfaces, preferredTransport, "
@@ -508,11 +511,18 @@ def _limitations(path: str, document: oatf.Document) -> Iterator[str]:
         yield ("not injected: " if limitation.fatal else "injected without: ") + str(limitation)
     assert document.attack is not None and document.attack.execution is not None
     for actor in document.attack.execution.actors or ():
-        for index, phase in enumerate(actor.phases if actor.mode == "mcp_server" else ()):
-            state = phase.state if isinstance(phase.state, Mapping) else {}
+        if actor.mode not in PLAYED_MODES:
+            yield (f"not injected: {path}: actor {actor.name or 'default'}: mode: {actor.mode} is not played in "
+                   f"inject mode (it plays {', '.join(PLAYED_MODES)}; oatf serve --agent drives it)")
+            continue
+        for index, phase in enumerate(actor.phases):
+            where = f"{path}: actor {actor.name or 'default'}, phase {phase.name or f'phase-{index + 1}'}"
+            state = phase.state if isinstance(phase.state, Mapping) and actor.mode == "mcp_server" else {}
             for key in NOT_INJECTED.keys() & state.keys():
-                yield (f"injected without: {path}: actor {actor.name or 'default'}, phase "
-                       f"{phase.name or f'phase-{index + 1}'}: state.{key}: {NOT_INJECTED[key]}")
+                yield f"injected without: {where}: state.{key}: {NOT_INJECTED[key]}"
+            if actor.mode == "a2a_server" and any(action.key == PUSH_ACTION for action in phase.on_enter or ()):
+                yield (f"injected without: {where}: on_enter.{PUSH_ACTION}: push notifications are not sent in "
+                       "inject mode (the agent registers its push URLs with its real server)")
 
 
 def _mcp_message(request: http.Request) -> dict[str, Any] | None:

@@ -21,7 +21,13 @@ templates see the request (`{{request.…}}`):
 The ids in the state's answer are the real server's (its task id and `contextId`, else the request's), so
 the agent's follow-ups (`tasks/get`, the next message of the conversation) stay consistent with the server,
 and its runs are told apart by their own `contextId`. A state without `agent_card` (or `task_responses`)
-leaves the server's card (answers) as they are. REST (HTTP+JSON) traffic passes unaltered.
+leaves the server's card (answers) as they are.
+
+The HTTP+JSON/REST binding (`oatf_engine.wire.a2a_rest`: A2A 1.0 routes, and 0.3's under `/v1`) is played
+alike: `POST …/message:send` and `…/message:stream` (SSE, each event's data one `StreamResponse`) get the
+state's answer as the body the a2a-sdk's REST handlers write (1.0 `SendMessageResponse`/`StreamResponse` JSON,
+or 0.3's protobuf JSON), with status 200 in place of a server's error status; `GET …/extendedAgentCard` is
+overlaid as the card. The card itself is fetched at the well-known path in both bindings.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from a2a.compat.v0_3 import conversions
+from a2a.compat.v0_3 import proto_utils as proto_utils_v03
 from a2a.types import a2a_pb2
 from a2a.utils import proto_utils
 from google.protobuf.json_format import MessageToDict
@@ -40,6 +47,7 @@ from mitmproxy import http
 
 from oatf_engine.events import ObservedEvent
 from oatf_engine.text import printable
+from oatf_engine.wire import a2a_rest
 from oatf_engine.wire.a2a import CARD_PATHS, METHODS_1_0, event_name, request_content, result_content
 from oatf_serve import a2a_state
 from oatf_serve.state import Refusal, entries, mapping
@@ -71,6 +79,8 @@ class _Exchange:
     """(player, the state of its phase then, where: document, actor and phase)."""
     replaced: bool | None = None
     """Whether the first streamed answer was replaced (None: not come yet); if so, the later ones are dropped."""
+    rest: a2a_rest.Route | None = None
+    """The REST route of the request (None: JSON-RPC or the card)."""
 
 
 class A2aInject:
@@ -119,6 +129,9 @@ class A2aInject:
         if exchange is None or response is None:
             return
         body = json_message(response)
+        if exchange.rest is not None:
+            self._rest_response(flow, exchange, body)
+            return
         if exchange.event == "agent_card/get":
             if isinstance(body, dict) and response.status_code == 200:
                 card, notes = self._card(exchange, body)
@@ -135,7 +148,7 @@ class A2aInject:
                     response.content = json_bytes({**body, "result": card})
                     self.note(flow, exchange.event, notes)
             return
-        replaced = self._answer(exchange, body)
+        replaced = self._answer(exchange, body.get("result"), "error" in body)
         if replaced is not None:
             answer, notes = replaced
             result = _send_result(answer, exchange.version_1)
@@ -184,10 +197,32 @@ class A2aInject:
                              "server's endpoint kept)")
         return card, notes
 
-    def _answer(self, exchange: _Exchange, message: dict[str, Any]) -> tuple[a2a_state.Answer, list[str]] | None:
-        """The first state's answer to the request, with the real server's ids, and what was replaced."""
-        real = result_content(exchange.event, message["result"]) if "result" in message else mapping(
-            exchange.request).get("message")
+    def _rest_response(self, flow: http.HTTPFlow, exchange: _Exchange, body: Any) -> None:
+        """A REST answer (not streamed): the card overlaid, or a message's answer replaced."""
+        response = flow.response
+        assert response is not None and exchange.rest is not None
+        ok = 200 <= response.status_code < 300
+        if exchange.event in CARD_EVENTS:
+            if ok and isinstance(body, dict):
+                card, notes = self._card(exchange, body)
+                if notes:
+                    response.content = json_bytes(card)
+                    self.note(flow, exchange.event, notes)
+            return
+        replaced = self._answer(exchange, a2a_rest.result(exchange.rest, body) if ok else None, not ok)
+        if replaced is not None:
+            answer, notes = replaced
+            if not ok:
+                notes.append(f"the server's HTTP status {response.status_code} replaced by 200")
+                response.status_code = 200
+            response.headers["content-type"] = "application/json"
+            response.content = json_bytes(_rest_result(answer, exchange.rest.v03))
+            self.note(flow, exchange.event, notes)
+
+    def _answer(self, exchange: _Exchange, result: Any, is_error: bool) -> tuple[a2a_state.Answer, list[str]] | None:
+        """The first state's answer to the request (answered with `result`, or an error), with the real
+        server's ids, and what was replaced."""
+        real = mapping(exchange.request).get("message") if is_error else result_content(exchange.event, result)
         for played, state, where in exchange.states:
             if not entries(state, "task_responses"):
                 continue
@@ -198,7 +233,7 @@ class A2aInject:
                 log.warning("oatf inject: %s: %s: the server's answer passes", printable(where, 200), exc)
                 continue
             _keep_ids(answer, mapping(real))
-            what = "answer" if "result" in message else "error answer"
+            what = "error answer" if is_error else "answer"
             return answer, [f"{where}: replaced the server's {what} to {exchange.event} with {source}"]
         return None
 
@@ -207,16 +242,25 @@ class A2aInject:
         the server's later answers dropped, anything else as it came."""
         try:
             message = event_data(raw)
-            if not answers(message, exchange.request_id):
+            route = exchange.rest
+            if not (isinstance(message, dict) if route is not None else answers(message, exchange.request_id)):
                 return raw
+            assert isinstance(message, dict)
             if exchange.replaced is not None:
                 return b"" if exchange.replaced else raw
-            replaced = self._answer(exchange, message)
+            is_error = _is_error_event(raw)
+            if route is not None:
+                replaced = self._answer(exchange, None if is_error else a2a_rest.result(route, message), is_error)
+            else:
+                replaced = self._answer(exchange, message.get("result"), "error" in message)
             exchange.replaced = replaced is not None
             if replaced is None:
                 return raw
             answer, notes = replaced
             self.note(flow, exchange.event, [*notes, "the server's later answers on that stream are dropped"])
+            if route is not None:  # an error event's name is not kept
+                return b"".join(b"data: " + json_bytes(r) + b"\n\n" if is_error else with_data(raw, json_bytes(r))
+                                for r in _rest_stream_results(answer, route.v03))
             return b"".join(with_data(raw, json_bytes({"jsonrpc": "2.0", "id": exchange.request_id, "result": r}))
                             for r in _stream_results(answer, exchange.version_1, exchange.request_id))
         except Exception as exc:  # this event passes as it came
@@ -229,6 +273,12 @@ def _exchange(request: http.Request) -> _Exchange | None:
     request of `ANSWERED_EVENTS`."""
     if request.method == "GET" and request.path.split("?", 1)[0] in CARD_PATHS:
         return _Exchange("agent_card/get", None, False, {})
+    path = request.path.split("?", 1)[0]
+    route = a2a_rest.match(request.method, path)
+    if route is not None and route.distinctive and route.event in ANSWERED_EVENTS:
+        body = json_message(request) if request.raw_content else None
+        params = a2a_rest.request_params(route, body, list(request.query.items(multi=True)))
+        return _Exchange(route.event, None, not route.v03, request_content(params), rest=route)
     if request.method != "POST" or not request.raw_content:
         return None
     message = json_message(request)
@@ -263,6 +313,34 @@ def _send_result(answer: a2a_state.Answer, version_1: bool) -> dict[str, Any]:
     response = (a2a_pb2.SendMessageResponse(task=answer) if isinstance(answer, a2a_pb2.Task)
                 else a2a_pb2.SendMessageResponse(message=answer))
     return MessageToDict(response, preserving_proto_field_name=False)
+
+
+def _is_error_event(raw: bytes) -> bool:
+    """Whether an SSE event is named `error` (the REST binding's error event)."""
+    return any(line.strip() in (b"event: error", b"event:error") for line in raw.splitlines())
+
+
+def _rest_result(answer: a2a_state.Answer, v03: bool) -> dict[str, Any]:
+    """The REST body answering `message:send` with `answer`, as the a2a-sdk's REST handlers write it (1.0, or
+    0.3's protobuf JSON)."""
+    if not v03:
+        return _send_result(answer, True)
+    compat = (conversions.to_compat_task(answer) if isinstance(answer, a2a_pb2.Task)
+              else conversions.to_compat_message(answer))
+    return MessageToDict(proto_utils_v03.ToProto.task_or_message(compat))
+
+
+def _rest_stream_results(answer: a2a_state.Answer, v03: bool) -> list[dict[str, Any]]:
+    """The SSE event data streaming `answer` over REST (`a2a_state.stream_items`), as the a2a-sdk writes them."""
+    results = []
+    for item in a2a_state.stream_items(answer):
+        response = proto_utils.to_stream_response(item)
+        if v03:
+            compat = conversions.to_compat_stream_response(response).result
+            results.append(MessageToDict(proto_utils_v03.ToProto.stream_response(compat)))
+        else:
+            results.append(MessageToDict(response, preserving_proto_field_name=False))
+    return results
 
 
 def _stream_results(answer: a2a_state.Answer, version_1: bool, request_id: Any) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@
 - `oatf tap [--attacks PATH…] [--report-dir DIR] [--record FILE] -- COMMAND…`: run an MCP stdio server,
   relaying and evaluating its traffic (`oatf_cli.tap`); exits as the server did.
 - `oatf monitor [--listen PATH] [--attacks PATH…]`: one judge for several taps (`oatf_cli.judge`).
-- `oatf serve DOC… [--host H] [--port N] [--report-dir DIR] [--agent URL] [--stdio] [--stateless]`: play the
+- `oatf serve DOC… [--host H] [--port N] [--report-dir DIR] [--agent [ACTOR=]URL…] [--stdio] [--stateless]`: play the
   documents' attackers against an agent and judge what was served (`oatf_serve`).
 """
 
@@ -413,13 +413,19 @@ def cmd_monitor(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Play the documents' attackers and judge what was served (`oatf_serve.serve`)."""
-    from oatf_serve.serve import ServeOptions, run_serve
+    from oatf_serve.agents import AgentError, parse_agents
+    from oatf_serve.serve import EXIT_USAGE, ServeOptions, run_serve
 
     config = _engine_config(args, "serve")
     if config is None:
         return EXIT_UNREADABLE
+    try:
+        agents = parse_agents(args.agent)
+    except AgentError as exc:
+        print(f"oatf serve: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     documents = _paths(args.documents)
-    return run_serve(ServeOptions(documents, config, args.host, args.port, args.report_dir, args.verbose, args.agent,
+    return run_serve(ServeOptions(documents, config, args.host, args.port, args.report_dir, args.verbose, agents,
                                   args.stdio, args.stateless))
 
 
@@ -527,10 +533,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--report-dir", default="oatf-reports",
                        help="write one JSON report per run and verdicts.jsonl here (default: oatf-reports)")
     add_settings(serve)
-    serve.add_argument("--agent", metavar="URL",
+    serve.add_argument("--agent", metavar="[ACTOR=]URL", action="append",
                        help="the agent's endpoint the client actors drive: its AG-UI endpoint for ag_ui_client "
                             "actors, its MCP server (Streamable HTTP) for mcp_client actors, its A2A base URL for "
-                            "a2a_client actors")
+                            "a2a_client actors; repeat it as ACTOR=URL for the actor named ACTOR, or for every "
+                            "actor of the client mode ACTOR (e.g. ag_ui_client=URL), when they need different ones"),
     serve.add_argument("--stdio", action="store_true",
                        help="serve the one document's mcp_server actor on stdin/stdout (MCP's stdio transport), as "
                             "a desktop agent starts a local server; notes go to stderr")

@@ -4,7 +4,8 @@ The tap starts COMMAND as its child and stands between the agent and it:
 - **Relay.** The agent's stdin goes to the child's stdin and the child's stdout to our stdout, byte for byte,
   each chunk written on as soon as it is read (two relay threads doing only `os.read`/`os.write`); the
   child's stderr is ours. The tap writes nothing else to stdout (it is the protocol).
-- **Evaluation.** Each relayed chunk is queued, with the time it was read, for an evaluation thread: NDJSON
+- **Evaluation.** Each chunk read is queued, with the time it was read, for an evaluation thread, just before
+  it is relayed (so a request is always queued before the answer the peer gives it): NDJSON
   framing and MCP decoding (`oatf_engine.wire.ndjson`, the HTTP transports' JSON-RPC logic; the events' client
   is `<agent>:<pid>`, `--agent`), and `--record`'s capture. The events are then judged alone (`Judge`: the
   `Monitor` built from the engine settings, reports, a journal for `oatf recover`), or, with `--monitor PATH`,
@@ -14,7 +15,8 @@ The tap starts COMMAND as its child and stands between the agent and it:
   while the traffic is quiet, so grace periods end live.
 - **Never blocked.** The relay never waits for the evaluation: the queue holds at most `MAX_QUEUED_BYTES`;
   a chunk beyond it is relayed but not evaluated, counted and said on stderr (with the total at the end), and
-  its direction's framing resumes at its next line.
+  its direction's framing resumes at its next line. While the evaluation thread works, a relay thread waits
+  at most `SWITCH_SECONDS` for the interpreter lock.
 - **Lifetime.** SIGINT, SIGTERM and SIGHUP are forwarded to the child (which runs in a process group of its
   own, so a terminal's Ctrl-C reaches it once); on Linux the child also gets SIGTERM if the tap itself is
   killed (`PR_SET_PDEATHSIG`), so it is never orphaned. When the child ends (the agent closed stdin, a
@@ -62,6 +64,11 @@ LOCAL_AGENT = "127.0.0.1"
 _PR_SET_PDEATHSIG = 1
 RECORD_PID = "{pid}"
 """In a `--record` path: the tap's process id (`record_path`)."""
+SWITCH_SECONDS = 0.0005
+"""How long a relay thread waits at most for the interpreter lock while the evaluation thread holds it
+(`sys.setswitchinterval` for the tap's process; Python's default, 5 ms, was added to round trips whenever the
+evaluation was busy: with the whole library loaded, a FastMCP `tools/call` loop ran at 235 calls/s through the
+tap, 320-370 with 0.5 ms, same machine and minutes, `benchmarks/bench_tap.py`)."""
 GAP = b""
 """Queued in place of the chunks left out: the direction's framing resumes at its next line."""
 
@@ -220,17 +227,21 @@ def _write_all(fd: int, data: bytes) -> None:
 
 def _relay(source: int, target: int | None, sender: Side, evaluator: Evaluator,
            on_end: Callable[[], None] = lambda: None) -> None:
-    """Copy `source` to `target` chunk by chunk, queueing each chunk for evaluation after it is written. A
-    target that closed (the reader is gone) stops the copying, not the reading (the evaluation still sees the
-    traffic)."""
+    """Copy `source` to `target` chunk by chunk, queueing each chunk for evaluation *before* it is written: the
+    peer cannot answer a message it has not received, so the evaluation always sees a request before its answer
+    (queued after the write, a relay thread paused between the two — a loaded machine, a tap running at a lower
+    priority than its server — let the other direction queue the answer first; the decoder then had no request
+    to correlate it with and dropped it: a `tools/list` answer lost made a resisting agent `not_delivered`, a
+    `tools/call` answer lost hid what a response indicator would match). A target that closed (the reader is
+    gone) stops the copying, not the reading (the evaluation still sees the traffic)."""
     try:
         while data := os.read(source, CHUNK):
+            evaluator.put(sender, data)
             if target is not None:
                 try:
                     _write_all(target, data)
                 except OSError:
                     target = None
-            evaluator.put(sender, data)
     except OSError:
         pass
     finally:
@@ -242,6 +253,15 @@ def run_tap(options: TapOptions, stdin: int = 0, stdout: int = 1, stderr: IO[str
     """Run the tap (see the module docstring); the child's exit status (negative: the signal that ended it),
     or `EXIT_USAGE` / `EXIT_NOT_FOUND` / `EXIT_NOT_EXECUTABLE` when it could not start."""
     say = Say("oatf tap", stderr)
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_SECONDS)
+    try:
+        return _run(options, stdin, stdout, say)
+    finally:
+        sys.setswitchinterval(switch)
+
+
+def _run(options: TapOptions, stdin: int, stdout: int, say: Say) -> int:
     library = load_library(options.attack_paths, options.config.lenient)
     for problem in library.problems:
         say.always(f"not loaded: {problem}")

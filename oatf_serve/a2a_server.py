@@ -4,21 +4,26 @@
 
 `ActorHandler` is the SDK's `RequestHandler` interface played from the state (`oatf_serve.a2a_state`): a
 message gets the selected task response, `tasks/get` and `tasks/cancel` the tasks served so far,
-`agent/getAuthenticatedExtendedCard` the card; push-notification configs and task subscriptions are
-answered with the SDK's "unsupported operation" error. A2A has no session the card fetch and the messages
-share, so one player follows the actor's phases for every client of the endpoint.
+`agent/getAuthenticatedExtendedCard` the card; `tasks/pushNotificationConfig/*` keep the agent's push
+configurations for the tasks served (`oatf_serve.a2a_push`), to which a phase's `on_enter`
+`send_push_notification` POSTs; task subscriptions are answered with the SDK's "unsupported operation" error.
+A2A has no session the card fetch and the messages share, so one player follows the actor's phases for every
+client of the endpoint.
 
 Each request, once answered, goes to the player (in the binding's 0.3 shapes, `oatf_engine.wire.a2a`), whose
-trigger may enter the next phase; its `on_enter` `log` actions go to the console.
+trigger may enter the next phase; its `on_enter` `log` actions go to the console, and its
+`send_push_notification` POSTs are sent (the POST is the agent's webhook traffic, not judged).
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any
 
+import httpx
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event
 from a2a.server.request_handlers.request_handler import RequestHandler
@@ -36,9 +41,10 @@ from google.protobuf.json_format import MessageToDict
 from starlette.routing import Route
 
 import oatf
+from oatf_engine.text import printable
 from oatf_engine.wire.a2a import request_content
 
-from . import a2a_state
+from . import a2a_push, a2a_state
 from .player import ActorPlayer, Entered, SharedExtractors
 from .state import Unplayable, as_is
 
@@ -46,6 +52,8 @@ CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 RPC_PATH = "/"
 MAX_TASKS = 1000
 """Tasks kept for `tasks/get` (the oldest are forgotten first)."""
+PUSH_TIMEOUT = 30.0
+"""Seconds a push notification's POST may take."""
 
 
 def _json(message: Any) -> Any:
@@ -62,6 +70,8 @@ class ActorHandler(RequestHandler):
         self.say = say
         self.tasks: OrderedDict[str, a2a_pb2.Task] = OrderedDict()
         self._messages = itertools.count(1)
+        self.push = a2a_push.Registrations()
+        self._pushing: set[asyncio.Task[None]] = set()
 
     def routes(self) -> list[Route]:
         """The card routes and the JSON-RPC route, as the SDK builds them."""
@@ -111,12 +121,14 @@ class ActorHandler(RequestHandler):
     async def on_message_send(self, params: a2a_pb2.SendMessageRequest,
                               context: ServerCallContext) -> a2a_pb2.Task | a2a_pb2.Message:
         answer, request = self._answer(params, "message/send")
+        await self._register_sent(params, answer, context)
         self._exchange("message/send", request, a2a_state.to_v03(answer))
         return answer
 
     async def on_message_send_stream(self, params: a2a_pb2.SendMessageRequest,
                                      context: ServerCallContext) -> AsyncGenerator[Event]:
         answer, request = self._answer(params, "message/stream")
+        await self._register_sent(params, answer, context)
         for item in a2a_state.stream_items(answer):
             yield item
         self._exchange("message/stream", request, a2a_state.to_v03(answer))
@@ -152,28 +164,71 @@ class ActorHandler(RequestHandler):
     def _unsupported(self, event: str, params: Any) -> A2AError:
         return self._error(event, params, UnsupportedOperationError())
 
-    async def on_create_task_push_notification_config(self, params: a2a_pb2.TaskPushNotificationConfig,
-                                                      context: ServerCallContext) -> a2a_pb2.TaskPushNotificationConfig:
-        raise self._unsupported("tasks/pushNotificationConfig/set", params)
-
-    async def on_get_task_push_notification_config(
-            self, params: a2a_pb2.GetTaskPushNotificationConfigRequest,
-            context: ServerCallContext) -> a2a_pb2.TaskPushNotificationConfig:
-        raise self._unsupported("tasks/pushNotificationConfig/get", params)
-
-    async def on_list_task_push_notification_configs(
-            self, params: a2a_pb2.ListTaskPushNotificationConfigsRequest,
-            context: ServerCallContext) -> a2a_pb2.ListTaskPushNotificationConfigsResponse:
-        raise self._unsupported("tasks/pushNotificationConfig/list", params)
-
-    async def on_delete_task_push_notification_config(
-            self, params: a2a_pb2.DeleteTaskPushNotificationConfigRequest, context: ServerCallContext) -> None:
-        raise self._unsupported("tasks/pushNotificationConfig/delete", params)
-
     async def on_subscribe_to_task(self, params: a2a_pb2.SubscribeToTaskRequest,
                                    context: ServerCallContext) -> AsyncGenerator[Event]:
         raise self._unsupported("tasks/resubscribe", params)
         yield  # an async generator, as the interface declares  # pragma: no cover
+
+    # --- push notifications (`oatf_serve.a2a_push`) -------------------------------------------------------
+
+    async def _register_sent(self, params: a2a_pb2.SendMessageRequest, answer: a2a_state.Answer,
+                             context: ServerCallContext) -> None:
+        """The push configuration a message carries, kept for the task answering it."""
+        config = params.configuration.task_push_notification_config
+        if isinstance(answer, a2a_pb2.Task) and params.configuration.HasField("task_push_notification_config") \
+                and config.url:
+            await self.push.store.set_info(answer.id, config, context)
+
+    async def on_create_task_push_notification_config(self, params: a2a_pb2.TaskPushNotificationConfig,
+                                                      context: ServerCallContext) -> a2a_pb2.TaskPushNotificationConfig:
+        event = "tasks/pushNotificationConfig/set"
+        if params.task_id not in self.tasks:
+            raise self._error(event, params, TaskNotFoundError())
+        stored = await self.push.store.set_info(params.task_id, params, context)
+        self._exchange(event, _json(params), _json(stored))
+        return stored
+
+    async def on_get_task_push_notification_config(
+            self, params: a2a_pb2.GetTaskPushNotificationConfigRequest,
+            context: ServerCallContext) -> a2a_pb2.TaskPushNotificationConfig:
+        event = "tasks/pushNotificationConfig/get"
+        found = [c for c in await self.push.store.get_info(params.task_id, context) if c.id == params.id]
+        if not found:
+            raise self._error(event, params, TaskNotFoundError(message="Push notification config not found"))
+        self._exchange(event, _json(params), _json(found[0]))
+        return found[0]
+
+    async def on_list_task_push_notification_configs(
+            self, params: a2a_pb2.ListTaskPushNotificationConfigsRequest,
+            context: ServerCallContext) -> a2a_pb2.ListTaskPushNotificationConfigsResponse:
+        listed = a2a_pb2.ListTaskPushNotificationConfigsResponse(
+            configs=await self.push.store.get_info(params.task_id, context))
+        self._exchange("tasks/pushNotificationConfig/list", _json(params), _json(listed))
+        return listed
+
+    async def on_delete_task_push_notification_config(
+            self, params: a2a_pb2.DeleteTaskPushNotificationConfigRequest, context: ServerCallContext) -> None:
+        await self.push.store.delete_info(params.task_id, context, params.id)
+        self._exchange("tasks/pushNotificationConfig/delete", _json(params), {})
+
+    async def _send_push(self, action: Any) -> None:
+        """One `send_push_notification` action (format spec §7.2.6), said on the console."""
+        where = f"actor {self.player.name}, phase {printable(self.player.phase, 60)}: on_enter.{a2a_push.ACTION}"
+        url = action.get("url") if isinstance(action, Mapping) else None
+        try:
+            if not isinstance(url, str):
+                raise Unplayable("url: not a string")
+            event = a2a_push.push_event(action.get("payload"), "payload")
+            async with httpx.AsyncClient(trust_env=False, timeout=PUSH_TIMEOUT) as http:
+                sent = await self.push.send(http, url, event)
+        except Unplayable as exc:
+            self.say(f"{where}: not sent: {exc}")
+            return
+        if sent:
+            self.say(f"{where}: POSTed to {printable(', '.join(sent), 300)}")
+        else:
+            self.say(f"{where}: not sent: no url, and the agent registered none for task "
+                     f"{printable(a2a_push.task_of(event), 60)!r}")
 
     # --- the phases --------------------------------------------------------------------------------------
 
@@ -187,3 +242,8 @@ class ActorHandler(RequestHandler):
     def enter(self, entered: list[Entered]) -> None:
         for phase in entered:
             self.player.narrate(phase, self.say)
+            for key, value in phase.actions:
+                if key == a2a_push.ACTION:
+                    task = asyncio.get_running_loop().create_task(self._send_push(value))
+                    self._pushing.add(task)
+                    task.add_done_callback(self._pushing.discard)

@@ -13,13 +13,14 @@ from typing import Any
 
 import oatf
 
-from . import a2a_client, a2a_state
+from . import a2a_client, a2a_push, a2a_state
+from .agents import CLIENT_MODES, AgentUrls
 from .state import Unplayable, as_is
 
 PLAYED_MODES = ("mcp_server", "a2a_server", "ag_ui_client", "mcp_client", "a2a_client")
 """The modes `oatf serve` plays (format spec §7.x.1)."""
-NEEDS_AGENT = ("ag_ui_client", "mcp_client", "a2a_client")
-"""The modes played only against an agent's endpoint (`--agent URL`)."""
+NEEDS_AGENT = CLIENT_MODES
+"""The modes played only against an agent's endpoint (`--agent [ACTOR=]URL`: `oatf_serve.agents`)."""
 
 STRUCTURAL_KEYS = {
     "mcp_server": frozenset({"protocol_version", "server_info", "instructions", "capabilities", "tools",
@@ -33,7 +34,7 @@ STRUCTURAL_KEYS = {
 """§7.1.4, §7.1.5, §7.2.4, §7.2.5, §7.3.4 structural keys of each mode's state."""
 SERVER_INFO_PLAYED = frozenset({"name", "version", "websiteUrl", "icons"})
 """The `server_info` fields the mcp SDK's `initialize` answer carries."""
-ACTIONS_PLAYED = {"mcp_server": ("send", "log"), "a2a_server": ("log",), "ag_ui_client": ("log",),
+ACTIONS_PLAYED = {"mcp_server": ("send", "log"), "a2a_server": ("log", a2a_push.ACTION), "ag_ui_client": ("log",),
                   "mcp_client": ("send", "log"), "a2a_client": ("log",)}
 """§7.1.6, §7.2.6 / §5.2 `on_enter` actions each mode plays."""
 
@@ -54,8 +55,8 @@ class Limitation:
         return f"{self.path}: {where}: {self.field}: {self.message}"
 
 
-def limitations(path: str, document: oatf.Document, agent: str | None = None) -> list[Limitation]:
-    """Every limitation of a normalized document's actors, played with the agent's endpoint `agent` (see the
+def limitations(path: str, document: oatf.Document, agents: AgentUrls | None = None) -> list[Limitation]:
+    """Every limitation of a normalized document's actors, played with the agent's endpoints `agents` (see the
     module docstring)."""
     assert document.attack is not None and document.attack.execution is not None
     found: list[Limitation] = []
@@ -66,9 +67,9 @@ def limitations(path: str, document: oatf.Document, agent: str | None = None) ->
             found.append(Limitation(path, name, "", "mode", f"{mode or 'no mode'} is not played by oatf serve "
                                     f"(it plays {', '.join(PLAYED_MODES)})", fatal=True))
             continue
-        if mode in NEEDS_AGENT and not agent:
+        if mode in NEEDS_AGENT and not (agents and agents.url(name, mode)):
             found.append(Limitation(path, name, "", "mode", f"{mode} is played against the agent's endpoint: give "
-                                    "it with --agent URL", fatal=True))
+                                    f"it with --agent URL (or --agent {name}=URL)", fatal=True))
             continue
         for index, phase in enumerate(actor.phases):
             phase_name = phase.name or f"phase-{index + 1}"
@@ -82,6 +83,8 @@ def _phase_limitations(mode: str, phase: oatf.Phase) -> Iterator[tuple[str, str]
         key = action.key or "/".join(k for k, _ in action.entries)
         if key not in ACTIONS_PLAYED[mode]:
             yield f"on_enter.{key}", f"this action is not played in {mode} (played: {', '.join(ACTIONS_PLAYED[mode])})"
+        elif key == a2a_push.ACTION:
+            yield from _push_limitations(action.value)
     state = phase.state
     if not isinstance(state, Mapping):
         return
@@ -142,6 +145,17 @@ def _a2a_limitations(state: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
             for path in a2a_state.dropped(content, a2a_state.to_v03(answer), where):
                 yield path, "not carried by the a2a-sdk's Task and Message: not sent"
     yield from _synthesized("state.task_responses", state.get("task_responses"))
+
+
+def _push_limitations(action: Any) -> Iterator[tuple[str, str]]:
+    where = f"on_enter.{a2a_push.ACTION}"
+    if not isinstance(action, Mapping) or not isinstance(action.get("url"), str):
+        yield f"{where}.url", "not a string: the push notification is not sent"
+        return
+    try:
+        a2a_push.push_event(action.get("payload"), "payload")
+    except Unplayable as exc:
+        yield f"{where}.payload", f"{exc}: the push notification is not sent"
 
 
 def _a2a_client_limitations(state: Mapping[str, Any]) -> Iterator[tuple[str, str]]:

@@ -1,5 +1,5 @@
-"""`oatf serve DOC… [--host H] [--port N] [--report-dir DIR] [--agent URL] [--stdio] [--stateless]`: play the documents'
-attackers against a real agent and judge what was served (issue 19).
+"""`oatf serve DOC… [--host H] [--port N] [--report-dir DIR] [--agent [ACTOR=]URL…] [--stdio] [--stateless]`:
+play the documents' attackers against a real agent and judge what was served (issue 19).
 
 Each document is served on a port of its own (`--port N`: N, N+1, … in the order given; without it, free
 ports), so that every endpoint sits where its protocol expects it — MCP at `/mcp`, A2A at `/` — and every
@@ -10,12 +10,12 @@ empty line; what is not played, on stderr (`playable`).
 All endpoints run in one uvicorn server (one socket per document; `Dispatcher` picks the document's app by
 the port a request arrived on). Every exchange passes the `WireTap` (a client actor's, its `ClientTap`) to
 the `Judge`, which writes per-run reports and `verdicts.jsonl` to the report directory as runs conclude. The
-client actors (`ag_ui_client`, `mcp_client`, `a2a_client`, with `--agent`) start once the servers accept
-connections; when every document has one, the server stops by itself once they are done and their runs
-judged. SIGINT and SIGTERM stop the server; the runs still open are concluded (`interrupted`) and reported,
-and a summary table of every run goes to stderr. `--stdio` serves one document's `mcp_server` actor on
-stdin/stdout instead (`oatf_serve.stdio`); `--stateless` serves MCP without sessions, the phases following
-agent episodes (`oatf_serve.mcp_server`). Exit status: as `oatf recover`'s (`oatf_engine.reports.exit_status`:
+client actors (`ag_ui_client`, `mcp_client`, `a2a_client`, each with its `--agent` endpoint: `oatf_serve.agents`)
+start once the servers accept connections; when every document has one, the server stops by itself once they are
+done and their runs judged. SIGINT and SIGTERM stop the server; the runs still open are concluded (`interrupted`)
+and reported, and a summary table of every run goes to stderr. `--stdio` serves one document's `mcp_server` actor on
+stdin/stdout instead (`oatf_serve.stdio`); `--stateless` serves MCP without sessions, the phases following agent
+episodes (`oatf_serve.mcp_server`). Exit status: as `oatf recover`'s (`oatf_engine.reports.exit_status`:
 1 when a run was exploited or partial).
 """
 
@@ -28,7 +28,7 @@ import signal
 import socket
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 import anyio
@@ -51,6 +51,7 @@ from .a2a_client import A2aClientActor
 from .a2a_server import RPC_PATH as A2A_PATH
 from .a2a_server import ActorHandler
 from .ag_ui_client import AgUiActor
+from .agents import AgentError, AgentUrls, check_names
 from .client import ClientActor
 from .judge import Judge, WireTap
 from .mcp_client import McpClientActor
@@ -86,9 +87,9 @@ class ServeOptions:
     port: int = 0
     report_dir: str = "oatf-reports"
     verbose: bool = False
-    agent: str | None = None
-    """The agent's endpoint the client actors drive: AG-UI for `ag_ui_client`, MCP (Streamable HTTP) for
-    `mcp_client`, the A2A base URL (where its card is) for `a2a_client`."""
+    agents: AgentUrls = field(default_factory=AgentUrls)
+    """The agent's endpoints the client actors drive (`oatf_serve.agents`): AG-UI for `ag_ui_client`, MCP
+    (Streamable HTTP) for `mcp_client`, the A2A base URL (where its card is) for `a2a_client`."""
     stdio: bool = False
     """Serve the one document's `mcp_server` actor on stdin/stdout instead."""
     stateless: bool = False
@@ -139,13 +140,13 @@ class _SseEndpoint:
 
 
 def build(loaded: LoadedAttack, port: int, host: str, say: Callable[[str], None],
-          agent: str | None = None, idle_gap: float | None = None) -> Served | None:
+          agents: AgentUrls | None = None, idle_gap: float | None = None) -> Served | None:
     """The app playing one document's server actors and the client actors it drives (those it can play), or
     None when it plays none; `idle_gap` given, its MCP endpoint is stateless (`oatf_serve.mcp_server`)."""
     execution = loaded.attack.execution
     assert execution is not None
     shared = SharedExtractors()
-    fatal = {limitation.actor for limitation in limitations(loaded.path, loaded.document, agent) if limitation.fatal}
+    fatal = {limitation.actor for limitation in limitations(loaded.path, loaded.document, agents) if limitation.fatal}
     routes: list[BaseRoute] = []
     servers: list[ActorServer | ActorHandler] = []
     managers: list[StreamableHTTPSessionManager] = []
@@ -158,7 +159,7 @@ def build(loaded: LoadedAttack, port: int, host: str, say: Callable[[str], None]
             continue
         if actor.mode not in SERVER_PATHS:
             clients.append(actor)
-            endpoints.append(f"{loaded.key} {name} {actor.mode} {agent}")
+            endpoints.append(f"{loaded.key} {name} {actor.mode} {agents.url(name, actor.mode or '') if agents else ''}")
             continue
         path = SERVER_PATHS[actor.mode]
         if path in taken:
@@ -234,7 +235,8 @@ class Dispatcher:
         """Run every client actor (format spec §5.1 readiness: the sockets listen and the apps have started);
         when every document has one, wait for their runs to be judged (at most `SETTLE_SECONDS`), then stop."""
         actors = [(f"{served.loaded.key} actor {actor.name or 'default'} ({actor.mode})",
-                   CLIENTS[actor.mode or ""](actor, self.options.agent or "", self.judge, served.port,
+                   CLIENTS[actor.mode or ""](actor, self.options.agents.url(actor.name or "default", actor.mode or "")
+                                             or "", self.judge, served.port,
                                              self.options.config.decoder, served.shared, self.say))
                   for served in self.served for actor in served.clients]
         if not actors:
@@ -321,9 +323,10 @@ def run_serve(options: ServeOptions, stdout: IO[str] = sys.stdout, stderr: IO[st
     for problem in library.problems:
         say(f"not loaded: {problem}")
     try:
+        check_names(options.agents, (loaded.document for loaded in library.attacks))
         semantic = load_semantic_evaluator(options.config.semantic_evaluator)
         writer = ReportWriter(options.report_dir)
-    except (ImportError, AttributeError, OSError) as exc:
+    except (ImportError, AttributeError, OSError, AgentError) as exc:
         say(str(exc))
         return EXIT_USAGE
     if options.stdio:
@@ -331,14 +334,14 @@ def run_serve(options: ServeOptions, stdout: IO[str] = sys.stdout, stderr: IO[st
     sockets: list[socket.socket] = []
     served: list[Served] = []
     for loaded in library.attacks:
-        for limitation in limitations(loaded.path, loaded.document, options.agent):
+        for limitation in limitations(loaded.path, loaded.document, options.agents):
             say(("not played: " if limitation.fatal else "played without: ") + str(limitation))
         try:
             sock = _bind(options.host, options.port + len(sockets) if options.port else 0)
         except OSError as exc:
             say(f"{options.host}:{options.port + len(sockets)}: {exc.strerror or exc}")
             return EXIT_USAGE
-        document = build(loaded, sock.getsockname()[1], options.host, say, options.agent,
+        document = build(loaded, sock.getsockname()[1], options.host, say, options.agents,
                          options.config.monitor.idle_gap if options.stateless else None)
         if document is None:
             sock.close()
@@ -378,7 +381,7 @@ def _serve_stdio(options: ServeOptions, attacks: Sequence[LoadedAttack], semanti
     if not actors:
         say(f"{loaded.path}: --stdio plays an mcp_server actor, and the document has none")
         return EXIT_USAGE
-    for limitation in limitations(loaded.path, loaded.document, options.agent):
+    for limitation in limitations(loaded.path, loaded.document, options.agents):
         if limitation.actor == (actors[0].name or "default"):
             say(("not played: " if limitation.fatal else "played without: ") + str(limitation))
     for actor in loaded.attack.execution.actors or ():

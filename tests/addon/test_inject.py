@@ -283,3 +283,75 @@ def test_no_exception_escapes(injecting: Driven, caplog: pytest.LogCaptureFixtur
     failures = [r.message for r in caplog.records if "boom" in r.message]
     assert len(failures) == 2 and failures[0].startswith(f"oatf inject: stream failed on flow {flow.id}")
     assert failures[1].startswith("oatf inject: response failed on flow")
+
+
+MIXED = """\
+oatf: "0.1"
+attack:
+  id: INJ-MIXED-001
+  name: "What inject mode plays and what it does not"
+  version: 1
+  severity: high
+  execution:
+    actors:
+      - name: desk
+        mode: a2a_server
+        phases:
+          - state: {task_responses: [{content: {kind: message, role: agent, messageId: m, parts: []}}]}
+            trigger: {event: message/send}
+          - on_enter:
+              - send_push_notification: {url: "http://127.0.0.1:1/hook", payload: {task: {id: t, status: {}}}}
+      - name: probe
+        mode: mcp_client
+        phases: [{state: {actions: [{method: tools/list}]}}]
+  indicators:
+    - id: INJ-MIXED-001-01
+      protocol: a2a
+      surface: message/send
+      target: "message.parts[*].text"
+      pattern: {contains: secret}
+"""
+
+
+def test_what_is_not_injected_is_said(tmp_path: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """Nothing is skipped silently: an actor of a mode inject mode does not play, and an on_enter action it
+    does not send, are named at start."""
+    document = tmp_path / "mixed.yaml"
+    document.write_text(MIXED, encoding="utf-8")
+    addon = OatfAddon()
+    with taddons.context(addon.inject) as tctx:
+        tctx.configure(addon.inject, oatf_inject=str(document))
+    said = [r.getMessage() for r in caplog.records if r.name == "oatf.inject"]
+    assert any(line.startswith("oatf inject: not injected: ") and line.endswith(
+        "actor probe: mode: mcp_client is not played in inject mode (it plays mcp_server, a2a_server, "
+        "ag_ui_client; oatf serve --agent drives it)") for line in said), said
+    assert any("injected without: " in line and "actor desk, phase phase-2: on_enter.send_push_notification: "
+               "push notifications are not sent in inject mode" in line for line in said), said
+
+
+def test_resources_and_prompts_overlaid_and_answered() -> None:
+    """OW-003's resource and OW-004's prompt, injected together: added to the real server's listings, and
+    `resources/read` / `prompts/get` of them answered from the documents (templates resolved), never
+    forwarded; a resource of the real server's is still forwarded."""
+    addon = OatfAddon()
+    with taddons.context(addon.inject) as tctx:
+        tctx.configure(addon.inject, oatf_inject=",".join(
+            str(ROOT / "attacks" / name) for name in ("OW-003_onboarding-resource-remote-bootstrap.yaml",
+                                                      "OW-004_report-prompt-public-sharing.yaml")))
+        driven = Driven(addon)
+        real_resource = {"uri": "file:///readme.md", "name": "readme.md"}
+        _, listed = driven.exchange(rpc("resources/list"), answer({"resources": [real_resource]}))
+        _, prompts = driven.exchange(rpc("prompts/list", id_=2), answer({"prompts": []}, 2))
+        read = driven.request(rpc("resources/read", {"uri": "docs://handbook/onboarding.md"}, 3))
+        got = driven.request(rpc("prompts/get", {"name": "weekly_report", "arguments": {"team": "Atlas"}}, 4))
+        honest = driven.request(rpc("resources/read", {"uri": "file:///readme.md"}, 5))
+    assert [r["uri"] for r in json.loads(listed)["result"]["resources"]] == ["file:///readme.md",
+                                                                           "docs://handbook/onboarding.md"]
+    assert [p["name"] for p in json.loads(prompts)["result"]["prompts"]] == ["weekly_report"]
+    assert read.response is not None and got.response is not None and honest.response is None
+    contents = json.loads(read.response.content or b"")["result"]["contents"]
+    assert contents[0]["uri"] == "docs://handbook/onboarding.md" and contents[0]["text"]
+    messages = json.loads(got.response.content or b"")["result"]["messages"]
+    assert "for team Atlas and file it with share_document" in json.dumps(messages)
+    assert "answered prompts/get 'weekly_report' (not forwarded to the server)" in \
+        got.metadata[METADATA_KEY]["injected"][0]

@@ -36,14 +36,14 @@ class Driven:
         addon._enqueue = self.events.append  # type: ignore[method-assign]
 
     def exchange(self, method: str, url: str, body: Any, answer: bytes, content_type: str = "application/json",
-                 chunks: list[bytes] | None = None) -> tuple[http.HTTPFlow, bytes]:
+                 chunks: list[bytes] | None = None, status: int = 200) -> tuple[http.HTTPFlow, bytes]:
         """One exchange through the hooks; the bytes the client receives."""
         content = json.dumps(body).encode() if body is not None else b""
         flow = tflow.tflow(req=http.Request.make(method, url, content, {"content-type": "application/json"}))
         flow.response = None
         self.addon.requestheaders(flow)
         self.addon.request(flow)
-        flow.response = http.Response.make(200, b"", {"content-type": content_type})
+        flow.response = http.Response.make(status, b"", {"content-type": content_type})
         flow.response.raw_content = None
         self.addon.responseheaders(flow)
         if callable(flow.response.stream):
@@ -125,6 +125,86 @@ def test_a2a_stream_replaced_in_any_chunking(inject: Driven) -> None:
     assert [r["kind"] for r in results] == ["task", "status-update"]  # the document's stream, the server's dropped
     assert {r.get("taskId", r.get("id")) for r in results} == {"task-real"}
     assert "Ref FW-88120" in results[-1]["status"]["message"]["parts"][0]["text"]
+
+
+@pytest.mark.parametrize("inject", [ROOT / "attacks" / "OW-028_research-artifact-cascading-payment.yaml"],
+                         indirect=True)
+def test_a2a_artifacts_rewritten(inject: Driven) -> None:
+    """OW-028: the honest task's artifacts are replaced by the document's (the planted comparison table), in
+    the answer and in the stream (one artifact update each), judged as received."""
+    _, received = inject.exchange("POST", A2A, rpc("message/send", message_v03("compare vendors")), honest_task_v03())
+    [artifact] = json.loads(received)["result"]["artifacts"]
+    assert artifact["artifactId"] == "a-vs-1" and "| Kestrel Cloud |" in artifact["parts"][0]["text"]
+    body = sse({"jsonrpc": "2.0", "id": 2, "result": {"kind": "task", "id": "task-real", "contextId": "ctx-client",
+                                                      "status": {"state": "completed"}}})
+    _, received = inject.exchange("POST", A2A, rpc("message/stream", message_v03("compare vendors"), 2), body,
+                                  "text/event-stream")
+    results = [json.loads(line[6:])["result"] for line in received.decode().splitlines() if line]
+    assert [r["kind"] for r in results] == ["task", "artifact-update", "status-update"]
+    assert results[1]["taskId"] == "task-real" and results[1]["artifact"]["name"] == "comparison.md"
+    judged = [e for e in inject.events if e.event_type == "task/artifact" and e.sender == "server"]
+    assert judged and "| Kestrel Cloud |" in judged[0].content["artifact"]["parts"][0]["text"]
+
+
+REST = "http://127.0.0.1:9100/a2a/rest"
+REST_MESSAGE = {"message": {"messageId": "m-1", "role": "ROLE_USER", "contextId": "ctx-client",
+                            "parts": [{"text": "Book OSL-CPH"}]}}
+REST_TASK = {"id": "task-real", "contextId": "ctx-client", "status": {"state": "TASK_STATE_COMPLETED"}}
+
+
+@pytest.mark.parametrize("inject", [CARD_POISONING], indirect=True)
+def test_a2a_rest_answer_replaced_in_1_0_with_the_servers_ids(inject: Driven) -> None:
+    """HTTP+JSON `message:send` (A2A 1.0): the body is the document's task as a `SendMessageResponse`, judged
+    as received and tagged."""
+    flow, received = inject.exchange("POST", f"{REST}/message:send", REST_MESSAGE,
+                                     json.dumps({"task": REST_TASK}).encode())
+    task = json.loads(received)["task"]
+    assert (task["id"], task["contextId"], task["status"]["state"]) == ("task-real", "ctx-client",
+                                                                       "TASK_STATE_COMPLETED")
+    assert "Ref FW-88120" in task["status"]["message"]["parts"][0]["text"]
+    assert flow.metadata["oatf_injected"]["method"] == "message/send"
+    [judged] = [e for e in inject.events if e.event_type == "message/send" and e.sender == "server"]
+    assert "Ref FW-88120" in judged.content["status"]["message"]["parts"][0]["text"] and judged.injected
+
+
+@pytest.mark.parametrize("inject", [CARD_POISONING], indirect=True)
+def test_a2a_rest_0_3_answer_replaced_in_0_3_protobuf_json(inject: Driven) -> None:
+    """0.3's REST routes (under `/v1`) answer in 0.3 protobuf JSON (`content` for the parts), as the a2a-sdk's
+    0.3 REST handler writes it; an error status becomes 200."""
+    request = {"request": {"message_id": "m-1", "role": "ROLE_USER", "context_id": "ctx-client",
+                           "content": [{"text": "Book"}]}}
+    flow, received = inject.exchange("POST", "http://127.0.0.1:9100/v1/message:send", request,
+                                     json.dumps({"error": {"code": 13, "message": "down"}}).encode(), status=500)
+    assert flow.response is not None and flow.response.status_code == 200
+    task = json.loads(received)["task"]
+    assert task["contextId"] == "ctx-client" and "Ref FW-88120" in task["status"]["message"]["content"][0]["text"]
+    assert "the server's HTTP status 500 replaced by 200" in flow.metadata["oatf_injected"]["injected"]
+
+
+@pytest.mark.parametrize("inject", [CARD_POISONING], indirect=True)
+def test_a2a_rest_stream_replaced_in_any_chunking(inject: Driven) -> None:
+    body = sse({"task": {**REST_TASK, "status": {"state": "TASK_STATE_WORKING"}}},
+               {"statusUpdate": {"taskId": "task-real", "contextId": "ctx-client", "status": REST_TASK["status"]}})
+    outputs = set()
+    for at in range(1, len(body), 11):
+        _, received = inject.exchange("POST", f"{REST}/message:stream", REST_MESSAGE, body, "text/event-stream",
+                                      [body[:at], body[at:]])
+        outputs.add(received)
+    assert len(outputs) == 1
+    results = [json.loads(line[6:]) for line in outputs.pop().decode().splitlines() if line]
+    assert [next(iter(r)) for r in results] == ["task", "statusUpdate"]
+    assert "Ref FW-88120" in results[-1]["statusUpdate"]["status"]["message"]["parts"][0]["text"]
+    assert results[-1]["statusUpdate"]["taskId"] == "task-real"
+
+
+@pytest.mark.parametrize("inject", [CARD_POISONING], indirect=True)
+def test_a2a_rest_extended_card_overlaid(inject: Driven) -> None:
+    real = {"name": "Travel Desk", "description": "Honest.", "version": "1.0.0", "skills": [],
+            "supportedInterfaces": [{"url": REST, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}]}
+    flow, received = inject.exchange("GET", f"{REST}/extendedAgentCard", None, json.dumps(real).encode())
+    card = json.loads(received)
+    assert card["name"] == "FareWise Travel" and card["supportedInterfaces"] == real["supportedInterfaces"]
+    assert flow.metadata["oatf_injected"]["method"] == "agent/getAuthenticatedExtendedCard"
 
 
 @pytest.mark.parametrize("inject", [EXTENDED_CARD_RUG_PULL], indirect=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 
 from testing.processes import free_port
 
-from .harness import ATTACKS, Serving, drive, mcp_session, oatf_serve
+from .harness import ATTACKS, GUARD, OATF, Serving, drive, mcp_session, oatf_serve
 
 POISONED = ATTACKS / "OW-001_invoice-tool-credential-harvest.yaml"
 ELICITING = ATTACKS / "OW-011_deploy-elicitation-token-phish.yaml"
@@ -142,3 +143,90 @@ def test_an_unreachable_agent_stops_its_client_actors_with_a_clear_message(tmp_p
     assert status == 0 and "Traceback" not in stderr, stderr
     assert "OW-021 actor default (mcp_client) stopped: ConnectError: All connection attempts failed" in stderr
     assert "actor default: agent_card/get failed: Network communication error fetching agent card" in stderr
+
+
+FLOOD = 40
+QUIET_AGENT = """\
+oatf: "0.1"
+attack:
+  id: SERVE-FLOOD-001
+  name: "An A2A agent that answers every message with an empty completed task"
+  version: 1
+  severity: low
+  execution:
+    mode: a2a_server
+    state: {}
+  indicators:
+    - id: SERVE-FLOOD-001-01
+      surface: message/send
+      target: "message.parts[*].text"
+      pattern: {contains: "secret"}
+"""
+
+
+def _a2a_message(method: str, context: str, id_: int) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id_, "method": method,
+            "params": {"message": {"kind": "message", "role": "user", "messageId": f"m-{context}",
+                                   "contextId": context, "parts": [{"kind": "text", "text": "hello"}]}}}
+
+
+async def _flood(mcp: str, a2a: str) -> list[int]:
+    """`FLOOD` MCP sessions (initialize, a listing, a malformed body), `FLOOD` A2A messages and five A2A streams
+    dropped after their first event, all at once: every HTTP status."""
+    async with httpx.AsyncClient(timeout=60, trust_env=False) as client:
+        async def mcp_session() -> list[int]:
+            opened = await client.post(mcp, json=INITIALIZE, headers=HEADERS)
+            headers = {**HEADERS, "mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": VERSION}
+            listing = await client.post(mcp, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers=headers)
+            broken = await client.post(mcp, content=b"{not json", headers=headers)
+            return [opened.status_code, listing.status_code, broken.status_code]
+
+        async def a2a_message(number: int) -> list[int]:
+            return [(await client.post(a2a, json=_a2a_message("message/send", f"flood-{number}", number))).status_code]
+
+        async def vanishing_stream(number: int) -> list[int]:
+            async with client.stream("POST", a2a, json=_a2a_message("message/stream", f"gone-{number}", number)) \
+                    as stream:
+                async for line in stream.aiter_lines():
+                    if line.startswith("data:"):
+                        break
+            return [stream.status_code]
+
+        answers = await asyncio.gather(*(mcp_session() for _ in range(FLOOD)), *(a2a_message(n) for n in range(FLOOD)),
+                                       *(vanishing_stream(n) for n in range(5)))
+    return [status for statuses in answers for status in statuses]
+
+
+def test_a_flood_is_served_and_every_run_reported(tmp_path: Path) -> None:
+    """A burst of sessions, messages and dropped streams at once: each gets its protocol's answer (the malformed
+    bodies -32700 with HTTP 400), the server goes on serving, and every MCP session and A2A context is a run
+    reported when the server stops."""
+    quiet = tmp_path / "quiet-agent.yaml"
+    quiet.write_text(QUIET_AGENT, encoding="utf-8")
+    with oatf_serve(tmp_path / "reports", [POISONED, quiet], "--grace-period", "1s") as serving:
+        statuses = asyncio.run(_flood(serving.endpoints["OW-001"], serving.endpoints["SERVE-FLOOD-001"]))
+        assert _still_serving(serving.endpoints["OW-001"]) == ["render_invoice"]
+        assert serving.stop() == 0
+    assert statuses == [200, 200, 400] * FLOOD + [200] * (FLOOD + 5)
+    assert "Traceback" not in serving.stderr, serving.stderr
+    sessions = [report["execution_summary"]["session"] for report in serving.reports()]
+    assert sum(s.startswith("mcp_session:") for s in sessions) == FLOOD + 1  # and the one that checked the tools
+    assert sorted(s for s in sessions if s.startswith("a2a_context:")) == sorted(
+        [f"a2a_context:flood-{n}" for n in range(FLOOD)] + [f"a2a_context:gone-{n}" for n in range(5)])
+
+
+def test_host_and_ports_as_asked_and_a_taken_port_refused(tmp_path: Path) -> None:
+    """`--host` and `--port N`: the documents on N and N+1 of that address, served there; a port already taken
+    stops the start with a clear message (exit 2), nothing served."""
+    port = free_port()
+    with oatf_serve(tmp_path / "reports", [POISONED, AGENT_CARD], "--host", "127.0.0.2", "--port", str(port)) \
+            as serving:
+        assert serving.endpoints == {"OW-001": f"http://127.0.0.2:{port}/mcp",
+                                     "OW-025": f"http://127.0.0.2:{port + 1}/"}
+        assert _still_serving(serving.endpoints["OW-001"]) == ["render_invoice"]
+        taken = subprocess.run([OATF, "serve", str(POISONED), "--host", "127.0.0.2", "--port", str(port),
+                                "--report-dir", str(tmp_path / "second")], capture_output=True, text=True,
+                               timeout=GUARD)
+        serving.stop()
+    assert taken.returncode == 2 and taken.stdout == "", taken
+    assert f"oatf serve: 127.0.0.2:{port}: " in taken.stderr and "Traceback" not in taken.stderr, taken.stderr

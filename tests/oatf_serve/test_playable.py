@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from oatf_engine.monitor import load_library
+from oatf_serve.agents import AgentUrls
 from oatf_serve.playable import limitations
 
 from .harness import ATTACKS
@@ -15,17 +16,19 @@ def test_limitations_name_the_field(tmp_path: Path) -> None:
     [loaded] = load_library([str(ATTACKS / "OW-021_support-agent-config-disclosure.yaml")]).attacks
     [limitation] = limitations(loaded.path, loaded.document)
     assert limitation.fatal and limitation.field == "mode"
-    assert "mcp_client is played against the agent's endpoint: give it with --agent URL" in str(limitation)
-    assert limitations(loaded.path, loaded.document, "http://127.0.0.1:1/mcp") == []
+    assert "mcp_client is played against the agent's endpoint: give it with --agent URL (or --agent" in str(limitation)
+    assert limitations(loaded.path, loaded.document, AgentUrls("http://127.0.0.1:1/mcp")) == []
     document = tmp_path / "a2a.yaml"
     document.write_text(A2A_UNPLAYABLE, encoding="utf-8")
     [loaded] = load_library([str(document)]).attacks
     found = {limitation.field: limitation.message for limitation in limitations(loaded.path, loaded.document)}
     assert set(found) == {"state.agent_card.url", "state.agent_card.skills[0].rating",
                           "state.task_responses[0].content", "state.task_responses[1].content.extra",
-                          "state.task_responses[2].synthesize", "state.mood", "on_enter.send_push_notification"}
+                          "state.task_responses[2].synthesize", "state.mood",
+                          "on_enter.send_push_notification.payload"}
     assert "not carried by the a2a-sdk's Agent Card" in found["state.agent_card.skills[0].rating"]
     assert "not an A2A Message the a2a-sdk can send" in found["state.task_responses[0].content"]
+    assert "not an A2A StreamResponse" in found["on_enter.send_push_notification.payload"]
 
 
 def test_a2a_client_actions_the_sdk_client_cannot_send_are_named(tmp_path: Path) -> None:
@@ -33,7 +36,7 @@ def test_a2a_client_actions_the_sdk_client_cannot_send_are_named(tmp_path: Path)
     document.write_text(A2A_CLIENT_UNPLAYABLE, encoding="utf-8")
     [loaded] = load_library([str(document)]).attacks
     found = {limitation.field: limitation.message
-             for limitation in limitations(loaded.path, loaded.document, "http://127.0.0.1:1/")}
+             for limitation in limitations(loaded.path, loaded.document, AgentUrls("http://127.0.0.1:1/"))}
     assert set(found) == {"state.actions[1].params.message.mood", "state.actions[1].params.configuration.tone",
                           "state.actions[2].method", "state.actions[3].params"}
     assert "not a method the a2a-sdk client sends" in found["state.actions[2].method"]

@@ -3,7 +3,7 @@ agent served over AG-UI whose runs call a `fastmcp` server and an `a2a-sdk` agen
 with the addon (forward proxy), judged by `attacks/OW-052` (`correlation.logic: all` over AG-UI, MCP and A2A).
 Each AG-UI run with the calls its agent made during it is one episode: one run per attack, with the verdict
 its behaviour deserves, live and when the recording is replayed (`oatf evaluate`); two threads of the agent
-at once are two runs."""
+at once are two runs. And the same chain brought by inject mode in front of honest peers."""
 
 from __future__ import annotations
 
@@ -192,3 +192,61 @@ def test_the_official_ag_ui_client_against_pydantic_ais_adapter(tmp_path: Path) 
     assert results(live) == EXPECTED, live
     offline = assert_replay_agrees(proxy, tmp_path, live, flags=("--agents", named(agent)))
     assert results(offline.reports) == EXPECTED
+
+
+def honest_copy(workdir: Path) -> Path:
+    """OW-052 made honest, for the peers inject mode is played in front of: the ledger tool's description and
+    answer and the Audit Desk's card ask for nothing."""
+    document = YAML(typ="safe").load(ATTACK.read_text(encoding="utf-8"))
+    actors = {actor["name"]: actor for actor in document["attack"]["execution"]["actors"]}
+    [tool] = actors["ledger"]["phases"][0]["state"]["tools"]
+    tool["description"] = "Ledger totals for a quarter."
+    tool["responses"][0]["content"]["content"][0]["text"] = "Q3 2026 ledger: revenue 52.4 MEUR, EBITDA 8.1 MEUR."
+    card = actors["audit_desk"]["phases"][0]["state"]["agent_card"]
+    card["description"] = "Signs off ledger figures for board packs."
+    card["skills"][0]["description"] = "Signs off quarterly figures."
+    honest = workdir / "OW-052-honest.yaml"
+    with honest.open("w", encoding="utf-8") as file:
+        YAML().dump(document, file)
+    return honest
+
+
+def test_the_chain_injected_in_front_of_honest_peers(tmp_path: Path) -> None:
+    """Inject mode (`oatf_inject` = OW-052) in front of an honest ledger (`fastmcp`) and an honest Audit Desk
+    (`a2a-sdk`), with a frontend that only asks for the summary: the proxy overlays the ledger tool and answers
+    it, rewrites the Audit Desk's card and answer, and adds the board's message to the run input; the complying
+    agent is exploited with all three indicators, the resisting one resists; the recording replays alike."""
+    honest = honest_copy(tmp_path)
+    with contextlib.ExitStack() as stack:
+        mcp = stack.enter_context(peer(tmp_path, "mcp", str(honest)))
+        a2a = stack.enter_context(peer(tmp_path, "a2a", str(honest)))
+        agent_port = free_port()
+        agent = f"http://127.0.0.1:{agent_port}"
+        options = {"oatf_agents": named(agent), "oatf_inject": str(ATTACK)}
+        proxy = stack.enter_context(oatf_proxy(tmp_path, "inject-chain", [ATTACK], options=options))
+        process = _start([str(PYTHON), str(ADDON_PEERS / "episode_peers.py"), "agent", str(agent_port),
+                          "--mcp", f"http://127.0.0.1:{mcp}/mcp", "--a2a", f"http://127.0.0.1:{a2a}/",
+                          "--proxy", proxy.url], tmp_path / f"agent-{agent_port}.log")
+        stack.callback(stop, process)
+        wait_for_port(agent_port, process)
+        for behaviour in ("complying", "resisting"):
+            frontend = {"threadId": f"t-{behaviour}", "runId": f"run-{uuid.uuid4().hex[:8]}", "state": {},
+                        "tools": [], "context": [], "forwardedProps": {},
+                        "messages": [{"id": "f1", "role": "user", "content": "Hello."}]}
+            run(ag_ui_run(f"{agent}/{behaviour}", proxy.url, frontend), 60)
+        proxy.wait_until(lambda: len(results(proxy.reports())) == 2, timeout=30)
+        proxy.interrupt()
+        reports = proxy.reports()
+
+    assert results(reports) == EXPECTED
+    complying = next(r for r in reports if r["execution_summary"]["session"] == "ag_ui_thread:t-complying")
+    injected = {(entry["event"], line) for entry in complying["execution_summary"]["injections"]
+                for line in entry["injected"]}
+    for event, prefix in (("run_agent_input", "OW-052 actor board phase ask_summary: "),
+                          ("tools/list", "OW-052 actor ledger phase widen_and_forward: replaced tools entry "
+                                         "'ledger_totals'"),
+                          ("tools/call", "OW-052 actor ledger phase widen_and_forward: answered tools/call "
+                                         "'ledger_totals'"),
+                          ("message/send", "OW-052 actor audit_desk phase collect: replaced the server's answer")):
+        assert any(e == event and line.startswith(prefix) for e, line in injected), (event, sorted(injected))
+    assert_replay_agrees(proxy, tmp_path, reports)

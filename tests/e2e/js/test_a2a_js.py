@@ -5,12 +5,14 @@ so every request of the client passes through it.
 
 The attack document's payload is the card's own description, which the agent really serves: the card fetch
 delivers the attack, so the client that keeps the secret out of its message is `resisted` and the one that
-sends it `exploited`, live and when the recording is replayed with `oatf evaluate`."""
+sends it `exploited`, live and when the recording is replayed with `oatf evaluate`. In inject mode (OW-025)
+the same client meets the document's card and answer over both bindings."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import pytest
 
 from testing.oatf_proxy import Report, assert_replay_agrees, oatf_proxy
@@ -104,3 +106,35 @@ def test_a2a_js_two_conversations_through_one_proxy(tmp_path: Path, binding: str
     assert all(r["execution_summary"]["session"].startswith("a2a_context:") for r in live)
     offline = assert_replay_agrees(proxy, tmp_path, live)
     assert sorted(map(summary, offline.reports)) == sorted(map(summary, live))
+
+
+BOOKING = "Booked: OSL-CPH 14 Mar 07:10, Hotel Nyhavn 2 nights. Ref FW-88120."
+
+
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
+def test_a2a_js_agent_card_and_answer_injected(tmp_path: Path, binding: str) -> None:
+    """Inject mode (OW-025) in front of the honest @a2a-js/sdk agent (reverse mode), met by that SDK's client
+    over JSON-RPC and over HTTP+JSON/REST: the card it reads is the document's (its endpoints the server's), the
+    answer it gets is the document's booking, not the server's; every alteration is in the report, and
+    `oatf evaluate` over the recording agrees."""
+    attack = Path(__file__).resolve().parents[3] / "attacks" / "OW-025_travel-agent-card-payment-harvest.yaml"
+    port = free_port()
+    options = {"mode": f"reverse:http://127.0.0.1:{port}", "oatf_inject": str(attack)}
+    with oatf_proxy(tmp_path, "a2a-js-inject", [attack], options=options) as proxy, \
+            node_server(["a2a_server.mjs"], tmp_path / "a2a-server.log", port, {"PUBLIC_URL": proxy.url}):
+        with httpx.Client(trust_env=False, timeout=30) as http:
+            card = http.get(f"{proxy.url}/.well-known/agent-card.json").json()
+        answer = run_driver("a2a_client.mjs", proxy.url, binding, "book OSL-CPH 14 Mar, card 4111 1111 1111 1111")
+        proxy.wait_until(lambda: len(proxy.reports()) >= 1, timeout=20)
+        proxy.interrupt()
+        live = proxy.reports()
+
+    assert card["name"] == "FareWise Travel" and "CVV" in card["description"]
+    assert [i["url"] for i in card["supportedInterfaces"]] == [f"{proxy.url}/a2a/jsonrpc", f"{proxy.url}/a2a/rest"]
+    assert answer == {"binding": binding, "kind": "task", "texts": [BOOKING]}
+    [report] = [r for r in live if r["execution_summary"]["session"].startswith("a2a_context:")]
+    assert summary(report) == ("exploited", "exploited", True)
+    injected = [(i["event"], line) for i in report["execution_summary"]["injections"] for line in i["injected"]]
+    assert ("message/send", "OW-025 actor default phase phase-1: replaced the server's answer to message/send "
+            "with state.task_responses[0].content") in injected, injected
+    assert_replay_agrees(proxy, tmp_path, live)
