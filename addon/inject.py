@@ -63,12 +63,11 @@ from .inject_a2a import A2aInject
 from .inject_ag_ui import AgUiInject
 from .inject_players import Played, answers, json_message, new_players
 from .inject_push import push
+from .inject_tags import METADATA_KEY, tagged
 from .sse_frames import EventRewriter, event_data, json_bytes, sse_event, with_data
 
 log = logging.getLogger("oatf.inject")
 
-METADATA_KEY = "oatf_injected"
-"""`flow.metadata` key of what was injected into a flow (a list of lines)."""
 MAX_SESSIONS = 10_000
 """MCP sessions played at once; the least recently active is forgotten beyond."""
 MAX_NOTED_FLOWS = 10_000
@@ -495,16 +494,6 @@ class Inject:
     def failed(self, place: str, flow: http.HTTPFlow, exc: Exception) -> None:
         if self.once.first(place, type(exc).__name__):
             log.error("oatf inject: %s failed on flow %s (logged once per kind): %s", place, flow.id, describe(exc))
-
-
-def tagged(event: ObservedEvent, noted: Any) -> ObservedEvent:
-    """`event` carrying what was injected into its flow (`noted`: the flow's `oatf_injected` metadata entry,
-    live or recorded) when it is the message altered: named `method`, sent by `sender` (the server unless
-    said: an AG-UI run input is the client's)."""
-    if (isinstance(noted, Mapping) and event.sender == noted.get("sender", "server")
-            and event.event_type == noted.get("method")):
-        return dataclasses.replace(event, injected=tuple(map(str, noted.get("injected") or ())))
-    return event
 
 
 def inject_paths() -> list[str]:

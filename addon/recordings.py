@@ -16,8 +16,8 @@ from typing import Any
 from mitmproxy.exceptions import FlowReadException
 
 from addon.flow_file import AnyHTTPFlow, client_address, read_flow_file
-from addon.inject import METADATA_KEY as INJECTED
-from addon.inject import tagged
+from addon.inject_tags import METADATA_KEY as INJECTED
+from addon.inject_tags import tagged
 from oatf_engine.engine_config import EngineConfig, engine_config
 from oatf_engine.events import ObservedEvent
 from oatf_engine.monitor import load_library
@@ -166,7 +166,7 @@ def decode_flows(decoder: WireDecoder, flows: Iterable[AnyHTTPFlow],
     Streamed bodies are in a flow file when recorded through the tap (`-s addon/oatf_addon.py -w …`), whole
     with `store_streamed_bodies`; a stream that ended early holds the bytes forwarded (`MitmTap`).
     `flows` are mitmproxy's or `addon.flow_file`'s views of them; steps at the same time keep flow order. A flow
-    inject mode altered carries what it injected on its answer, as live (`addon.inject.tagged`). `decoded`,
+    inject mode altered carries what it injected on its answer, as live (`addon.inject_tags.tagged`). `decoded`,
     when given, is told how many flows are through (their last step fed) every `UPDATE_EVERY` flows."""
     steps: list[_Step] = []
     injected: dict[str, Any] = {}

@@ -32,8 +32,10 @@ started right after, and prints its µs per message and the ratio.
 
 Then, per library size: the memory of a session (tracemalloc: the monitor's growth over `--memory-sessions`
 concurrent honest MCP sessions, each after initialize, tools/list and one tools/call, divided by their
-number) with the prefilter and on the exact path, and the load time: parsing and normalizing the documents
-(`oatf.parse`, `oatf.normalize`, each `AttackPlan`) and building the monitor (the prefilter's RE2 filters).
+number) with the prefilter and on the exact path, and the load time (CPU, no cyclic collector, as `oatf evaluate`
+loads): the documents written to a directory and loaded as `oatf evaluate` and the addon load them (`load_library`:
+read, parsed, validated, strictly checked, normalized, each `AttackPlan`), then building the monitor (the
+prefilter's RE2 filters).
 `--profile N` prints the N costliest functions (own time) of the largest library on `mcp-loop`, in a run of
 its own (not the one timed).
 """
@@ -49,6 +51,7 @@ import pstats
 import re
 import subprocess
 import sys
+import tempfile
 import time
 import tracemalloc
 from collections import Counter
@@ -62,10 +65,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_replay import library_flows, mcp_loop_flows  # noqa: E402
 
-import oatf  # noqa: E402
 from addon.recordings import decode_flows  # noqa: E402
 from oatf_engine.events import ObservedEvent  # noqa: E402
-from oatf_engine.monitor import LoadedAttack, Monitor, MonitorOptions, RunConcluded  # noqa: E402
+from oatf_engine.monitor import LoadedAttack, Monitor, MonitorOptions, RunConcluded, load_library  # noqa: E402
 from oatf_engine.monitor.library import document_files  # noqa: E402
 from oatf_engine.replay import collector_paused, place_events  # noqa: E402
 from oatf_engine.wire import WireDecoder  # noqa: E402
@@ -74,20 +76,32 @@ ATTACKS = ROOT / "attacks"
 _ID = re.compile(r"\bOW-(\d{3})\b")
 
 
-def library_of(size: int) -> list[LoadedAttack]:
-    """`size` documents: re-identified copies of `attacks/` (see the module docstring), parsed and
-    normalized one by one."""
+def write_library(size: int, directory: Path) -> None:
+    """`size` documents written to `directory`: re-identified copies of `attacks/` (see the module docstring)."""
     files, _ = document_files([str(ATTACKS)])
     texts = [(path, path.read_text()) for path in files]
-    attacks: list[LoadedAttack] = []
     for n in range(size):
         path, text = texts[n % len(texts)]
         copy = n // len(texts)
         if copy:
             text = _ID.sub(lambda m, c=copy: f"OW-{m.group(1)}{c}", text)
-        document = oatf.normalize(oatf.parse(text))
-        attacks.append(LoadedAttack(f"{path}#{copy}", document, ()))
-    return attacks
+        (directory / f"{n:05d}-{path.name}").write_text(text)
+
+
+def library_of(size: int) -> tuple[list[LoadedAttack], float]:
+    """`size` documents (`write_library`) loaded as `oatf evaluate` and the addon load them (`load_library`:
+    read, parsed, validated, strictly checked, normalized and planned), and the CPU seconds that took."""
+    if not size:
+        return [], 0.0  # a directory without documents is a load problem
+    with tempfile.TemporaryDirectory() as directory:
+        write_library(size, Path(directory))
+        with collector_paused():
+            started = time.process_time()
+            library = load_library([directory])
+            loaded = time.process_time() - started
+    if library.problems:
+        raise SystemExit(f"the library of {size} documents does not load: {library.problems[0]}")
+    return list(library.attacks), loaded
 
 
 def decoded(flows: list[Any]) -> list[ObservedEvent]:
@@ -164,11 +178,11 @@ def measure(args: argparse.Namespace, sizes: list[int], exact: bool) -> dict[str
     results: dict[str, Any] = {"load": {}, "memory": {}, "cost": {}}
     libraries = {}
     for size in sizes:
-        started = time.process_time()
-        libraries[size] = library_of(size)
-        parsed = time.process_time()
-        Monitor(libraries[size])
-        results["load"][size] = (parsed - started, time.process_time() - parsed)
+        libraries[size], loaded = library_of(size)
+        with collector_paused():
+            started = time.process_time()
+            Monitor(libraries[size])
+            results["load"][size] = (loaded, time.process_time() - started)
     for name, events in recordings(args).items():
         results["cost"][name] = {"messages": len(events), "protocols": Counter(e.protocol for e in events)}
         for size in sizes:
@@ -238,7 +252,7 @@ def main() -> None:
             same = "" if verdicts == exact_verdicts else f"  DIFFERENT on the exact path: {dict(exact_verdicts)}"
             print(f"{line}  {dict(sorted(verdicts.items()))}{same}")
     print(f"\nper session (tracemalloc, {args.memory_sessions} concurrent honest MCP sessions) and load time (CPU s)")
-    header = f"  {'documents':>9} {'KB/session':>10} {'exact':>8} {'parse+plan':>10} {'monitor':>8}"
+    header = f"  {'documents':>9} {'KB/session':>10} {'exact':>8} {'load':>10} {'monitor':>8}"
     if other is not None:
         header += f" {Path(args.against).name + ' KB':>10} {'its load':>8}"
     print(header)

@@ -6,18 +6,23 @@ over a long stream of traffic.
 
 1. Memory per idle run (target <= 50 KB): `--runs` runs of the library attack whose runs are the largest,
    each opened by one synthetic `ObservedEvent` in its own session (one per protocol the attack's actors
-   speak); tracemalloc's traced memory after minus before, divided by the runs created (`Monitor.live_runs`:
-   an idle run of an attack that may wait on paper is a bit of its session's cohort). The same with
+   speak: an MCP `tools/call`, an A2A `message/send`, an AG-UI `RunAgentInput` — not set-up traffic such as
+   `tools/list`, which waits parked and opens no run); tracemalloc's traced memory after minus before, divided
+   by the runs created (`Monitor.live_runs`: an idle run of an attack that may wait on paper is a bit of its
+   session's cohort). An attack none of whose runs opened stops the benchmark. The same with
    `--per-attack` runs of every library attack (median and largest), and per idle session with the whole
    library loaded (every attack of the session's protocol opens a run).
 2. Memory over traffic (target: flat): `--messages` messages from the library's recorded sessions
    (`testing/sessions.py`: the complying and resisting agent of every attack, as the decoders emit
    them) fed in a loop to one monitor with the whole library, spread over a bounded number (`--sessions`) of
-   session ids and client addresses, one message every `--interval` seconds of event time, runs concluded
+   session ids and client addresses, one message every `--interval` seconds of event time, the clock moved
+   (`Monitor.tick`) every `addon.watermark.TICK_SECONDS` of event time as the live addon moves it (without it
+   a keyless request left unanswered holds the clock, and no run concludes), runs concluded
    `--max-run-lifetime` seconds after they start (and opened again by the slot's next message), so runs are
    created and concluded all along. Every `--every` messages: live runs, runs concluded so far, tracemalloc's
-   traced memory and the process RSS. After the first interval (warm-up: the bounded set of runs is created)
-   both must stay flat. Also the average size of a run's report (JSON), what keeping every report costs.
+   traced memory and the process RSS. After one run lifetime (warm-up: the bounded set of runs is created, and
+   the first runs conclude) both must stay flat. Also the average size of a run's report (JSON), what keeping
+   every report costs.
 """
 
 from __future__ import annotations
@@ -40,14 +45,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import oatf  # noqa: E402
+from addon.watermark import TICK_SECONDS  # noqa: E402
 from oatf_engine.events import Endpoint, ObservedEvent  # noqa: E402
 from oatf_engine.monitor import Monitor, MonitorOptions, RunConcluded, load_library  # noqa: E402
 from oatf_engine.monitor.library import LoadedAttack  # noqa: E402
 from testing import sessions  # noqa: E402
 
 KEYS = {"mcp": "mcp_session", "a2a": "a2a_context", "ag_ui": "ag_ui_thread"}
-OPENING = {  # a benign first message of each protocol, from the agent
-    "mcp": ("tools/list", {}),
+OPENING = {  # a benign first message of each protocol, from the agent, that opens its session's runs at once
+    "mcp": ("tools/call", {"name": "add", "arguments": {"a": 1, "b": 2}}),  # not set-up: `tools/list` waits, parked
     "a2a": ("message/send", {"message": {"role": "user", "messageId": "m1", "parts": [{"kind": "text",
                                                                                           "text": "hello"}]}}),
     "ag_ui": ("run_agent_input", {"threadId": "t", "runId": "r", "messages": [], "tools": [], "context": []}),
@@ -75,7 +81,8 @@ def protocols(loaded: LoadedAttack) -> list[str]:
 
 
 def idle_runs(attacks: list[LoadedAttack], sessions_count: int) -> tuple[float, int]:
-    """Traced bytes per run after opening `sessions_count` sessions (one message per protocol), and the runs."""
+    """Traced bytes per run after opening `sessions_count` sessions (one message per protocol), and the runs
+    (0: none opened, and the bytes mean nothing)."""
     wanted = sorted({p for a in attacks for p in protocols(a)})
     options = MonitorOptions(max_runs=10**9)
     gc.collect()
@@ -92,7 +99,7 @@ def idle_runs(attacks: list[LoadedAttack], sessions_count: int) -> tuple[float, 
     after = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
     runs = monitor.live_runs - base_runs
-    return (after - before) / max(runs, 1), runs
+    return ((after - before) / runs if runs else 0.0), runs
 
 
 def library_events() -> list[list[ObservedEvent]]:
@@ -108,14 +115,16 @@ def library_events() -> list[list[ObservedEvent]]:
 
 def traffic(streams: list[list[ObservedEvent]], slots: int, interval: float) -> Iterator[ObservedEvent]:
     """The recorded sessions again and again, session n in slot n % `slots` (its session ids and client
-    address are the slot's), one message every `interval` seconds."""
+    address are the slot's), one message every `interval` seconds; each pass's flows have ids of their own (a
+    request and its answer keep sharing theirs: an answer is what places a keyless request)."""
     n = 0
     for k in itertools.count():
         for i, stream in enumerate(streams):
             slot = (k * len(streams) + i) % slots
             for event in stream:
                 keys = dict.fromkeys(event.session_keys, f"slot-{slot}")
-                yield dataclasses.replace(event, flow_id=f"flow-{n}", seq=n, timestamp=1_000_000.0 + n * interval,
+                yield dataclasses.replace(event, flow_id=f"{event.flow_id}~{k}.{i}", seq=n,
+                                          timestamp=1_000_000.0 + n * interval,
                                           client=f"10.2.{slot >> 8 & 255}.{slot & 255}:41000", session_keys=keys)
                 n += 1
 
@@ -134,8 +143,13 @@ def flat_over_traffic(attacks: list[LoadedAttack], messages: int, slots: int, in
     start = time.process_time()
     print(f"  {'messages':>9} {'live runs':>9} {'concluded':>9} {'traced MB':>9} {'RSS MB':>8} {'CPU s':>7}")
     sample: list[dict] = []  # the first reports (kept from early on, so the figures after warm-up stay comparable)
+    next_tick = 0.0
     for n, event in enumerate(traffic(streams, slots, interval), 1):
-        reports = [o.report for o in monitor.observe(event) if isinstance(o, RunConcluded)]
+        outputs = monitor.observe(event)
+        if event.timestamp >= next_tick:  # the clock moves as the live addon moves it (a held event stops it)
+            outputs += monitor.tick(event.timestamp)
+            next_tick = event.timestamp + TICK_SECONDS
+        reports = [o.report for o in outputs if isinstance(o, RunConcluded)]
         concluded += len(reports)
         if reports and len(sample) < 200:
             sample += reports[:200 - len(sample)]
@@ -153,8 +167,9 @@ def flat_over_traffic(attacks: list[LoadedAttack], messages: int, slots: int, in
         copies = copy.deepcopy(sample)
         in_memory = (tracemalloc.get_traced_memory()[0] - before) / len(copies)
     tracemalloc.stop()
-    if len(rows) >= 3:
-        (n1, traced1, rss1), (n2, traced2, rss2) = rows[1], rows[-1]
+    warm = [row for row in rows if row[0] * interval >= lifetime]  # after one run lifetime: runs conclude
+    if len(warm) >= 2:
+        (n1, traced1, rss1), (n2, traced2, rss2) = warm[0], warm[-1]
         per = (n2 - n1) / 1000
         print(f"  from {n1:,} to {n2:,} messages: traced {(traced2 - traced1) / 1e3:+,.0f} KB "
               f"({(traced2 - traced1) / per:+,.0f} B per 1,000 messages), RSS {(rss2 - rss1) / 1e6:+.1f} MB "
@@ -180,10 +195,15 @@ def main() -> None:
     attacks = list(library.attacks)
 
     print(f"1. memory per idle run (traced by tracemalloc; target <= 50 KB), {len(attacks)} library attacks:")
-    per_attack = {a.key: idle_runs([a], args.per_attack)[0] for a in attacks}
+    measured = {a.key: idle_runs([a], args.per_attack) for a in attacks}
+    per_attack = {key: per_run for key, (per_run, runs) in measured.items() if runs}
+    if len(per_attack) < len(measured):
+        sys.exit(f"no run opened for {sorted(measured.keys() - per_attack.keys())}: the figures would mean nothing")
     largest = max(per_attack, key=per_attack.__getitem__)
-    print(f"  {args.per_attack:,} runs of each attack: median {statistics.median(per_attack.values()) / 1e3:.1f} "
-          f"KB/run, largest {per_attack[largest] / 1e3:.1f} KB/run ({largest})")
+    counts = sorted(runs for _, runs in measured.values())
+    print(f"  {args.per_attack:,} sessions per attack ({counts[0]:,}-{counts[-1]:,} runs each): median "
+          f"{statistics.median(per_attack.values()) / 1e3:.1f} KB/run, largest {per_attack[largest] / 1e3:.1f} KB/run "
+          f"({largest})")
     worst = next(a for a in attacks if a.key == largest)
     per_run, runs = idle_runs([worst], -(-args.runs // len(protocols(worst))))  # one run per protocol session
     print(f"  {runs:,} runs of {largest}: {per_run / 1e3:.1f} KB/run")

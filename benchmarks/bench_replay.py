@@ -23,6 +23,7 @@ unless said otherwise:
   `replay`: `Monitor.observe` per event, a final tick past the grace period, `shutdown`), and the monitor
   with an empty library (the per-event floor);
 - for `library`, the verdicts per copy, which must be the same for every copy (the copies did not merge).
+Also the start-up: the CPU a fresh interpreter spends importing `addon.recordings` (next to one importing nothing).
 `--profile N` prints the N most expensive functions of the monitor stage (cProfile, by own time).
 """
 
@@ -34,6 +35,7 @@ import dataclasses
 import io
 import pstats
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -192,6 +194,21 @@ def measure(label: str, path: Path, library_size: int, repeats: int, workers: in
         print(out.getvalue())
 
 
+def start_up() -> None:
+    """CPU seconds a fresh interpreter spends importing the replay reader (`addon.recordings`, what `oatf
+    evaluate` imports before it reads anything), next to an interpreter that imports nothing (least of three)."""
+
+    def child_cpu(code: str) -> float:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+    reader, empty = (min(child_cpu(code) for _ in range(3)) for code in ("import addon.recordings", "pass"))
+    print(f"start-up: importing addon.recordings in a fresh interpreter {reader:.2f} s of CPU (an empty "
+          f"interpreter: {empty:.2f} s)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workload", choices=("library", "mcp-loop", "both"), default="both")
@@ -207,6 +224,7 @@ def main() -> None:
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
     library = load_library([ATTACKS])
     print(f"library: {len(library.attacks)} attacks, {len(library.problems)} problem(s)")
+    start_up()
     workloads = {
         "library": (lambda: library_flows(args.repeats, args.stagger), args.repeats,
                     f"{args.repeats} copies of the library's recorded sessions (complying and resisting agent of "

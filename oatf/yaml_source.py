@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,11 @@ from ruamel.yaml.reader import ReaderError
 
 from .errors import OATFParseError, ParseError, ParseErrorKind, echo
 
+try:  # as ruamel.yaml itself finds its C parser (`ruamel.yaml.main`)
+    from _ruamel_yaml import CParser  # type: ignore[import-not-found]  # C extension without stubs
+except ImportError:  # pragma: no cover - ruamel.yaml.clib is a dependency
+    CParser = None
+
 MAX_DOCUMENT_BYTES = 10 * 1024 * 1024
 """Largest accepted document (10 MiB): larger input is rejected before parsing."""
 MAX_NESTING_DEPTH = 256
@@ -51,7 +57,10 @@ _CORE_TAGS = {
     "tag:yaml.org,2002:seq", "!",
 }
 _NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
-_BOOL = {"true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
+_WORDS = {"": None, "~": None, "null": None, "Null": None, "NULL": None,
+          "true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
+"""The core schema's null and bool forms, as written."""
+_WORD_STARTS = frozenset("~nNtTfF")
 _INT10 = re.compile(r"^[-+]?[0-9]+$")
 _INT8 = re.compile(r"^0o[0-7]+$")
 _INT16 = re.compile(r"^0x[0-9a-fA-F]+$")
@@ -86,10 +95,12 @@ def resolve_plain_scalar(text: str) -> Any:
     """YAML 1.2 core schema resolution of an untagged plain scalar."""
     if text and text[0] not in _NON_STRING_STARTS:
         return text
+    if text in _WORDS:
+        return _WORDS[text]
+    if text[0] in _WORD_STARTS and text[-1] != "\n":  # no number starts so; `_NULL` matches "null\n" too
+        return text
     if _NULL.match(text):
         return None
-    if text in _BOOL:
-        return _BOOL[text]
     if _INT10.match(text):
         return _integer(text, 10)
     if _INT8.match(text):
@@ -138,12 +149,14 @@ def _tagged_scalar(tag: str, text: str) -> Any:
 
 
 class _Frame:
-    __slots__ = ("anchor", "container", "key", "path", "start_count")
+    __slots__ = ("anchor", "container", "key", "key_path", "path", "start_count")
 
     def __init__(self, container: Any, path: str, anchor: str | None, start_count: int):
         self.container = container
         self.path = path
         self.key: Any = _NO_KEY
+        self.key_path = ""
+        """The dot-path of the value of `key` (a mapping's), once its key is placed."""
         self.anchor = anchor
         self.start_count = start_count
 
@@ -246,8 +259,25 @@ def syntax_message(exc: MarkedYAMLError, text: str) -> str:
     return problem
 
 
+def _events(text: str) -> Iterator[Any]:
+    """The parsing events of `text`: from ruamel.yaml's C parser itself when it is installed (what
+    `YAML(typ="safe").parse` uses then, without building a loader class and scanning for plug-ins per
+    document: a third of the parsing time), else from `YAML(typ="safe", pure=True).parse`."""
+    if CParser is None:
+        yield from YAML(typ="safe", pure=True).parse(text)
+        return
+    parser = CParser(text)
+    try:
+        get = parser.get_event
+        while (event := get()) is not None:
+            yield event
+    finally:
+        parser.dispose()
+
+
 def _compose(text: str) -> YamlSource:
-    source = YamlSource(value=None)
+    positions: dict[str, tuple[int, int]] = {}
+    source = YamlSource(value=None, positions=positions)
     documents = 0
     stack: list[_Frame] = []
     anchors: dict[str, tuple[Any, int]] = {}
@@ -260,39 +290,41 @@ def _compose(text: str) -> YamlSource:
         nonlocal root, have_root
         if not stack:
             root, have_root = value, True
-            source.positions[""] = (line, column)
+            positions[""] = (line, column)
             return
         frame = stack[-1]
-        if type(frame.container) is list:
-            path = child_path(frame.path, len(frame.container))
-            frame.container.append(value)
-            source.positions[path] = (line, column)
+        container = frame.container
+        if type(container) is list:
+            positions[f"{frame.path}[{len(container)}]"] = (line, column)
+            container.append(value)
         elif frame.key is _NO_KEY:
-            if not isinstance(value, str | int | float | bool) and value is not None:
+            if type(value) is str:
+                key = value
+            elif isinstance(value, int | float) or value is None:  # bool is an int
+                key = _scalar_key(value)
+            else:
                 raise _error("mapping keys must be scalars", line, column)
-            key = value if isinstance(value, str) else _scalar_key(value)
+            path = f"{frame.path}.{key}" if frame.path else key
             if key == "<<":
-                source.yaml_features.append((child_path(frame.path, key), "merge key `<<`"))
-            if key in frame.container:
+                source.yaml_features.append((path, "merge key `<<`"))
+            if key in container:
                 raise _error(f"duplicate key {echo(key)}", line, column)
-            frame.key = key
-            source.positions[child_path(frame.path, key)] = (line, column)
-            source.key_positions[child_path(frame.path, key)] = (line, column)
+            frame.key, frame.key_path = key, path
+            positions[path] = source.key_positions[path] = (line, column)
         else:
             if size == 1:  # a scalar value is located where it is written; a collection, at its key
-                source.positions[child_path(frame.path, frame.key)] = (line, column)
-            frame.container[frame.key] = value
+                positions[frame.key_path] = (line, column)
+            container[frame.key] = value
             frame.key = _NO_KEY
         if anchor is not None:
             anchors[anchor] = (value, size)
 
-    parser = YAML(typ="safe")
-    for event in parser.parse(text):
+    for event in _events(text):
         kind = type(event)
         if kind is ScalarEvent:
             mark = event.start_mark
             line, column = mark.line + 1, mark.column + 1
-            anchor, tag = event.anchor, event.tag
+            anchor, tag = event.anchor, _tag(event)
             if anchor is not None or tag is not None:
                 _record_features(source, _current_path(stack), anchor, tag)
             try:
@@ -307,7 +339,7 @@ def _compose(text: str) -> YamlSource:
             place(value, line, column, anchor, 1)
         elif kind is MappingEndEvent or kind is SequenceEndEvent:
             frame = stack.pop()
-            line, column = source.positions[frame.path]
+            line, column = positions[frame.path]
             place(frame.container, line, column, frame.anchor, expanded - frame.start_count + 1)
             continue
         elif kind is MappingStartEvent or kind is SequenceStartEvent:
@@ -318,12 +350,12 @@ def _compose(text: str) -> YamlSource:
             if stack and stack[-1].key is _NO_KEY and type(stack[-1].container) is dict:
                 raise _error("mapping keys must be scalars", line, column)
             path_here = _current_path(stack)
-            anchor, tag = event.anchor, event.tag
+            anchor, tag = event.anchor, _tag(event)
             if anchor is not None or tag is not None:
                 _record_features(source, path_here, anchor, tag)
             # A collection's position is recorded now (unless its key already located it); it is placed in
             # its parent when it ends.
-            source.positions.setdefault(path_here, (line, column))
+            positions.setdefault(path_here, (line, column))
             stack.append(_Frame({} if kind is MappingStartEvent else [], path_here, anchor, expanded + 1))
         elif kind is AliasEvent:
             mark = event.start_mark
@@ -355,6 +387,13 @@ def _compose(text: str) -> YamlSource:
         raise _error("document is empty")
     source.value = root
     return source
+
+
+def _tag(event: Any) -> str | None:
+    """A scalar's or collection's tag: `event.tag` (a property that calls `str` on every event, tagged or not:
+    a twentieth of parsing), read from the attribute behind it."""
+    tag = event.ctag
+    return None if tag is None else str(tag)
 
 
 def _record_features(source: YamlSource, path: str, anchor: str | None, tag: str | None) -> None:

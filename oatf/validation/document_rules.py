@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from enum import EnumType
 
 from ..durations import parse_duration
 from ..errors import OATFParseError, did_you_mean, echo
@@ -96,8 +97,10 @@ def v005_enum_value(value: object, allowed: Iterable[str], name: str = "") -> It
     """V-005 (§11.1.5): a closed-enumeration field holds one of its values (`name` introduces the value in the
     message; the closest member is suggested). Parse keeps a value that is no member of its enum as a plain
     string, which is not `allowed`."""
+    if value is None or (isinstance(allowed, EnumType) and isinstance(value, allowed)):  # a member, as parsed
+        return
     members = tuple(allowed)
-    if value is not None and value not in members:
+    if value not in members:
         prefix = f"{name} " if name else ""
         yield Issue("V-005", "", f"{prefix}{echo(value)} is not one of: {', '.join(members)}"
                     f"{did_you_mean(value, members)}")

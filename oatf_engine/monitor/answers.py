@@ -23,6 +23,12 @@ flow) with the same JSON-RPC id — a JSON-RPC response, an A2A REST answer, the
 id in another flow of the session (the legacy HTTP+SSE transport answers a POST on the GET stream; the agent
 answers a server's request in a POST of its own). A server's notification in the exchange (progress, a log
 line) answers nothing: the result is still to come.
+
+An answer in another flow may be placed before its request: the session resolver holds a keyless POST of
+the legacy transport until its own exchange answers (`sessions` rule 1), while the answer on the GET stream
+is placed at once. So a JSON-RPC response that answers no followed request is remembered (its requester, id
+and time; the latest `limit`), and a request of that side and id sent no later than it is answered already:
+it is not followed (else it would hold its run `MAX_ANSWER_WAIT` for an answer that came).
 """
 
 from __future__ import annotations
@@ -54,30 +60,46 @@ class Unanswered[V]:
     At most `limit`; with `forget_stale`, the requests that waited `MAX_ANSWER_WAIT` already (they hold nothing
     any more: an answer that never came) are forgotten to make room; beyond that a request is not followed."""
 
-    __slots__ = ("calls", "forget_stale", "limit")
+    __slots__ = ("calls", "early", "forget_stale", "limit")
 
     def __init__(self, limit: int, forget_stale: bool = False) -> None:
         self.limit = limit
         self.forget_stale = forget_stale
         self.calls: dict[Call, tuple[float, V]] = {}
+        self.early: dict[tuple[str, str | int], float] = {}
+        """JSON-RPC answers placed before their request (see the module docstring), by (requester, id): when
+        each was sent."""
 
     def answered(self, event: ObservedEvent) -> bool:
         """Forget the request `event` answers, if it is followed; True when there was one."""
-        if not self.calls or not _may_answer(event):
+        if not _may_answer(event):
             return False
         requester = "client" if event.sender == "server" else "server"
         calls = self.calls
-        if calls.pop((event.flow_id, requester, event.jsonrpc_id), None) is not None:
+        if calls and calls.pop((event.flow_id, requester, event.jsonrpc_id), None) is not None:
             return True
         if event.jsonrpc_id is None:
             return False
         other = next((call for call in calls if call[1] == requester and call[2] == event.jsonrpc_id), None)
-        return other is not None and calls.pop(other, None) is not None
+        if other is not None and calls.pop(other, None) is not None:
+            return True
+        early = self.early
+        early.pop((requester, event.jsonrpc_id), None)
+        early[requester, event.jsonrpc_id] = event.timestamp
+        if len(early) > self.limit:
+            del early[next(iter(early))]
+        return False
 
     def admit(self, event: ObservedEvent, value: V) -> None:
         """Follow `event` if it is a request waiting for its answer (see the module docstring)."""
         if not awaits_answer(event):
             return
+        if event.jsonrpc_id is not None:
+            answered_at = self.early.pop((event.sender, event.jsonrpc_id), None)
+            if answered_at is not None:
+                if answered_at >= event.timestamp:
+                    return
+                self.early[event.sender, event.jsonrpc_id] = answered_at  # an answer to an earlier request
         call = (event.flow_id, event.sender, event.jsonrpc_id)
         calls = self.calls
         if call in calls:

@@ -230,6 +230,7 @@ class AttackRun:
         if self._own is None:
             awaiting: Unanswered[None] = Unanswered(MAX_AWAITING)
             awaiting.calls = {call: (at, None) for call, at in self._awaited().items()}
+            awaiting.early = dict(self.traffic.awaiting.early)
             self._own = _OwnCounts(self.last_event_at, {id(a): self.actor_messages(a) for a in self.actors},
                                    [self.examined(t) for t in self.indicators], awaiting, self.messages)
 

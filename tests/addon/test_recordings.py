@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -79,3 +81,13 @@ def test_an_agents_call_lands_in_its_ag_ui_run_without_chunk_times(tmp_path: Pat
     found = episodes(path)
     assert found["tools/call"] == {"ag_ui_thread:t1"}, found
     assert found["run_finished"] == {"ag_ui_thread:t1"}
+
+
+def test_reading_recordings_imports_neither_inject_modes_players_nor_the_a2a_sdk() -> None:
+    """`oatf evaluate` reads recordings through this module: importing inject mode's players (`oatf_serve`, the A2A
+    SDK) with it cost seconds before anything was read."""
+    code = ("import sys, addon.recordings; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'oatf_serve', 'a2a', 'httpx'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.stdout.strip() == "[]"

@@ -5,14 +5,17 @@ Issue "document pipeline", section Bad input, and SDK spec §3.1/§3.3/§3.4."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import oatf
+from oatf import yaml_source
 from oatf.errors import ECHO_LIMIT, echo
 from oatf.yaml_source import MAX_DOCUMENT_BYTES, MAX_INTEGER_DIGITS, resolve_plain_scalar
+from testing.paths import ROOT
 
 # YAML streams may not carry raw control characters or surrogates; documents write them as escapes
 # (test_control_characters_round_trip_through_escapes).
@@ -222,3 +225,24 @@ def test_echo_is_short_and_exact_for_short_values(value: object) -> None:
         assert text == repr(value)
     if isinstance(value, str) and len(value) > ECHO_LIMIT:
         assert text.startswith(repr(value[:ECHO_LIMIT])) and text.endswith(f"… ({len(value)} characters)")
+
+
+def _composed(text: str) -> object:
+    """What `load_yaml` makes of `text`: the value and every position and feature, or that it is a ParseError."""
+    try:
+        source = yaml_source.load_yaml(text)
+    except oatf.OATFParseError:
+        return "ParseError"
+    return json.dumps(source.value, sort_keys=True), source.positions, source.key_positions, source.yaml_features
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "attacks").rglob("*.yaml")), ids=lambda p: p.name)
+def test_the_c_parser_and_the_pure_python_parser_compose_alike(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`load_yaml` reads ruamel.yaml's C parser directly (`_events`), else its pure-Python one: both give the same
+    values, positions and features, and both refuse a broken document."""
+    text = path.read_text(encoding="utf-8")
+    broken = text.replace(":", "", 1) + "\n\t- x: [\n"
+    with_c = [_composed(text), _composed(broken)]
+    monkeypatch.setattr(yaml_source, "CParser", None)
+    assert [_composed(text), _composed(broken)] == with_c
+    assert with_c[0] != "ParseError" and with_c[1] == "ParseError"

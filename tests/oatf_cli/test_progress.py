@@ -289,11 +289,12 @@ def test_recover_shows_progress_on_a_terminal_only_and_counts_by_result(tmp_path
     for path in reports.glob("*.json"):
         if '"mcp_session:done"' not in path.read_text():
             path.unlink()
+    size = sum(p.stat().st_size for p in (reports / JOURNAL_DIR).glob("*.jsonl"))  # its times vary in length
     status, stdout, shown = on_a_terminal(*command)
     assert status == 1 and stdout.splitlines()[-1] == RECOVERED_COUNTS, (stdout, shown)
     assert "━" in shown and "\x1b[" in shown, "drawn as bars, with the terminal's escapes"
     for summary in ("loaded 1 attack(s) from 1 document(s)", "1/1 documents", "replayed 6 event(s) and 1 tick(s) "
-                    "from 1 journal segment(s), 1.1 kB: 4 run(s), 1 already reported",
+                    f"from 1 journal segment(s), {size_text(size)}: 4 run(s), 1 already reported",
                     "wrote 3 report(s) to", "3/3 reports", "3 run(s) recovered into"):
         assert summary in shown, summary
     assert re.search(r"oatf recover: done in \d+\.\d s \(loading attacks \d+\.\d s, replaying journal \d+\.\d s, "
