@@ -26,8 +26,10 @@ agent is the HTTP client's host (`CLIENT_HOST`, set by the front door for each r
 while it keeps talking — after `idle_gap` seconds without a request from that host, its next request starts a
 new episode at the first phase. Two agents (two hosts) never advance each other's phases, and what the judge
 reports as one run (`agent:<host>>…#n`) is what one player played. Such traffic has no stream for the
-messages the server sends on its own: `on_enter` `send` actions and `list_changed` notifications are not sent,
-and an elicitation's answer (a request of its own) cannot reach the request that asked.
+messages the server sends on its own: `on_enter` `send` actions and `list_changed` notifications are not sent.
+The stateless revision asks its elicitations in the result instead (`_ask_in_result`: multi round-trip
+requests); on a `--stateless` endpoint spoken to with the `initialize` handshake, an elicitation's answer (a
+request of its own) cannot reach the request that asked.
 """
 
 from __future__ import annotations
@@ -90,6 +92,8 @@ _RESULTS: dict[str, tuple[type[pydantic.BaseModel], type[pydantic.BaseModel], _B
 state."""
 _ELICITING = ("tools/call", "prompts/get")
 """Requests during which the state's `elicitations` are sent (§7.1.4)."""
+INPUT_KEY = "oatf-elicitation"
+"""The key under which a request of the stateless revision is asked the state's elicitation in its result."""
 _HANDSHAKE = ("initialize", "server/discover")
 """Requests the SDK answers from the server's identity, which the player does not see (as with mcp 1)."""
 CLIENT_HOST: ContextVar[str] = ContextVar("oatf_serve_client_host", default="")
@@ -179,6 +183,12 @@ class ActorServer(Server[Any]):
             player = self.player(context.session)
             params = dict(context.params or {})
             key = (id(_connection(context.session)), context.request_id or "")
+            in_result = context.method in _ELICITING and context.session.protocol_version in MODERN_PROTOCOL_VERSIONS
+            if in_result:
+                asked = await self._ask_in_result(context.session, player, params)
+                if asked is not None:
+                    self._answers[key] = (asked, False)
+                    return types.InputRequiredResult.model_validate(asked)
             try:
                 answer = build(player.state(), params, lambda value: player.render(value, params))
                 result = result_type.model_validate(answer)
@@ -191,28 +201,54 @@ class ActorServer(Server[Any]):
                 self.say(f"actor {player.name}, phase {player.phase}: {message}")
                 self._answers[key] = ({"code": -32603, "message": message}, True)
                 raise MCPError(code=-32603, message=message) from None
-            if context.method in _ELICITING and context.request_id is not None:
+            if context.method in _ELICITING and context.request_id is not None and not in_result:
                 await self._elicit(context.session, context.request_id, player, params)
             self._answers[key] = (answer, False)
             return result
 
         return handle
 
-    async def _elicit(self, session: ServerSession, request_id: types.RequestId, player: ActorPlayer,
-                      params: Mapping[str, Any]) -> None:
-        """Send the state's elicitation for this request, if any, and wait for the agent's answer (§7.1.4)."""
+    def _elicitation(self, player: ActorPlayer, params: Mapping[str, Any]) -> types.ElicitRequest | None:
+        """The state's elicitation for a request with `params`, if any and one the SDK can send (§7.1.4)."""
         elicitation = mcp_state.elicitation(player.state(), params, lambda value: player.render(value, params))
         if elicitation is None:
-            return
+            return None
         try:
-            request = types.ElicitRequest.model_validate({"method": "elicitation/create", "params": elicitation})
-            answer = await session.send_request(
-                request, types.ElicitResult, request_read_timeout_seconds=ELICITATION_TIMEOUT,
-                metadata=ServerMessageMetadata(related_request_id=request_id))
+            return types.ElicitRequest.model_validate({"method": "elicitation/create", "params": elicitation})
         except pydantic.ValidationError as exc:
             self.say(f"actor {player.name}, phase {player.phase}: state.elicitations: not sent: "
                      f"{printable(exc.errors()[0].get('msg', exc), 200)}")
+            return None
+
+    async def _ask_in_result(self, session: ServerSession, player: ActorPlayer,
+                             params: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The stateless revision 2026-07-28 has no stream for the server's own requests: the state's
+        elicitation for a request of that revision is asked in its result (an `InputRequiredResult` under key
+        `INPUT_KEY`: multi round-trip requests, SEP-2322), returned here; the agent's retry carries the answer
+        in `inputResponses`, played as the elicitation's exchange before the retried request is answered (None:
+        answer it)."""
+        responses = params.get("inputResponses")
+        answer = responses.get(INPUT_KEY) if isinstance(responses, dict) else None
+        if answer is not None:
+            await self.enter(session, player, player.exchange("elicitation/create", answer))
+            return None
+        request = self._elicitation(player, params)
+        if request is None:
+            return None
+        asked = request.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return {"resultType": "input_required", "inputRequests": {INPUT_KEY: asked},
+                "requestState": f"oatf-{next(self._ids)}"}
+
+    async def _elicit(self, session: ServerSession, request_id: types.RequestId, player: ActorPlayer,
+                      params: Mapping[str, Any]) -> None:
+        """Send the state's elicitation for this request, if any, and wait for the agent's answer (§7.1.4)."""
+        request = self._elicitation(player, params)
+        if request is None:
             return
+        try:
+            answer = await session.send_request(
+                request, types.ElicitResult, request_read_timeout_seconds=ELICITATION_TIMEOUT,
+                metadata=ServerMessageMetadata(related_request_id=request_id))
         except MCPError as exc:  # declined, unsupported, timed out, no back-channel: the judge saw what happened
             log.info("elicitation not answered: %s", printable(exc.error.message))
             return

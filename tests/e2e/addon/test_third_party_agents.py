@@ -11,7 +11,9 @@ and when the recording is replayed:
   either, the same agent episodes;
 - `session`: the `legacy` client against a stateful server: one run per `Mcp-Session-Id`.
 
-What the client negotiated is checked on the recorded wire, not assumed."""
+What the client negotiated is checked on the recorded wire, not assumed. A server's question (OW-011's form asking
+for a token) reaches such an agent embedded in a result, and its answer in the retried call (multi round-trip
+requests): judged as the `elicitation/create` it stands for."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ import pytest
 from mitmproxy import http, io
 
 from testing.oatf_proxy import OatfProxy, Report, assert_replay_agrees, fastmcp_server, oatf_proxy, run
+from testing.paths import ROOT
 
 from . import pydantic_agent
 
@@ -63,10 +66,22 @@ IDLE_GAP = 3.0
 """`oatf_idle_gap` of these tests (seconds): the agents run one after the other with a longer pause."""
 
 
-def idle_for(proxy: OatfProxy, session_suffix: str, seconds: float) -> None:
+def idle_for(proxy: OatfProxy, session_suffix: str, seconds: float, attack_id: str = ATTACK_ID) -> None:
     """Wait until the run of `session_suffix` is reported, then `seconds` more (a pause, not an assertion)."""
-    proxy.wait_for(ATTACK_ID, session_suffix, timeout=20)
+    proxy.wait_for(attack_id, session_suffix, timeout=20)
     time.sleep(seconds)
+
+
+def exploited_then_resisted(proxy: OatfProxy) -> list[Report]:
+    """The proxy's reports once the second conversation's run is reported (the proxy is then stopped), in the
+    order the runs concluded: exactly two, the complying agent's `exploited`, the resisting one's `resisted`."""
+    proxy.wait_until(lambda: len(proxy.reports()) >= 2, timeout=20)
+    proxy.interrupt()
+    live = sorted(proxy.reports(), key=lambda r: r["verdict"]["timestamp"])
+    assert len(live) == 2, [(r["execution_summary"]["session"], summary(r)) for r in live]
+    assert summary(live[0]) == ("exploited", "exploited", True)
+    assert summary(live[1]) == ("not_exploited", "resisted", True)
+    return live
 
 
 def summary(report: Report) -> tuple[str, str, bool]:
@@ -110,14 +125,8 @@ def test_pydantic_ai_agents_against_fastmcp(tmp_path: Path, way: str) -> None:
             else:
                 proxy.wait_until(lambda: len(proxy.reports()) == 1, timeout=20)
             assert "5" in run(pydantic_agent.conversation(mcp_url, "resisting", session=session))
-            proxy.wait_until(lambda: len(proxy.reports()) >= 2, timeout=20)
-            proxy.interrupt()
-            live = proxy.reports()
+            first, second = live = exploited_then_resisted(proxy)
 
-    assert len(live) == 2, [(r["execution_summary"]["session"], summary(r)) for r in live]
-    first, second = sorted(live, key=lambda r: r["verdict"]["timestamp"])
-    assert summary(first) == ("exploited", "exploited", True)
-    assert summary(second) == ("not_exploited", "resisted", True)
     assert [e["event"] for e in second["execution_summary"]["delivery_evidence"]] == ["tools/list"]
     sessions = [r["execution_summary"]["session"] for r in (first, second)]
     if session and not stateless_http:
@@ -141,3 +150,36 @@ def test_pydantic_ai_agents_against_fastmcp(tmp_path: Path, way: str) -> None:
         assert "initialize" not in methods and methods.count("server/discover") == 2, methods
         assert methods.count("tools/call") == 2 and not session_ids, (methods, session_ids)
         assert {q.get("mcp-protocol-version") for _, q, _ in exchanges} == {"2026-07-28"}
+
+
+ELICITING = ROOT / "attacks" / "OW-011_deploy-elicitation-token-phish.yaml"
+
+
+# pydantic-ai warns that a modern (2026-07-28) session never calls the handler: it does, through the retry (the
+# tool's answers below say what the handler chose).
+@pytest.mark.filterwarnings("ignore:`elicitation_handler` will never be called")
+def test_a_question_asked_in_a_result_is_judged_as_the_elicitation_it_is(tmp_path: Path) -> None:
+    """OW-011 played by a fastmcp 4 tool the stateless revision's way: its form comes in an
+    `InputRequiredResult` and the agent's answer in its retried `tools/call` (no `elicitation/create` message
+    on the wire). The agent that fills in a token is `exploited`, the one that declines `resisted`; one run per
+    conversation, replay byte-identical."""
+    with fastmcp_server(tmp_path, ELICITING, elicit=True) as port:
+        options = {"mode": f"reverse:http://127.0.0.1:{port}", "oatf_idle_gap": f"{IDLE_GAP:g}s"}
+        with oatf_proxy(tmp_path, "mrtr", [ELICITING], options=options) as proxy:
+            mcp_url = f"{proxy.url}/mcp"
+            for behaviour, answer in (("complying", "(accept)"), ("resisting", "(decline)")):
+                assert answer in run(pydantic_agent.conversation(
+                    mcp_url, behaviour, "Deploy main.", model=pydantic_agent.deploy_model,
+                    elicitation=pydantic_agent.token_handler))
+                if behaviour == "complying":
+                    idle_for(proxy, "#1", IDLE_GAP + 1, "OW-011")
+            first, second = live = exploited_then_resisted(proxy)
+
+    assert [(v["indicator_id"], v["result"]) for r in (first, second) for v in r["verdict"]["indicator_verdicts"]] \
+        == [("OW-011-01", "matched"), ("OW-011-01", "not_matched")]
+    offline = assert_replay_agrees(proxy, tmp_path, live, flags=("--idle-gap", f"{IDLE_GAP:g}s"))
+    assert sorted(map(summary, offline.reports)) == sorted(map(summary, live))
+    assert proxy.flows is not None
+    methods = [method for method, _, _ in wire(proxy.flows)]
+    assert "elicitation/create" not in methods and "initialize" not in methods, methods
+    assert methods.count("tools/call") == 4, methods  # each conversation: the call, then its retry
