@@ -173,6 +173,32 @@ def test_the_queue_is_bounded_and_overflow_is_counted_said_and_resynchronised(
     assert "relayed but not evaluated" in stderr.getvalue()
 
 
+def test_the_evaluation_takes_the_chunks_in_batches_bounded_in_bytes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What was queued within `BATCH_SECONDS` is evaluated together: its events reach the judge (and its journal)
+    in one batch, in order, a batch holding at most `BATCH_BYTES` of chunks (a tap handing on each chunk as it
+    came woke and journaled per message)."""
+    monkeypatch.setattr(tap_module, "BATCH_BYTES", 100)
+    batches: list[list[str]] = []
+
+    class Judged:
+        report_dir = str(tmp_path)
+
+        def observe(self, events: list) -> None:  # type: ignore[type-arg]
+            batches.append([e.event_type for e in events])
+
+        def finish(self, ended: bool) -> None:
+            """Nothing to conclude."""
+
+    session = StdioSession(WireDecoder(), "stdio:1", endpoint_of(["server"], 1), "127.0.0.1")
+    evaluator = Evaluator(session, Judged, Judged(), None, Say("oatf tap", io.StringIO()), None)  # type: ignore[arg-type]
+    for name in "abcd":  # 46 bytes each: two chunks reach BATCH_BYTES
+        evaluator.put("client", b'{"jsonrpc":"2.0","method":"notifications/%s"}\n' % name.encode())
+    evaluator.queue.put(None)
+    evaluator.run()
+    assert batches == [["notifications/a", "notifications/b", "notifications/c"], ["notifications/d"]]
+
+
 def test_the_capture_names_the_agent(tmp_path: Path) -> None:
     capture = tmp_path / "capture.ndjson"
     asyncio.run(asyncio.wait_for(agent(tmp_path, "resisting", record=capture, flags=("--agent", "assistant")), GUARD))
