@@ -20,7 +20,8 @@ case).
 Printed: calls/s per configuration (calls / the round's elapsed time; the median of the rounds), median and
 p90 round-trip latency over all calls, the CPU time per call (median of the rounds) of the agent (this
 process's call loop), the tap's process and the server's (from /proc, Linux: on a machine with few cores, the
-tap's CPU is taken from the server and the agent), and the tap against direct: throughput (median of the per-round
+tap's CPU is taken from the server and the agent; the direct CPU per call against the tapped one bounds the
+throughput ratio when the machine has no CPU to spare), and the tap against direct: throughput (median of the per-round
 ratios) and added median latency. Targets (issue 18): >= 90% of direct throughput, <= 0.5 ms added median
 latency, with the whole library loaded. Then the tap's reports of the last round are counted, with the messages
 their runs saw, to show it judged the traffic, and the taps' stderr is shown (`relayed but not evaluated`
@@ -180,8 +181,11 @@ def main() -> None:
         ratio = statistics.median(direct.elapsed / result.elapsed
                                   for direct, result in zip(measured[DIRECT], measured[name], strict=True))
         added = (medians[name] - medians[DIRECT]) * 1000
+        cpu = statistics.median(sum(direct.cpu) / sum(result.cpu)
+                                for direct, result in zip(measured[DIRECT], measured[name], strict=True))
         print(f"{name} vs direct: {ratio:.1%} of its throughput (median of the rounds' ratios), median latency "
-              f"{added:+.3f} ms{' (targets: >= 90%, <= 0.5 ms)' if name == TAPPED else ''}")
+              f"{added:+.3f} ms{' (targets: >= 90%, <= 0.5 ms)' if name == TAPPED else ''}; CPU per call of "
+              f"agent + server against agent + tap + server: {cpu:.1%} (the throughput's bound when CPU is scarce)")
     print(f"load average {_load()}")
     last = workdir / f"reports-{args.rounds}" / "verdicts.jsonl"
     judged = [json.loads(line) for line in last.read_text().splitlines()] if last.exists() else []
