@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -197,6 +198,35 @@ def test_the_evaluation_takes_the_chunks_in_batches_bounded_in_bytes(
     evaluator.queue.put(None)
     evaluator.run()
     assert batches == [["notifications/a", "notifications/b", "notifications/c"], ["notifications/d"]]
+
+
+def test_a_full_batch_is_taken_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once `BATCH_BYTES` are queued the evaluation does not wait out `BATCH_SECONDS` (a flood would fill the
+    queue meanwhile, and chunks beyond `MAX_QUEUED_BYTES` are not evaluated)."""
+    monkeypatch.setattr(tap_module, "BATCH_SECONDS", 10 * GUARD)
+    monkeypatch.setattr(tap_module, "BATCH_BYTES", 100)
+    observed = threading.Event()
+
+    class Judged:
+        report_dir = str(tmp_path)
+
+        def observe(self, events: list) -> None:  # type: ignore[type-arg]
+            observed.set()
+
+        def finish(self, ended: bool) -> None:
+            """Nothing to conclude."""
+
+    session = StdioSession(WireDecoder(), "stdio:1", endpoint_of(["server"], 1), "127.0.0.1")
+    evaluator = Evaluator(session, Judged, Judged(), None, Say("oatf tap", io.StringIO()), None)  # type: ignore[arg-type]
+    evaluation = threading.Thread(target=evaluator.run, daemon=True)
+    evaluation.start()
+    ping = b'{"jsonrpc":"2.0","method":"notifications/a"}\n'
+    evaluator.put("client", ping)
+    assert not observed.wait(0.2)  # gathering
+    evaluator.put("client", ping * 2)  # 138 bytes queued
+    assert observed.wait(GUARD), "the full batch waited for BATCH_SECONDS"
+    evaluator.queue.put(None)
+    evaluation.join(GUARD)
 
 
 def test_the_capture_names_the_agent(tmp_path: Path) -> None:
