@@ -23,7 +23,8 @@ that do one thing, commands for users):
   (`addon.deferred_save`; the receiver thread schedules a flow's marks on the event loop before it tells that
   the flow is evaluated, so the marks come first);
 - an MCP session the agent closed (a `DELETE` with its `Mcp-Session-Id`, accepted by the server) concludes
-  its runs a grace period later (`Monitor.close_session`) rather than at the end of their lifetime;
+  its runs a grace period later (`Monitor.close_session`) rather than at the end of their lifetime; the close
+  is journaled like an event, so after a crash those runs conclude as closed (`session_closed`), not `recovered`;
 - `oatf_listen`: the events of `oatf tap --monitor PATH` (stdio servers, `oatf_engine.feed`) join the same queue,
   so one monitor judges an agent's stdio and HTTP traffic in one episode;
 - on shutdown every open run is concluded and reported: nothing observed is lost; the summary table is logged,
@@ -324,9 +325,10 @@ class OatfAddon:
             return
         segments = [str(segment) for segment in self.journal.cut()]
         if segments:
-            held = [item for item in self.order.held() if isinstance(item, ObservedEvent)]
+            held = self.order.held()
             if held:
-                self._journal(self.journal.held, held)
+                self._journal(self.journal.held, [item for item in held if isinstance(item, ObservedEvent)],
+                              [(item.session, item.at) for item in held if isinstance(item, SessionClosed)])
             with self.concluded_lock:
                 self.unrecovered.update(segments)
             self.monitor.recover(str(self.journal.path.parent), segments, origin, unreleased)
@@ -528,6 +530,8 @@ class OatfAddon:
                 received = []
                 self._release(item.watermark)
             elif isinstance(item, SessionClosed):
+                if self.journal is not None:  # a crash then concludes its runs as closed, not `recovered`
+                    self._journal(self.journal.closed, item.session, item.at)
                 self.order.add(item.at, item, rank=0)  # as replay: a close is told before events of its time
             else:
                 received.append(item)
@@ -551,8 +555,8 @@ class OatfAddon:
             self.monitor.tick(self.order.watermark)
 
     def _hand(self, released: list[ObservedEvent | SessionClosed]) -> None:
-        """Send the monitor these events and closes, in this order (a close is not journaled: a run recovered
-        after a crash concludes `recovered` instead). Called with `lock` held."""
+        """Send the monitor these events and closes, in this order (both were journaled as they were taken in,
+        `_hand_over`). Called with `lock` held."""
         batch: list[ObservedEvent] = []
         for item in released:
             if isinstance(item, SessionClosed):

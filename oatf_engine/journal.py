@@ -15,13 +15,18 @@ Files, in `<report dir>/journal/`: segments `NNNNNNNN.jsonl`, one JSON object pe
   event stamped up to `t` (the highest tick so far) was handed to the monitor first, in time order
   (`oatf_engine.reorder.Reorder`, ties in the order received);
 - `{"drained": true}`: every held event was handed to the monitor, in time order (a library swap, the shutdown);
-- `{"held": [...]}`: the events held when a recovery cut the journal (`cut`), journaled again at the start of the
-  next segment so that the segments after a cut hold them; they replace what a replay holds at that point (a
-  replay that read the segments before the cut holds the same events: none counts twice);
+- `{"closed": [session, at]}`: the agent closed that MCP session at `at` (a `DELETE` with its `Mcp-Session-Id`
+  the server accepted), journaled as the proxy takes it in and held with the events, told to the monitor when a
+  tick passes `at` — before the events of its time, as replay tells it (`Monitor.close_session`);
+- `{"held": [...], "closed": [[session, at], ...]}`: the events (and the closes) held when a recovery cut the
+  journal (`cut`), journaled again at the start of the next segment so that the segments after a cut hold them;
+  they replace what a replay holds at that point (a replay that read the segments before the cut holds the same
+  ones: none counts twice);
 - `{"concluded": [attack, session, started_at]}`: that run was reported.
-A replay (`oatf_engine.recovery.monitor_inputs`) hands a fresh monitor the same events and ticks in the same order
-as the proxy did: after a crash of the proxy, the events still held are handed over last, in time order; after
-the loss of the monitor process only (the proxy goes on, and hands its held events to the new one), they are not.
+A replay (`oatf_engine.recovery.monitor_inputs`) hands a fresh monitor the same events, closes and ticks in the
+same order as the proxy did: after a crash of the proxy, the events still held are handed over last, in time order;
+after the loss of the monitor process only (the proxy goes on, and hands its held events to the new one), they are
+not.
 - **Append-only, bounded.** A segment holds at most `SEGMENT_BYTES`; at most `MAX_SEGMENTS` are kept (the
   oldest is deleted beyond it: the journal keeps the latest ~`SEGMENT_BYTES * MAX_SEGMENTS` of traffic; a
   run older than that is recovered from what is left). A clean shutdown, which reports every run, deletes it.
@@ -148,9 +153,13 @@ class Journal:
         """Every held event was handed to the monitor, in time order."""
         self._write({"drained": True})
 
-    def held(self, events: Sequence[ObservedEvent]) -> None:
-        """The events held at a `cut`, in time order (written first in the segment after it)."""
-        self._write({"held": [encode_event(e) for e in events]})
+    def closed(self, session: str, at: float) -> None:
+        """The agent closed the MCP session `session` at `at`: held like a received event until a tick passes it."""
+        self._write({"closed": [session, at]})
+
+    def held(self, events: Sequence[ObservedEvent], closes: Sequence[tuple[str, float]] = ()) -> None:
+        """The events and the closes held at a `cut`, in time order (written first in the segment after it)."""
+        self._write({"held": [encode_event(e) for e in events], "closed": [list(close) for close in closes]})
 
     def tick(self, now: float) -> None:
         self._write({"tick": now})
