@@ -34,6 +34,12 @@ not.
   process loses nothing already journaled); `os.fsync` runs at most every `FSYNC_SECONDS` and when a segment
   is closed (a crash of the machine loses at most that much).
 - A torn last line (the process died mid-write) is ignored on reading.
+- **The report directory changed at runtime** (the proxy's `oatf_report_dir`): the live runs go on, and their
+  reports go to the new directory, so their journal goes with them (`hand_over`): its segments move to the new
+  directory's journal, after those a crashed process left there (recovered into the new directory, as at a start)
+  and before what is written next; the old directory is left with no journal, as after a clean shutdown — its
+  runs are neither recovered there later nor lost. Segments a recovery is still reading stay where they are
+  (that recovery reports into the old directory, and drops them).
 - **One writer per report directory** (`take_lock`): a process journals and recovers in a report directory
   only while it holds an exclusive lock on `<report dir>/journal.lock` (the proxy's addon, `oatf tap` and
   `oatf monitor` judging, `oatf recover`). Another that finds it taken says so and neither journals nor
@@ -54,9 +60,11 @@ crash between the two leaves a written report without a marker; recovery recogni
 from __future__ import annotations
 
 import dataclasses
+import errno
 import fcntl
 import json
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -214,11 +222,54 @@ class Journal:
                 segment.unlink(missing_ok=True)
                 self._held.discard(segment)
 
+    def hand_over(self, to: Journal) -> None:
+        """Move this journal's segments — but those a recovery holds (`cut`) — to journal `to` (the report
+        directory changed, see the module docstring), oldest first, numbered after its own; each is durable there
+        (file and directory fsynced) before it leaves here. This journal is closed."""
+        with self._lock:
+            self.close()
+            moving = [segment for segment in segments(self.path) if segment not in self._held]
+        to.adopt(moving)
+        _fsync_directory(self.path)
+
+    def adopt(self, others: Sequence[Path]) -> None:
+        """Take over another journal's segments (`hand_over`): renamed into this one's directory (copied, then
+        deleted, across filesystems), numbered after its own and before what it writes next."""
+        with self._lock:
+            self.close()
+            for segment in sorted(others):
+                target = self.path / f"{self._number:08d}.jsonl"
+                self._number += 1
+                try:
+                    os.rename(segment, target)
+                except OSError as exc:
+                    if exc.errno != errno.EXDEV:
+                        raise
+                    _copy_durably(segment, target)
+                    segment.unlink()
+            _fsync_directory(self.path)
+
     def clear(self) -> None:
         """Every run was reported: the journal is no longer needed."""
         with self._lock:
             self.close()
             clear(self.path)
+
+
+def _copy_durably(source: Path, target: Path) -> None:
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as out, open(source, "rb") as handle:
+        shutil.copyfileobj(handle, out)
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def _fsync_directory(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def take_lock(directory: str | os.PathLike[str]) -> IO[str] | None:

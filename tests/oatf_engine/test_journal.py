@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 from pathlib import Path
 from typing import Any
@@ -199,3 +200,31 @@ def test_recovery_concludes_a_closed_session_as_the_proxy_would_have(tmp_path: P
     assert reports["mcp_session:a"] == went_on
     assert went_on["execution_summary"]["status"] == "session_closed"
     assert reports["mcp_session:b"]["execution_summary"]["status"] == "recovered"
+
+
+@pytest.mark.parametrize("across_filesystems", [False, True])
+def test_a_journal_handed_over_moves_its_segments_but_those_a_recovery_holds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, across_filesystems: bool) -> None:
+    """`Journal.hand_over` (the report directory changed at runtime): the old directory's segments move after the
+    new one's own (mode 0600 kept; copied then deleted across filesystems), in order, and replay as they did;
+    a segment a recovery holds stays where it is."""
+    if across_filesystems:
+        def no_rename(source: Any, target: Any) -> None:
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        monkeypatch.setattr(journal_module.os, "rename", no_rename)
+    old, new = Journal(tmp_path / "old"), Journal(tmp_path / "new")
+    old.tick(1.0)
+    [recovering] = old.cut()
+    old.tick(2.0)
+    old.tick(3.0)
+    new.tick(0.5)
+    old.hand_over(new)
+    new.tick(4.0)
+    new.close()
+    assert segments_of(old) == [recovering]
+    assert [r["tick"] for r in records(new.path)] == [0.5, 2.0, 3.0, 4.0]
+    assert {segment.stat().st_mode & 0o777 for segment in segments_of(new)} == {0o600}
+
+
+def segments_of(journal: Journal) -> list[Path]:
+    return sorted(journal.path.glob("*.jsonl"))

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from oatf_engine.journal import JOURNAL_DIR, decode_event, records
+from oatf_engine.journal import JOURNAL_DIR, decode_event, records, take_lock
+from oatf_engine.recovery import pending_journal
 from testing.oatf_proxy import OatfProxy, Peers, oatf_proxy, run, verdict_of
 
 from . import agents
@@ -155,3 +156,51 @@ def test_a_killed_monitor_process_loses_no_event_and_evaluates_none_twice(attack
                       for r in proxy.reports())
     assert outcomes == sorted([(f"mcp_session:{early}", "recovered", "exploited"),
                                (f"mcp_session:{late}", "interrupted", "exploited")])
+
+
+def test_a_report_directory_changed_at_runtime_takes_the_journal_of_the_open_runs_with_it(
+        attackers: Peers, tmp_path: Path) -> None:
+    """`set oatf_report_dir` while a run is open: its journal moves to the new directory with it (the old one is
+    left as after a clean shutdown), so after SIGKILL the next start in the new directory recovers every open
+    run, the one begun before the change included, and nothing is left to recover in the old one. (Before, the
+    old journal stayed behind: its run came back `recovered` at the next start there, and was missing here.)"""
+    url = attackers.url("mcp_poisoned", "/mcp")
+    moved = tmp_path / "moved-reports"
+    with oatf_proxy(tmp_path, "first", [TOOL_POISONING], grace=GRACE, record=False) as proxy:
+        before = run(agents.mcp_poisoned_agent(url, proxy.url, "naive", close=False))
+        proxy.wait_until(lambda: journaled_calls(proxy.report_dir, before) == 1)
+        proxy.command(f"set oatf_report_dir {moved}")
+        proxy.wait_for_log(lambda text: "the journal of the open runs moved" in text)
+        assert not pending_journal(proxy.report_dir), "the old directory is left with no journal"
+        after = run(agents.mcp_poisoned_agent(url, proxy.url, "careful", close=False))
+        proxy.wait_until(lambda: "2 live run(s), 0 event(s) waiting" in proxy.command("oatf.status"))
+        os.killpg(proxy.process.pid, signal.SIGKILL)
+        proxy.process.wait(timeout=10)
+    assert journaled_calls(moved, before) == journaled_calls(moved, after) == 1
+    with oatf_proxy(tmp_path, "moved", [TOOL_POISONING], grace=GRACE, record=False) as again:
+        again.wait_for_log(lambda text: "left open by a proxy that did not stop cleanly" in text)
+        recovered = {(r["execution_summary"]["session"], r["execution_summary"]["status"], r["outcome"])
+                     for r in again.reports()}
+        assert again.interrupt() == 0
+    assert recovered == {(f"mcp_session:{before}", "recovered", "exploited"),
+                         (f"mcp_session:{after}", "recovered", "inconclusive")}
+    assert not list(proxy.report_dir.glob("*.json")) and not pending_journal(proxy.report_dir)
+
+
+def test_a_report_directory_another_process_journals_in_is_refused(attackers: Peers, tmp_path: Path) -> None:
+    """`set oatf_report_dir` to a directory whose journal another process holds: refused with a clear error; the
+    reports and the journal stay in the directory in force."""
+    url = attackers.url("mcp_poisoned", "/mcp")
+    taken = tmp_path / "taken-reports"
+    with oatf_proxy(tmp_path, "kept", [TOOL_POISONING], grace=GRACE, record=False) as proxy:
+        held = take_lock(taken)
+        assert held is not None
+        proxy.command(f"set oatf_report_dir {taken}")
+        proxy.wait_for_log(lambda text: "oatf_report_dir: another process journals in" in text)
+        session = run(agents.mcp_poisoned_agent(url, proxy.url, "naive", close=False))
+        proxy.wait_until(lambda: journaled_calls(proxy.report_dir, session) == 1)
+        assert proxy.interrupt() == 0
+        held.close()
+    [report] = proxy.reports()
+    assert (report["execution_summary"]["session"], report["outcome"]) == (f"mcp_session:{session}", "exploited")
+    assert not list(taken.glob("*.json")) and not pending_journal(taken)
