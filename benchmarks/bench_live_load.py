@@ -270,6 +270,13 @@ def report_resources(samples: list[Sample], interval: float) -> None:
         if values:  # no monitor process with --bare
             print(f"  {name} RSS: start {values[0] / 2**20:.1f} MiB, peak {max(values) / 2**20:.1f} MiB, "
                   f"end {values[-1] / 2**20:.1f} MiB")
+    half = [s for s in samples if s.seconds >= samples[-1].seconds / 2]
+    if len(half) >= 3:  # a soak: is memory flat once the runs' number has levelled off?
+        print(f"  over the second half ({len(half)} samples from {half[0].seconds:.0f} s): " + "; ".join(
+            f"{name} RSS {min(values) / 2**20:.1f}–{max(values) / 2**20:.1f} MiB "
+            f"(first {values[0] / 2**20:.1f}, last {values[-1] / 2**20:.1f})"
+            for name, values in (("proxy", [s.proxy_rss for s in half]), ("monitor", [s.monitor_rss for s in half]))
+            if all(values)) + "; live runs " + ", ".join(f"{s.counts.get('runs', 0):,}" for s in half))
     first, last = samples[0], samples[-1]
     print("  CPU seconds during the traffic: " + ", ".join(
         f"{name} {last.cpu[name] - first.cpu[name]:.0f} s" for name in PROCESSES)
