@@ -230,7 +230,7 @@ class Journal:
             self.close()
             moving = [segment for segment in segments(self.path) if segment not in self._held]
         to.adopt(moving)
-        _fsync_directory(self.path)
+        fsync_path(self.path)
 
     def adopt(self, others: Sequence[Path]) -> None:
         """Take over another journal's segments (`hand_over`): renamed into this one's directory (copied, then
@@ -247,7 +247,7 @@ class Journal:
                         raise
                     _copy_durably(segment, target)
                     segment.unlink()
-            _fsync_directory(self.path)
+            fsync_path(self.path)
 
     def clear(self) -> None:
         """Every run was reported: the journal is no longer needed."""
@@ -264,7 +264,8 @@ def _copy_durably(source: Path, target: Path) -> None:
         os.fsync(out.fileno())
 
 
-def _fsync_directory(path: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """`os.fsync` of a file or a directory, by its path."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
