@@ -19,7 +19,7 @@ from typing import IO, Any
 
 import oatf
 from oatf.evaluation import QUOTED_VALUE, unquote
-from oatf_engine.journal import RunKey, run_key
+from oatf_engine.journal import RunKey, fsync_path, run_key
 from oatf_engine.text import printable
 
 JSONL_NAME = "verdicts.jsonl"
@@ -151,7 +151,7 @@ class ReportWriter:
             _syncfs(self.directory)
             return
         for path in [self.directory / JSONL_NAME, *written, self.directory]:
-            _fsync(path)
+            fsync_path(path)
 
 
 def _load_syncfs() -> Callable[[int], int] | None:
@@ -175,14 +175,6 @@ def _syncfs(directory: Path) -> None:
         if SYNCFS is not None and SYNCFS(fd) != 0:
             error = ctypes.get_errno()
             raise OSError(error, os.strerror(error), str(directory))
-    finally:
-        os.close(fd)
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
     finally:
         os.close(fd)
 
