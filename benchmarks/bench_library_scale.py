@@ -57,6 +57,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+os.environ["OATF_CACHE_DIR"] = "off"  # the load column is a load without the cache (`bench_library_load`: with it)
 ROOT = Path(os.environ.get("OATF_ENGINE_ROOT") or Path(__file__).resolve().parents[1])
 """The checkout whose engine is measured (`--against` sets it for its child process)."""
 sys.path.insert(0, str(ROOT))
