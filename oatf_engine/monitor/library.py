@@ -18,6 +18,7 @@ from typing import Literal
 
 import oatf
 
+from ..collector import collector_paused
 from ..progress import Progress
 from .document_cache import DocumentCache
 from .plan import AttackPlan
@@ -172,20 +173,21 @@ def load_library(paths: list[str], lenient: bool = False, progress: Progress | N
     seen: dict[str, str] = {}
     if progress is not None:
         progress.start("loading attacks", len(files), "documents")
-    for count, path in enumerate(files):
-        if progress is not None:
-            progress.update(count)  # a document takes milliseconds to load: each one counts
-        result, found = load_attack(path, lenient, cache)
-        if result is None:
-            problems.extend(found)
-            continue
-        if result.key in seen:
-            problems.append(LoadProblem(str(path), "duplicate-id", f"attack id {result.key} is already loaded "
-                                        f"from {seen[result.key]}"))
-            continue
-        seen[result.key] = str(path)
-        attacks.append(result)
-        waived.extend(found)
+    with collector_paused():  # documents and plans are long-lived, without cycles: a third of the time otherwise
+        for count, path in enumerate(files):
+            if progress is not None:
+                progress.update(count)  # a document takes milliseconds to load: each one counts
+            result, found = load_attack(path, lenient, cache)
+            if result is None:
+                problems.extend(found)
+                continue
+            if result.key in seen:
+                problems.append(LoadProblem(str(path), "duplicate-id", f"attack id {result.key} is already "
+                                            f"loaded from {seen[result.key]}"))
+                continue
+            seen[result.key] = str(path)
+            attacks.append(result)
+            waived.extend(found)
     if progress is not None:
         progress.update(len(files))
         progress.finish(f"loaded {len(attacks):,} attack(s) from {len(files):,} document(s)")
