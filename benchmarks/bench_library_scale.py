@@ -62,15 +62,16 @@ ROOT = Path(os.environ.get("OATF_ENGINE_ROOT") or Path(__file__).resolve().paren
 """The checkout whose engine is measured (`--against` sets it for its child process)."""
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.append(str(Path(__file__).resolve().parents[1] / "testing"))  # its `library_copies`, whatever the engine
 
 from bench_replay import library_flows, mcp_loop_flows  # noqa: E402
+from library_copies import write_library  # noqa: E402
 
 from addon.recordings import decode_flows  # noqa: E402
 from oatf_engine.events import ObservedEvent  # noqa: E402
 from oatf_engine.monitor import LoadedAttack, Monitor, MonitorOptions, RunConcluded, load_library  # noqa: E402
 from oatf_engine.replay import collector_paused, place_events  # noqa: E402
 from oatf_engine.wire import WireDecoder  # noqa: E402
-from testing.library_copies import write_library  # noqa: E402
 
 
 def library_of(size: int) -> tuple[list[LoadedAttack], float]:
