@@ -37,8 +37,9 @@ CACHE_ENV = "OATF_CACHE_DIR"
 """The environment variable naming the cache's directory (`off`: no cache)."""
 MAGIC = b"oatf-document-cache 1\n"
 """The first bytes of every entry, then the SHA-256 digest of the pickle that follows."""
-MAX_ENTRIES = 20_000
-"""Entries kept at most (ten libraries of 2,000 documents); beyond it the oldest written are removed."""
+MAX_ENTRIES = 10_000
+"""Entries kept at most (five libraries of 2,000 documents, ~12 KB each); beyond it the oldest written are
+removed."""
 PRUNED_TO = 0.8
 """The share of `MAX_ENTRIES` left after pruning."""
 LIBRARIES = ("ruamel.yaml", "ruamel.yaml.clib", "google-re2", "cel-python", "jsonpath-rfc9535", "jsonschema")

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from oatf_engine.monitor import Library, load_library
+from oatf_engine.monitor import Library, document_cache, load_library
 from oatf_engine.monitor import library as library_module
 from oatf_engine.monitor.document_cache import CACHE_ENV, MAGIC, DocumentCache
 from testing.paths import ROOT
@@ -137,3 +137,17 @@ def test_the_default_cache_is_named_by_the_environment_and_used_only_when_privat
     assert DocumentCache.default() is None  # anyone could plant an entry there
     load_library([str(ATTACKS)])
     assert not entries(shared)
+
+
+def test_the_cache_is_pruned_to_its_newest_entries_beyond_its_bound(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = DocumentCache(tmp_path / "cache")
+    load_library([str(ATTACKS)], cache=cache)
+    written = entries(tmp_path / "cache")
+    monkeypatch.setattr(document_cache, "MAX_ENTRIES", 10)
+    edited = tmp_path / "edited.yaml"  # a load that writes an entry prunes
+    edited.write_text((ATTACKS / sorted(os.listdir(ATTACKS))[0]).read_text())
+    load_library([str(edited)], cache=cache)
+    kept = entries(tmp_path / "cache")
+    assert len(written) > 10 and len(kept) == 8  # 80% of the bound
+    assert len(set(kept) - set(written)) == 1  # the newest, just written, is kept
