@@ -51,6 +51,7 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import json
+import operator
 import os
 import threading
 import time
@@ -73,19 +74,18 @@ RunKey = tuple[str, str, str]
 
 def encode_event(event: ObservedEvent) -> list[Any]:
     """An event as a JSON list of its fields, in declaration order."""
-    fields = [getattr(event, f.name) for f in dataclasses.fields(ObservedEvent)]
+    fields = list(_FIELDS_OF(event))
     endpoint = event.endpoint
-    fields[dataclasses.fields(ObservedEvent).index(_ENDPOINT)] = [endpoint.host, endpoint.port, endpoint.path]
+    fields[_ENDPOINT_AT] = [endpoint.host, endpoint.port, endpoint.path]
     return fields
-
-
-_ENDPOINT = next(f for f in dataclasses.fields(ObservedEvent) if f.name == "endpoint")
 
 
 _CHOICES: dict[str, tuple[str, ...]] = {"protocol": ("mcp", "a2a", "ag_ui"), "direction": ("request", "response"),
                                         "sender": ("client", "server")}
 _TEXT = ("event_type", "flow_id", "client")
 _FIELDS = tuple(f.name for f in dataclasses.fields(ObservedEvent))
+_FIELDS_OF = operator.attrgetter(*_FIELDS)
+_ENDPOINT_AT = _FIELDS.index("endpoint")
 
 
 def decode_event(fields: Any) -> ObservedEvent:
