@@ -130,6 +130,15 @@ class OatfAddon:
         self.options = MonitorOptions()
         self.report_dir: Path | None = None
         self.library = Library((), ())
+        self.library_ready = threading.Event()
+        """Set once a library is in place in the monitor: until then the worker leaves the traffic queued, to be
+        evaluated with it (`reload`)."""
+        self.loaders: list[threading.Thread] = []
+        """Threads loading the library in the background (`reload`): shutdown waits for them."""
+        self.load_lock = threading.Lock()
+        """One load at a time (`_load`)."""
+        self.deferred_recoveries: list[tuple[list[Path], str, bool]] = []
+        """Journal segments to recover (`_recover_segments`) before the first library was in place: once it is."""
         self.concluded: deque[Reported] = deque(maxlen=MAX_SUMMARY_ROWS)
         """The latest concluded runs, for the summary table (all of their reports are on disk, unless
         `unwritten`); appended by the receiver thread, read through `concluded_reports` only."""
@@ -357,8 +366,12 @@ class OatfAddon:
 
     def _recover_segments(self, segments: list[Path], origin: str, unreleased: bool) -> None:
         """Have the monitor process conclude the runs these journal segments (`Journal.cut`) show were left open by
-        `origin` (`_recover`). Called with `lock` held."""
+        `origin` (`_recover`); asked before the first library is in place (it judges the runs recovered), once it
+        is (`_load`). Called with `lock` held."""
         if not segments or self.journal is None or self.monitor is None:
+            return
+        if not self.library_ready.is_set():  # the library judges the runs recovered
+            self.deferred_recoveries.append((segments, origin, unreleased))
             return
         names = [str(segment) for segment in segments]
         with self.concluded_lock:
@@ -415,6 +428,8 @@ class OatfAddon:
         self.events.put_nowait(None)
         if self.worker is not None:
             self.worker.join(timeout=30)
+        for loader in self.loaders:
+            loader.join()  # the traffic queued while the library loads is evaluated with it, not without
         with self.lock:
             if self.monitor is not None:
                 self._flush()  # what the worker did not reach
@@ -515,6 +530,8 @@ class OatfAddon:
     def _work(self) -> None:
         next_poll = time.monotonic() + RELOAD_POLL_SECONDS
         while not self.stopping.is_set():
+            if not self.library_ready.wait(TICK_SECONDS):
+                continue  # the first library is loading: the traffic waits in the queue, to be evaluated with it
             try:
                 first = self.events.get(timeout=TICK_SECONDS)
             except queue.Empty:
@@ -863,23 +880,51 @@ class OatfAddon:
         return stamps
 
     def reload(self) -> None:
-        """Load (again) every document named by `oatf_attacks`; report each problem once."""
-        self.watched = self._snapshot()
-        library = load_library(self._paths(), ctx.options.oatf_lenient)
-        seen = {str(p) for p in (*self.library.problems, *self.library.waived)}
-        # Warnings, not errors: mitmdump exits on errors logged at start-up, and one bad document must not
-        # stop the proxy or the other attacks.
-        for problem in library.problems:
-            if str(problem) not in seen:
-                log.warning("oatf: not loaded: %s", problem)
-        for waived in library.waived:
-            if str(waived) not in seen:
-                log.warning("oatf: loaded anyway (oatf_lenient): %s", waived)
-        self.library = library
-        with self.lock:
-            if self.monitor is not None:
-                self._flush()  # the traffic so far is evaluated with the library it came under
-                self.monitor.replace_attacks(list(library.attacks))
+        """Load (again) every document named by `oatf_attacks`; report each problem once. On mitmproxy's event
+        loop (start-up, an option set, `oatf.reload`), on a thread of its own: the proxy forwards traffic while
+        the documents load (seconds for thousands), and what it sees meanwhile is evaluated with the library
+        it comes under — the new one at start-up (the worker hands nothing to the monitor before: `_work`),
+        the previous one at a reload. Elsewhere (the worker's watch of the files), now."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            self._load()
+            return
+        if not self.library_ready.is_set():
+            log.info("oatf: loading the attack documents; traffic is forwarded meanwhile and evaluated once they are")
+        self.loaders = [loader for loader in self.loaders if loader.is_alive()]
+        loader = threading.Thread(target=self._load, name="oatf-load", daemon=True)
+        self.loaders.append(loader)
+        loader.start()
+
+    def _load(self) -> None:
+        """`reload`, in the calling thread."""
+        with self.load_lock:
+            self.watched = self._snapshot()
+            try:
+                library = load_library(self._paths(), ctx.options.oatf_lenient)
+            except Exception as exc:  # a bug, not a bad document (those are problems): the proxy goes on
+                log.error("oatf: loading the attack documents failed: %s", describe(exc))
+                library = self.library
+            seen = {str(p) for p in (*self.library.problems, *self.library.waived)}
+            # Warnings, not errors: mitmdump exits on errors logged at start-up, and one bad document must not
+            # stop the proxy or the other attacks.
+            for problem in library.problems:
+                if str(problem) not in seen:
+                    log.warning("oatf: not loaded: %s", problem)
+            for waived in library.waived:
+                if str(waived) not in seen:
+                    log.warning("oatf: loaded anyway (oatf_lenient): %s", waived)
+            self.library = library
+            with self.lock:
+                if self.monitor is not None:
+                    if self.library_ready.is_set():
+                        self._flush()  # the traffic so far is evaluated with the library it came under
+                    self.monitor.replace_attacks(list(library.attacks))
+                self.library_ready.set()
+                recoveries, self.deferred_recoveries = self.deferred_recoveries, []
+                for segments, origin, unreleased in recoveries:
+                    self._recover_segments(segments, origin, unreleased)
         log.info("oatf: %d attack(s) loaded, %d problem(s)", len(library.attacks), len(library.problems))
         if not library.attacks:
             log.warning("oatf: no attack loaded: the proxy evaluates nothing%s",
