@@ -134,3 +134,26 @@ def test_summary_table_is_sorted_by_severity_with_totals_and_whole_session_keys(
     pieces = [wrapped[1][start:].split()[0]] + [line.strip() for line in wrapped[2:] if line.startswith(" ")]
     assert "".join(pieces) == long_session
     assert wrapped[1 + len(pieces)].split()[:3] == ["ZETA-1", "s9", "exploited"]
+
+
+def test_a_report_file_and_its_jsonl_line_are_the_redacted_report_as_compact_json(tmp_path: Path) -> None:
+    """What `write` puts on disk, byte for byte: the redacted report, compact JSON (non-ASCII escaped), a
+    newline — in the report's file and as its `verdicts.jsonl` line; a report directory removed meanwhile is
+    created again."""
+    secret = report("exploited", session="mcp_session:é/1")
+    secret["verdict"]["indicator_verdicts"] = [{"indicator_id": "ACME-001-01", "result": "matched",
+                                                "evidence": 'tools/call request: "AKIAABCDEFGHIJKLMNOP"'}]
+    expected = (json.dumps(reports.redact_report(secret), separators=(",", ":")) + "\n").encode()
+    assert b"AKIAABCDEFGHIJKLMNOP" not in expected and b"\\u00e9" in expected
+    directory = tmp_path / "reports"
+    writer = ReportWriter(directory)
+    first = writer.write(secret)
+    writer.commit()
+    for path in directory.iterdir():
+        path.unlink()
+    directory.rmdir()
+    second = writer.write(secret)
+    writer.commit()
+    assert first == second and first.read_bytes() == expected
+    assert (directory / JSONL_NAME).read_bytes() == expected
+    assert (first.stat().st_mode & 0o777) == 0o600 == ((directory / JSONL_NAME).stat().st_mode & 0o777)
