@@ -686,6 +686,7 @@ class OatfAddon:
         """What the monitor answered, in order. The runs reported are journaled together, and the flow updates
         reach the event loop in one call per batch (a shutdown reports thousands of runs at once)."""
         reported: list[RunKey] = []
+        unremarkable: Counter[tuple[str, str]] = Counter()
         for output in outputs:
             # Everything shown comes from the traffic or an attack file: printable, bounded.
             if isinstance(output, PhaseChanged):
@@ -699,7 +700,7 @@ class OatfAddon:
                             printable(output.indicator_id), output.flow_id, printable(output.evidence))
                 self._update_flow(output.flow_id, flow_marks.record_match, output)
             elif isinstance(output, Reported):
-                if self._reported(output):
+                if self._reported(output, unremarkable):
                     reported.append(output.key)
                 for flow_id in output.flows:
                     self._update_flow(flow_id, flow_marks.record_outcome, output)
@@ -716,12 +717,18 @@ class OatfAddon:
                     self._maybe_save(flow_id)
         if reported and self.journal is not None:
             self._journal(self.journal.concluded, *reported)
+        if unremarkable:
+            log.info("oatf: %s run(s) concluded while stopping (in the summary table; a report each in %s): %s",
+                     f"{unremarkable.total():,}", printable(str(self.report_dir), 300),
+                     ", ".join(f"{n:,} {outcome} ({status})" for (outcome, status), n in unremarkable.items()))
         self._to_loop()
 
-    def _reported(self, output: Reported) -> bool:
+    def _reported(self, output: Reported, unremarkable: Counter[tuple[str, str]]) -> bool:
         """A run the monitor process concluded and reported: its report is written and durable (True: the caller
         journals it), or could not be written (its run stays in the journal; each kind of failure is logged
-        once)."""
+        once). Logged, unless the proxy is stopping and its outcome needs no attention (not `ATTENTION`): then
+        it is counted in `unremarkable` (outcome, status), which the caller logs in one line — a shutdown
+        concludes every open run at once, thousands, and each log line costs mitmproxy's event loop a hook."""
         with self.concluded_lock:
             self.concluded.append(output)
             self.outcomes[output.summary.outcome] += 1
@@ -730,8 +737,12 @@ class OatfAddon:
             if self.once.first("report", (output.error or "").partition(":")[0]):
                 log.error("oatf: report not written (each kind of failure is logged once; the journal keeps the "
                           "runs): %s", printable(output.error or "", 300))
-        log.log(logging.WARNING if output.summary.outcome in ATTENTION else logging.INFO, "oatf %s: %s (%s) -> %s",
-                printable(output.run), output.summary.outcome, printable(output.summary.status), output.path or "-")
+        outcome = output.summary.outcome
+        if output.path is not None and outcome not in ATTENTION and self.stopping.is_set():
+            unremarkable[outcome, printable(output.summary.status, 20)] += 1
+        else:
+            log.log(logging.WARNING if outcome in ATTENTION else logging.INFO, "oatf %s: %s (%s) -> %s",
+                    printable(output.run), outcome, printable(output.summary.status), output.path or "-")
         return output.path is not None
 
     def _recovered(self, output: Recovered) -> None:

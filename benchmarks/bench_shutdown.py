@@ -24,6 +24,7 @@ import asyncio
 import json
 import re
 import signal
+import statistics
 import sys
 import tempfile
 import time
@@ -142,7 +143,7 @@ def main() -> None:
                                       other)["seconds"])
             print(f"  SIGINT to exit, library: this checkout {', '.join(f'{s:.2f}' for s in mine)} s; "
                   f"{args.against} {', '.join(f'{s:.2f}' for s in theirs)} s (alternating); ratio of the "
-                  f"medians {sorted(theirs)[len(theirs) // 2] / sorted(mine)[len(mine) // 2]:.2f}")
+                  f"medians {statistics.median(theirs) / statistics.median(mine):.2f}")
     complete = library["interrupted"] == library["live"] and library["files"] == library["lines"] == library["runs"]
     print(f"  library vs baseline: shutdown {library['seconds'] / baseline['seconds']:.1f}x the baseline's "
           f"({library['seconds'] - baseline['seconds']:+.2f} s for {library['live']:.0f} runs); every open run "
