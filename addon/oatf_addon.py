@@ -23,7 +23,8 @@ that do one thing, commands for users):
   (`addon.deferred_save`; the receiver thread schedules a flow's marks on the event loop before it tells that
   the flow is evaluated, so the marks come first);
 - an MCP session the agent closed (a `DELETE` with its `Mcp-Session-Id`, accepted by the server) concludes
-  its runs a grace period later (`Monitor.close_session`) rather than at the end of their lifetime;
+  its runs a grace period later (`Monitor.close_session`) rather than at the end of their lifetime; the close
+  is journaled like an event, so after a crash those runs conclude as closed (`session_closed`), not `recovered`;
 - `oatf_listen`: the events of `oatf tap --monitor PATH` (stdio servers, `oatf_engine.feed`) join the same queue,
   so one monitor judges an agent's stdio and HTTP traffic in one episode;
 - on shutdown every open run is concluded and reported: nothing observed is lost; the summary table is logged,
@@ -236,6 +237,7 @@ class OatfAddon:
             load_semantic_evaluator(config.semantic_evaluator)  # checked here, loaded in the child
             report_dir = Path(ctx.options.oatf_report_dir)
             report_dir.mkdir(parents=True, exist_ok=True)  # checked here, written by the monitor process
+            lock = self._lock_new_report_dir(report_dir)
         except (ValueError, ImportError, AttributeError, OSError) as exc:
             # Logged, not raised: mitmproxy would print a traceback. An error logged during start-up makes
             # mitmdump exit with this message; later, the previous settings stay in force.
@@ -256,8 +258,21 @@ class OatfAddon:
                 self.monitor.set_report_dir(str(report_dir))
             self.monitor.set_options(options)
         self.reload()
-        if self.journal is None or "oatf_report_dir" in updated:
-            self._open_journal()
+        if self.journal is None or lock is not None:
+            self._open_journal(lock)
+
+    def _lock_new_report_dir(self, report_dir: Path) -> IO[str] | None:
+        """When the proxy journals and `oatf_report_dir` changed to `report_dir`: its writer lock, taken (the journal
+        moves there, `_open_journal`); else None. ValueError while another process journals there: the change is
+        refused, the previous directory stays in force (its journal with it)."""
+        if self.journal is None or report_dir.resolve() == self.journal.path.parent.resolve():
+            return None
+        lock = take_lock(report_dir)
+        if lock is None:
+            raise ValueError(f"oatf_report_dir: another process journals in {printable(str(report_dir))} (a proxy, "
+                             f"`oatf tap` or `oatf monitor`); reports and the journal stay in "
+                             f"{printable(str(self.journal.path.parent))}")
+        return lock
 
     def _listen(self) -> None:
         """Serve the feed at `oatf_listen` (stopping the previous one)."""
@@ -281,25 +296,35 @@ class OatfAddon:
         for event in events:
             self._enqueue(event)
 
-    def _open_journal(self) -> None:
-        """Journal the monitor's inputs in the report directory (`oatf_engine.journal`), holding its writer lock;
-        first have the monitor process conclude and report the runs a previous proxy that did not stop cleanly
-        left in it. While another process holds the lock (a proxy, `oatf tap` or `oatf monitor` judging there),
-        neither: an error, said once (at start-up, mitmdump then exits)."""
+    def _open_journal(self, lock: IO[str] | None = None) -> None:
+        """Journal the monitor's inputs in the report directory (`oatf_engine.journal`), holding its writer lock
+        (`lock` when taken already); have the monitor process conclude and report the runs a previous proxy that
+        did not stop cleanly left in it. When the directory changed at runtime, the journal of the live runs
+        moves there with them (`Journal.hand_over`): the old directory is left as after a clean shutdown, and a
+        crash now recovers every open run into the new one. While another process holds the lock (a proxy,
+        `oatf tap` or `oatf monitor` judging there), neither: an error, said once (at start-up, mitmdump then
+        exits)."""
         directory = ctx.options.oatf_report_dir
         try:
             with self.lock:
-                self._close_journal()
-                self.journal_lock = take_lock(directory)
-                if self.journal_lock is None:
+                lock = lock or take_lock(directory)
+                if lock is None:
+                    self._close_journal()
                     if self.once.first("journal", directory):
                         log.error("oatf: another process journals in %s (a proxy, `oatf tap` or `oatf monitor`): "
                                   "its journal is left alone, and this proxy would evaluate without one (a crash "
                                   "would lose its open runs); give it a report directory of its own",
                                   printable(directory))
                     return
-                self.journal = Journal(directory)
-                self._recover("a proxy that did not stop cleanly", unreleased=True)
+                journal = Journal(directory)
+                left = journal.cut()  # by a proxy that did not stop cleanly: recovered apart from the live runs
+                if self.journal is not None:
+                    self.journal.hand_over(journal)
+                    log.info("oatf: the journal of the open runs moved from %s to %s",
+                             printable(str(self.journal.path.parent)), printable(directory))
+                self._close_journal()
+                self.journal, self.journal_lock = journal, lock
+                self._recover_segments(left, "a proxy that did not stop cleanly", unreleased=True)
         except OSError as exc:
             log.error("oatf: the evaluation journal is unavailable (a crash would lose open runs): %s",
                       describe(exc))
@@ -322,14 +347,23 @@ class OatfAddon:
         reports are durable (`_recovered`). Called with `lock` held."""
         if self.journal is None or self.monitor is None:
             return
-        segments = [str(segment) for segment in self.journal.cut()]
+        segments = self.journal.cut()
         if segments:
-            held = [item for item in self.order.held() if isinstance(item, ObservedEvent)]
+            held = self.order.held()
             if held:
-                self._journal(self.journal.held, held)
-            with self.concluded_lock:
-                self.unrecovered.update(segments)
-            self.monitor.recover(str(self.journal.path.parent), segments, origin, unreleased)
+                self._journal(self.journal.held, [item for item in held if isinstance(item, ObservedEvent)],
+                              [(item.session, item.at) for item in held if isinstance(item, SessionClosed)])
+        self._recover_segments(segments, origin, unreleased)
+
+    def _recover_segments(self, segments: list[Path], origin: str, unreleased: bool) -> None:
+        """Have the monitor process conclude the runs these journal segments (`Journal.cut`) show were left open by
+        `origin` (`_recover`). Called with `lock` held."""
+        if not segments or self.journal is None or self.monitor is None:
+            return
+        names = [str(segment) for segment in segments]
+        with self.concluded_lock:
+            self.unrecovered.update(names)
+        self.monitor.recover(str(self.journal.path.parent), names, origin, unreleased)
 
     def _start_monitor(self) -> MonitorProcess:
         """A monitor process with the current options, semantic evaluator and library."""
@@ -528,6 +562,8 @@ class OatfAddon:
                 received = []
                 self._release(item.watermark)
             elif isinstance(item, SessionClosed):
+                if self.journal is not None:  # a crash then concludes its runs as closed, not `recovered`
+                    self._journal(self.journal.closed, item.session, item.at)
                 self.order.add(item.at, item, rank=0)  # as replay: a close is told before events of its time
             else:
                 received.append(item)
@@ -551,8 +587,8 @@ class OatfAddon:
             self.monitor.tick(self.order.watermark)
 
     def _hand(self, released: list[ObservedEvent | SessionClosed]) -> None:
-        """Send the monitor these events and closes, in this order (a close is not journaled: a run recovered
-        after a crash concludes `recovered` instead). Called with `lock` held."""
+        """Send the monitor these events and closes, in this order (both were journaled as they were taken in,
+        `_hand_over`). Called with `lock` held."""
         batch: list[ObservedEvent] = []
         for item in released:
             if isinstance(item, SessionClosed):

@@ -20,7 +20,7 @@ from typing import Any
 
 import oatf
 from oatf.evaluation import QUOTED_VALUE, unquote
-from oatf_engine.journal import RunKey, run_key
+from oatf_engine.journal import RunKey, fsync_path, run_key
 from oatf_engine.text import printable
 
 JSONL_NAME = "verdicts.jsonl"
@@ -161,7 +161,7 @@ class ReportWriter:
             _syncfs(self.directory)
             return
         for path in [os.path.join(self._folder, JSONL_NAME), *written, self._folder]:
-            _fsync(Path(path))
+            fsync_path(Path(path))
 
 
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
@@ -196,14 +196,6 @@ def _syncfs(directory: Path) -> None:
         if SYNCFS is not None and SYNCFS(fd) != 0:
             error = ctypes.get_errno()
             raise OSError(error, os.strerror(error), str(directory))
-    finally:
-        os.close(fd)
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
     finally:
         os.close(fd)
 

@@ -78,11 +78,12 @@ class Peers:
 
 @contextlib.contextmanager
 def peer_process(script: Path, kinds: tuple[str, ...], log: Path,
-                 replay: list[Path] | None = None) -> Iterator[Peers]:
+                 replay: list[Path] | None = None, extra: tuple[str, ...] = ()) -> Iterator[Peers]:
     """Run the peers script `script` serving `kinds` (`--kind-name PORT` each, on free ports; and the replay
-    server of `replay` flow files) in one process, until every port accepts connections."""
+    server of `replay` flow files; `extra`: further arguments) in one process, until every port accepts
+    connections."""
     ports = {kind: free_port() for kind in kinds}
-    args = [str(PYTHON), str(script)]
+    args = [str(PYTHON), str(script), *extra]
     for kind, port in ports.items():
         args += [f"--{kind.replace('_', '-')}", str(port)]
     if replay:

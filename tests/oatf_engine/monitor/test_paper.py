@@ -171,3 +171,30 @@ def test_runs_on_paper_concluded_together_report_as_followed_runs_without_verdic
         counts = {n for r in reports[True] for n in re.findall(r"no matching message among (\d+) examined", r)}
         assert len(counts) >= 2, "sessions of different lengths: evidence stamped per run"
         assert any('"result": "skipped"' in r for r in reports[True])
+
+
+def test_runs_of_a_closed_session_conclude_at_once_as_the_clock_would_conclude_them() -> None:
+    """`Monitor.conclude_closed_sessions` (a crashed proxy's journal replayed, `oatf_engine.recovery`): the runs
+    of a session the agent closed — on paper or followed, their `after` timers firing on the way — conclude now
+    with the reports a clock going on gives them; the runs of other sessions stay live."""
+    library = _library()
+    for attack_id in sessions.script_ids()[::4]:
+        events = _events(attack_id)
+        closed = next((e.session_keys["mcp_session"] for e in events if "mcp_session" in e.session_keys), None)
+        if closed is None:
+            continue
+        end = events[-1].timestamp
+        clock, now = (Monitor(library, MonitorOptions(grace_period=5.0)) for _ in range(2))
+        for monitor in (clock, now):
+            for event in events:
+                monitor.observe(event)
+            monitor.close_session("mcp", "mcp_session", closed, end)
+        ours = f"mcp_session:{closed}"
+        later = [o.report for second in range(1, 2 * 3600) for o in clock.tick(end + second)  # as the live ticks
+                 if isinstance(o, RunConcluded)]
+        expected = [r for r in later if r["execution_summary"]["session"] == ours]
+        at_once = [o.report for o in now.conclude_closed_sessions() if isinstance(o, RunConcluded)]
+        assert expected and _sorted(at_once) == _sorted(expected), attack_id
+        assert {r["execution_summary"]["status"] for r in at_once} <= {"session_closed", "completed"}, attack_id
+        assert not any(row["run"].endswith(ours) for row in now.status()), attack_id
+        assert now.live_runs == clock.live_runs + len(later) - len(expected), "the other sessions' runs stay live"
