@@ -70,7 +70,7 @@ from oatf_engine.attest_traces import TraceCollector, write_traces
 from oatf_engine.engine_config import SETTINGS, engine_config
 from oatf_engine.events import ObservedEvent
 from oatf_engine.feed import SOCKET_NAME, FeedServer
-from oatf_engine.journal import Journal, take_lock
+from oatf_engine.journal import Journal, RunKey, take_lock
 from oatf_engine.monitor import (
     Held,
     IndicatorMatched,
@@ -736,6 +736,10 @@ class OatfAddon:
             self._forget_in_flight()  # no answer will come for them
 
     def _handle(self, outputs: Sequence[Output | Reported | Recovered | Held]) -> None:
+        """What the monitor answered, in order. The runs reported are journaled together, and the flow updates
+        reach the event loop in one call per batch (a shutdown reports thousands of runs at once)."""
+        reported: list[RunKey] = []
+        unremarkable: Counter[tuple[str, str]] = Counter()
         for output in outputs:
             # Everything shown comes from the traffic or an attack file: printable, bounded.
             if isinstance(output, PhaseChanged):
@@ -749,10 +753,12 @@ class OatfAddon:
                             printable(output.indicator_id), output.flow_id, printable(output.evidence))
                 self._update_flow(output.flow_id, flow_marks.record_match, output)
             elif isinstance(output, Reported):
-                self._reported(output)
+                if self._reported(output, unremarkable):
+                    reported.append(output.key)
                 for flow_id in output.flows:
                     self._update_flow(flow_id, flow_marks.record_outcome, output)
-                self._on_loop(functools.partial(self._concluded, output))
+                if self.loop is not None:
+                    self.flow_updates.put(functools.partial(self._concluded, output))
             elif isinstance(output, Recovered):
                 self._recovered(output)
             elif isinstance(output, Held):
@@ -762,10 +768,20 @@ class OatfAddon:
                         self._unpin(flow_id)
                 for flow_id in placed:
                     self._maybe_save(flow_id)
+        if reported and self.journal is not None:
+            self._journal(self.journal.concluded, *reported)
+        if unremarkable:
+            log.info("oatf: %s run(s) concluded while stopping (in the summary table; a report each in %s): %s",
+                     f"{unremarkable.total():,}", printable(str(self.report_dir), 300),
+                     ", ".join(f"{n:,} {outcome} ({status})" for (outcome, status), n in unremarkable.items()))
+        self._to_loop()
 
-    def _reported(self, output: Reported) -> None:
-        """A run the monitor process concluded and reported: its report is written and durable, or could not
-        be written (its run stays in the journal; each kind of failure is logged once)."""
+    def _reported(self, output: Reported, unremarkable: Counter[tuple[str, str]]) -> bool:
+        """A run the monitor process concluded and reported: its report is written and durable (True: the caller
+        journals it), or could not be written (its run stays in the journal; each kind of failure is logged
+        once). Logged, unless the proxy is stopping and its outcome needs no attention (not `ATTENTION`): then
+        it is counted in `unremarkable` (outcome, status), which the caller logs in one line — a shutdown
+        concludes every open run at once, thousands, and each log line costs mitmproxy's event loop a hook."""
         with self.concluded_lock:
             self.concluded.append(output)
             self.outcomes[output.summary.outcome] += 1
@@ -774,10 +790,13 @@ class OatfAddon:
             if self.once.first("report", (output.error or "").partition(":")[0]):
                 log.error("oatf: report not written (each kind of failure is logged once; the journal keeps the "
                           "runs): %s", printable(output.error or "", 300))
-        elif self.journal is not None:
-            self._journal(self.journal.concluded, output.key)
-        log.log(logging.WARNING if output.summary.outcome in ATTENTION else logging.INFO, "oatf %s: %s (%s) -> %s",
-                printable(output.run), output.summary.outcome, printable(output.summary.status), output.path or "-")
+        outcome = output.summary.outcome
+        if output.path is not None and outcome not in ATTENTION and self.stopping.is_set():
+            unremarkable[outcome, printable(output.summary.status, 20)] += 1
+        else:
+            log.log(logging.WARNING if outcome in ATTENTION else logging.INFO, "oatf %s: %s (%s) -> %s",
+                    printable(output.run), outcome, printable(output.summary.status), output.path or "-")
+        return output.path is not None
 
     def _recovered(self, output: Recovered) -> None:
         """The monitor process concluded the runs of a recovery (`_recover`): the segments are dropped once every
@@ -810,7 +829,8 @@ class OatfAddon:
 
     def _update_flow[T](self, flow_id: str, record: Callable[[http.HTTPFlow, T], None], output: T) -> None:
         """`record` what the monitor told of a flow on the flow (`addon.flow_marks`: mark, comment, metadata),
-        on the event loop; counted in `marking` until done (a flow's saving waits for it)."""
+        on the event loop (queued for `_to_loop`); counted in `marking` until done (a flow's saving waits for
+        it)."""
         flow = self.flows.get(flow_id)
         if flow is None or self.loop is None:
             return
@@ -828,12 +848,11 @@ class OatfAddon:
 
         with self.flight_lock:
             self.marking[flow_id] += 1
-        self._on_loop(apply)
+        self.flow_updates.put(apply)
 
-    def _on_loop(self, update: Callable[[], None]) -> None:
-        """Run `update` on the event loop after the flow updates queued before it."""
-        if self.loop is not None:
-            self.flow_updates.put(update)
+    def _to_loop(self) -> None:
+        """Have the event loop apply the flow updates queued so far (`flow_updates`, in order), with one call."""
+        if self.loop is not None and not self.flow_updates.empty():
             with contextlib.suppress(RuntimeError):  # the loop is closed: `done` applies what is queued
                 self.loop.call_soon_threadsafe(self._apply_flow_updates)
 

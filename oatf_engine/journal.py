@@ -172,12 +172,13 @@ class Journal:
     def tick(self, now: float) -> None:
         self._write({"tick": now})
 
-    def concluded(self, key: RunKey) -> None:
-        """The run `key` was reported: its report file is written and durable (`ReportWriter.commit`)."""
-        self._write({"concluded": list(key)})
+    def concluded(self, *keys: RunKey) -> None:
+        """The runs `keys` were reported: their report files are written and durable (`ReportWriter.commit`).
+        A record each, written together (a shutdown reports thousands of runs at once)."""
+        self._write(*({"concluded": list(key)} for key in keys))
 
-    def _write(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, separators=(",", ":"), default=str) + "\n"
+    def _write(self, *records: dict[str, Any]) -> None:
+        line = "".join(json.dumps(record, separators=(",", ":"), default=str) + "\n" for record in records)
         with self._lock:
             if self._handle is None or self._size >= SEGMENT_BYTES:
                 self._rotate()

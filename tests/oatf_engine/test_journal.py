@@ -163,6 +163,22 @@ def test_the_journaled_runs_reported_are_collected() -> None:
     assert reported == {("A", "s", "1")}
 
 
+def test_runs_reported_together_are_journaled_with_one_write_a_record_each(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch of reported runs (a shutdown reports thousands at once) costs one write of the journal, and
+    reads back as a `concluded` record per run, in order."""
+    journal = Journal(tmp_path)
+    journal.tick(1.0)
+    writes: list[str] = []
+    real = journal._handle.write
+    monkeypatch.setattr(journal._handle, "write", lambda text: (writes.append(text), real(text))[1])
+    keys = [("OW-001", f"mcp_session:s{n}", "1970-01-01T00:00:01.000Z") for n in range(3)]
+    journal.concluded(*keys)
+    journal.close()
+    assert len(writes) == 1
+    assert [tuple(r["concluded"]) for r in records(tmp_path / JOURNAL_DIR) if "concluded" in r] == keys
+
+
 def test_closed_sessions_replay_where_the_proxy_told_them() -> None:
     """A `closed` record is held like a received event and told at the tick that passes it, before the events of
     its time; at a cut, the closes held are journaled again (`held` ... `closed`) and count once whichever
