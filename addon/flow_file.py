@@ -23,7 +23,7 @@ import functools
 import io
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, BinaryIO, cast
 
 from mitmproxy import connection, http
 from mitmproxy.exceptions import FlowReadException
@@ -37,6 +37,8 @@ _BYTES, _TEXT, _INT, _FLOAT, _BOOL, _NULL, _LIST, _DICT = b",;#^!~]}"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _MAX_PREFIX = 12
 """Most digits of a record's length prefix (as `tnetstring.load`)."""
+_CHUNK = 1 << 20
+"""How many bytes of a flow file are read at a time."""
 
 Fields = tuple[tuple[bytes, bytes], ...]
 
@@ -125,29 +127,41 @@ _TIMES = (float, int)
 """The types of a timestamp (mitmproxy writes floats, and whatever number it was given)."""
 
 
-def read_flow_file(data: bytes, position: Callable[[int], None] | None = None) -> list[AnyHTTPFlow]:
-    """The HTTP flows of a flow file's (or a HAR file's) content, in file order; `position`, when given, is
-    told how many bytes are read every `UPDATE_EVERY` records of a flow file.
+def read_flow_file(source: bytes | BinaryIO, position: Callable[[int], None] | None = None) -> list[AnyHTTPFlow]:
+    """The HTTP flows of a flow file's (or a HAR file's) content, in file order; `source`: the content, or a
+    binary file read from its current position on. `position`, when given, is told how many bytes are read every
+    `UPDATE_EVERY` records of a flow file. A flow file is read `_CHUNK` bytes at a time (a record larger than
+    that at once): the file is never held whole, only the flows read from it.
 
     Raises `FlowReadException` when the content is neither."""
+    handle = io.BytesIO(source) if isinstance(source, bytes) else source
+    data = handle.read(_CHUNK)
     if data.startswith((b"{", b"\xef\xbb\xbf{")):  # HAR, as `FlowReader.stream` recognises it
-        return _read_by_mitmproxy(data)
+        return _read_by_mitmproxy(data + handle.read())
     flows: list[AnyHTTPFlow] = []
-    pos, size = 0, len(data)
-    while pos < size:
+    pos = dropped = 0  # where the next record starts in `data`; how many bytes of the file preceded `data`
+    while True:
+        if len(data) - pos <= _MAX_PREFIX:  # the next length prefix may not be in `data` whole
+            data, dropped, pos = data[pos:] + handle.read(max(_CHUNK, _MAX_PREFIX + 1)), dropped + pos, 0
+            if not data:
+                return flows
         if position is not None and len(flows) % UPDATE_EVERY == 0:
-            position(pos)
+            position(dropped + pos)
         colon = data.find(b":", pos, pos + _MAX_PREFIX + 1)
         prefix = data[pos:colon] if colon > pos else b""
-        end = colon + 1 + int(prefix) if prefix.isdigit() else size
-        if end >= size:  # no length prefix, or a truncated record: mitmproxy reads (and rejects) the rest
-            return flows + _read_by_mitmproxy(data[pos:])
+        if not prefix.isdigit():  # no length prefix: mitmproxy reads (and rejects) the rest
+            return flows + _read_by_mitmproxy(data[pos:] + handle.read())
+        end = colon + 1 + int(prefix)  # where the record's type tag is
+        if end >= len(data):  # the record goes on past `data`: read the rest of it
+            data = data[pos:] + handle.read(end + 1 - len(data))
+            dropped, colon, end, pos = dropped + pos, colon - pos, end - pos, 0
+            if end >= len(data):  # a truncated record: mitmproxy reads (and rejects) it
+                return flows + _read_by_mitmproxy(data)
         try:
             flows.append(_flow(data, (colon + 1, end)))
         except (ValueError, IndexError, RecursionError):
             flows += _read_by_mitmproxy(data[pos:end + 1])
         pos = end + 1
-    return flows
 
 
 def _read_by_mitmproxy(data: bytes) -> list[AnyHTTPFlow]:

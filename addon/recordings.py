@@ -38,7 +38,7 @@ def read_flows(path: str, position: Callable[[int], None] | None = None) -> list
     the bytes read so far, as it goes)."""
     try:
         with open(path, "rb") as handle:
-            flows = read_flow_file(handle.read(), position)
+            flows = read_flow_file(handle, position)
     except OSError as exc:
         raise ReplayError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except FlowReadException as exc:

@@ -10,6 +10,7 @@ import json
 import tempfile
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -20,6 +21,7 @@ from mitmproxy.exceptions import FlowReadException
 from mitmproxy.io import FlowReader, FlowWriter, tnetstring
 from mitmproxy.test import tflow, tutils
 
+from addon import flow_file
 from addon.flow_file import AnyHTTPFlow, RecordedFlow, read_flow_file
 from addon.recordings import ReplayError, decode_flows, read_flows
 from oatf_engine.wire import WireDecoder
@@ -173,6 +175,36 @@ def test_unreadable_content(data: bytes) -> None:
         read_flow_file(data)
 
 
+class CountedReads(io.BytesIO):
+    """A file that remembers how many bytes each `read` asked for (-1: all)."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self.sizes: list[int] = []
+
+    def read(self, size: int | None = -1, /) -> bytes:
+        self.sizes.append(-1 if size is None else size)
+        return super().read(size)
+
+
+def test_read_in_chunks() -> None:
+    """A flow file is read a chunk at a time, never whole (memory bounded by the flows read, not the file):
+    records across chunk boundaries, records larger than a chunk, and prefixes cut by a boundary read as when
+    the content is read at once; `position` is told the bytes read so far, in order."""
+    flows = [f for attack_id in sessions.script_ids()[:6] for variant in sessions.VARIANTS
+             for f in sessions.to_flows(sessions.play(sessions.load_script(attack_id), variant), seed=attack_id)]
+    data = written([*flows, *edge_flows()])
+    whole = [replay_view(f) for f in read_flow_file(data)]
+    assert len(whole) == len(flows) + len(edge_flows())
+    for chunk in (1, 2, 13, 14, 100, 4096):
+        handle, positions = CountedReads(data), []
+        with mock.patch.object(flow_file, "_CHUNK", chunk):
+            assert [replay_view(f) for f in read_flow_file(handle, positions.append)] == whole
+        largest = max(len(written([f])) for f in [*flows, *edge_flows()])
+        assert -1 not in handle.sizes and max(handle.sizes) <= max(chunk, 13, largest), chunk
+        assert positions == sorted(positions) and positions[0] == 0 and positions[-1] < len(data)
+
+
 def read_file(data: bytes) -> list[AnyHTTPFlow] | ReplayError:
     """`read_flows` of a file holding `data`: the flows, or the error."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -206,8 +238,14 @@ SAMPLE = written([tflow.tflow(resp=True), edge_flows()[-2], tflow.tflow(err=True
 
 
 def assert_read_or_refused(data: bytes) -> None:
-    """Reading gives flows or a `ReplayError`; whatever mitmproxy reads is read the same."""
+    """Reading gives flows or a `ReplayError`; whatever mitmproxy reads is read the same; reading in small
+    chunks reads the same."""
     result = read_file(data)
+    with mock.patch.object(flow_file, "_CHUNK", 7):
+        chunked = read_file(data)
+    assert type(chunked) is type(result)
+    if not isinstance(result, ReplayError):
+        assert isinstance(chunked, list) and [replay_view(f) for f in chunked] == [replay_view(f) for f in result]
     try:
         theirs: list[http.HTTPFlow] | None = read_by_mitmproxy(data)
     except Exception:
