@@ -10,7 +10,9 @@ flow formats are read through mitmproxy. `decode_flows` feeds recorded flows thr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import heapq
+import math
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from mitmproxy.exceptions import FlowReadException
@@ -168,25 +170,119 @@ def decode_flows(decoder: WireDecoder, flows: Iterable[AnyHTTPFlow],
     `flows` are mitmproxy's or `addon.flow_file`'s views of them; steps at the same time keep flow order. A flow
     inject mode altered carries what it injected on its answer, as live (`addon.inject_tags.tagged`). `decoded`,
     when given, is told how many flows are through (their last step fed) every `UPDATE_EVERY` flows."""
-    steps: list[_Step] = []
-    injected: dict[str, Any] = {}
-    for flow in flows:
-        steps += _flow_steps(decoder, flow)
-        if flow.metadata.get(INJECTED):
-            injected[flow.id] = flow.metadata[INJECTED]
-    steps.sort(key=_step_time)  # stable
-    events: list[ObservedEvent] = []
-    last_steps = (decoder.response_end, decoder.abort)  # a flow's last step is one of these, and only its last
+    return [event for *_, events in _decoded_steps(decoder, list(flows), decoded) for event in events]
+
+
+def events_in_order(decoder: WireDecoder, flows: list[AnyHTTPFlow],
+                    decoded: Callable[[int], None] | None = None) -> Iterator[ObservedEvent]:
+    """`decode_flows` sorted by (timestamp, seq), as replay evaluates them, each yielded as soon as no later step
+    can give an earlier event: a step's events carry the step's own recorded time, which may be earlier than the
+    time the step is fed at (`_flow_steps`), so an event waits until every flow not through yet is known to
+    carry no earlier time (its lowest: `_times`). Memory is then bounded by the flows in progress, not by the
+    recording's size."""
+    times = [_times(flow) for flow in flows]
+    if any(t != t for flow_times in times for t in flow_times):  # NaN orders nothing: sorted whole, as ever
+        events = decode_flows(decoder, flows, decoded)
+        events.sort(key=_event_order)
+        yield from events
+        return
+    order = _start_order(flows)
+    lows = [min(flow_times) for flow_times in times]
+    later = [lows[n] for n in order]  # later[k]: the lowest time of the k-th flow to start and those after it
+    for k in range(len(later) - 2, -1, -1):
+        later[k] = min(later[k], later[k + 1])
+    waiting: list[tuple[float, int, ObservedEvent]] = []
+    active: list[tuple[float, int]] = []  # (lowest time, position) of the flows started and not through
+    through: set[int] = set()  # positions of the flows through still in `active` (removed as they surface)
+    started = 0
+    for now_started, position, last, events in _decoded_steps(decoder, flows, decoded, order):
+        for event in events:
+            heapq.heappush(waiting, (event.timestamp, event.seq, event))
+        while started < now_started:
+            heapq.heappush(active, (lows[order[started]], order[started]))
+            started += 1
+        if last:
+            through.add(position)
+        while active and active[0][1] in through:
+            through.discard(heapq.heappop(active)[1])
+        bound = min(later[started] if started < len(later) else math.inf, active[0][0] if active else math.inf)
+        while waiting and waiting[0][0] <= bound:
+            yield heapq.heappop(waiting)[2]
+    while waiting:
+        yield heapq.heappop(waiting)[2]
+
+
+def _event_order(event: ObservedEvent) -> tuple[float, int]:
+    return event.timestamp, event.seq
+
+
+def _times(flow: AnyHTTPFlow) -> list[float]:
+    """The recorded times `_flow_steps` feeds the steps of `flow` with (each event carries one of them)."""
+    request, response, error = flow.request, flow.response, flow.error
+    times = [request.timestamp_start, request.timestamp_end or request.timestamp_start]
+    if response is not None:
+        times += [response.timestamp_start, response.timestamp_end or response.timestamp_start]
+        times += [at for at, _ in flow.metadata.get("wire_chunks") or ()]
+    if error is not None:
+        times.append(error.timestamp)
+    return times
+
+
+def _start_order(flows: list[AnyHTTPFlow]) -> list[int]:
+    """The positions of `flows` by request start (stable)."""
+    return sorted(range(len(flows)), key=lambda n: flows[n].request.timestamp_start)
+
+
+def _decoded_steps(decoder: WireDecoder, flows: list[AnyHTTPFlow], decoded: Callable[[int], None] | None,
+                   order: list[int] | None = None) -> Iterator[tuple[int, int, bool, list[ObservedEvent]]]:
+    """Each step's events (`decode_flows`), tagged, after how many flows have started, the position of the step's
+    flow and whether it is the flow's last step (`_wire_steps`)."""
+    injected = {flow.id: flow.metadata[INJECTED] for flow in flows if flow.metadata.get(INJECTED)}
     through = 0
-    for _, feed, args in steps:
-        events += feed(*args)
-        if decoded is not None and feed in last_steps:
+    for started, position, last, (_, feed, args) in _wire_steps(
+            decoder, flows, _start_order(flows) if order is None else order):
+        events = feed(*args)
+        if injected and events:
+            events = [tagged(event, injected[event.flow_id]) if event.flow_id in injected else event
+                      for event in events]
+        yield started, position, last, events
+        if decoded is not None and last:
             through += 1
             if through % UPDATE_EVERY == 0:
                 decoded(through)
     if decoded is not None:
         decoded(through)
-    return [tagged(event, injected[event.flow_id]) if event.flow_id in injected else event for event in events]
+
+
+def _wire_steps(decoder: WireDecoder, flows: list[AnyHTTPFlow],
+                order: list[int]) -> Iterator[tuple[int, int, bool, _Step]]:
+    """The steps of all `flows` sorted by time, stably (at the same time, in the order of `flows`, then of a
+    flow's own steps), each after how many flows have started (in `order`: by request start), with its flow's
+    position and whether it is the flow's last step. A flow's steps are made when the merge reaches its
+    request's start, the earliest of their times, so only the flows in progress hold theirs. Times that do not
+    compare (NaN) are sorted whole, as a list would be."""
+    if any(t != t for flow in flows for t in _times(flow)):
+        every = [(n, number == len(flow_steps) - 1, step) for n, flow in enumerate(flows)
+                 for flow_steps in [_flow_steps(decoder, flow)] for number, step in enumerate(flow_steps)]
+        every.sort(key=lambda item: item[2][0])
+        yield from ((len(flows), n, last, step) for n, last, step in every)
+        return
+    heap: list[tuple[float, int, int, list[_Step]]] = []  # (time, flow's position, step number, its steps)
+    started = 0
+    while started < len(flows) or heap:
+        if started < len(flows) and (not heap or flows[order[started]].request.timestamp_start <= heap[0][0]):
+            position = order[started]
+            steps = _flow_steps(decoder, flows[position])
+            heapq.heappush(heap, (steps[0][0], position, 0, steps))
+            started += 1
+            continue
+        _, position, index, steps = heap[0]
+        last = index + 1 == len(steps)
+        if last:
+            heapq.heappop(heap)
+        else:
+            heapq.heapreplace(heap, (steps[index + 1][0], position, index + 1, steps))
+        yield started, position, last, steps[index]
 
 
 def decode_flow(decoder: WireDecoder, flow: AnyHTTPFlow) -> list[ObservedEvent]:
@@ -196,10 +292,6 @@ def decode_flow(decoder: WireDecoder, flow: AnyHTTPFlow) -> list[ObservedEvent]:
 
 _Step = tuple[float, Callable[..., list[ObservedEvent]], tuple[Any, ...]]
 """When, which decoder call, and its arguments."""
-
-
-def _step_time(step: _Step) -> float:
-    return step[0]
 
 
 def _flow_steps(decoder: WireDecoder, flow: AnyHTTPFlow) -> list[_Step]:
