@@ -24,7 +24,15 @@ from oatf_engine.engine_config import EngineConfig, engine_config
 from oatf_engine.events import ObservedEvent
 from oatf_engine.monitor import load_library
 from oatf_engine.progress import UPDATE_EVERY, Progress, file_size, size
-from oatf_engine.replay import ReplayResult, SessionClose, collector_paused, evaluate_events, worker_count
+from oatf_engine.replay import (
+    ReplayResult,
+    SessionClose,
+    collector_paused,
+    evaluate_events,
+    evaluate_stream,
+    may_fork,
+    worker_count,
+)
 from oatf_engine.semantic import load_semantic_evaluator
 from oatf_engine.wire import DecoderConfig, WireDecoder, is_streamed, kept_header
 from oatf_engine.wire.mcp import SESSION_HEADER, closed_session
@@ -65,15 +73,11 @@ def read_capture_file(path: str) -> Capture | None:
         raise ReplayError(f"{path}: not an oatf tap capture: {exc}") from None
 
 
-def decode_recordings(flow_paths: list[str], config: DecoderConfig | None = None,
-                      origins: dict[str, str] | None = None, progress: Progress | None = None,
-                      closes: list[SessionClose] | None = None) -> tuple[list[ObservedEvent], int]:
-    """Every event of every recording, in time order, and the number of flows (`config`: the decoder's
-    limits and protocol pins, as the live tap has them). A recording is a mitmproxy flow file, a HAR, or an
-    `oatf tap --record` capture of a stdio session (each of its messages counts as a flow). `origins`, when
-    given, receives each flow's recording (flow id → path); `progress` the stages `reading recordings` (in
-    bytes) and `decoding` (in flows); `closes` the MCP sessions the agent closed (`session_closes`)."""
-    decoder = WireDecoder(config or engine_config({}).decoder)
+def read_recordings(flow_paths: list[str], origins: dict[str, str] | None = None,
+                    progress: Progress | None = None,
+                    closes: list[SessionClose] | None = None) -> tuple[list[AnyHTTPFlow], list[Capture]]:
+    """The flows and the stdio captures of the recordings (see `decode_recordings`), in the order of the paths;
+    `progress`: the stage `reading recordings` (in bytes)."""
     captures = []
     flows: list[AnyHTTPFlow] = []
     if progress is not None:
@@ -93,11 +97,31 @@ def decode_recordings(flow_paths: list[str], config: DecoderConfig | None = None
         read_bytes += file_size(path)
         if progress is not None:
             progress.update(read_bytes)
-    messages = sum(len(capture.messages) for capture in captures)
     if progress is not None:
+        messages = sum(len(capture.messages) for capture in captures)
         stdio = f" and {messages:,} stdio message(s)" if captures else ""
         progress.finish(f"read {len(flows):,} flow(s){stdio} from {len(flow_paths):,} recording(s), "
                         f"{size(read_bytes)}")
+    return flows, captures
+
+
+def decode_recordings(flow_paths: list[str], config: DecoderConfig | None = None,
+                      origins: dict[str, str] | None = None, progress: Progress | None = None,
+                      closes: list[SessionClose] | None = None) -> tuple[list[ObservedEvent], int]:
+    """Every event of every recording, in time order, and the number of flows (`config`: the decoder's
+    limits and protocol pins, as the live tap has them). A recording is a mitmproxy flow file, a HAR, or an
+    `oatf tap --record` capture of a stdio session (each of its messages counts as a flow). `origins`, when
+    given, receives each flow's recording (flow id → path); `progress` the stages `reading recordings` (in
+    bytes) and `decoding` (in flows); `closes` the MCP sessions the agent closed (`session_closes`)."""
+    flows, captures = read_recordings(flow_paths, origins, progress, closes)
+    return _decoded_recordings(WireDecoder(config or engine_config({}).decoder), flows, captures, progress)
+
+
+def _decoded_recordings(decoder: WireDecoder, flows: list[AnyHTTPFlow], captures: list[Capture],
+                        progress: Progress | None) -> tuple[list[ObservedEvent], int]:
+    """`decode_recordings` of recordings read."""
+    messages = sum(len(capture.messages) for capture in captures)
+    if progress is not None:
         progress.start("decoding", len(flows) + messages, "flows")
     # One decoder over all flows, interleaved by recorded time: exchanges answer each other (the legacy MCP
     # transport answers POSTs on its SSE stream), so flows cannot be decoded one by one.
@@ -108,7 +132,7 @@ def decode_recordings(flow_paths: list[str], config: DecoderConfig | None = None
         decoded += len(capture.messages)
         if progress is not None:
             progress.update(decoded)
-    events.sort(key=lambda e: (e.timestamp, e.seq))
+    events.sort(key=_event_order)
     if progress is not None:
         progress.finish(f"decoded {len(events):,} event(s) from {decoded:,} flow(s)")
     return events, decoded
@@ -137,19 +161,37 @@ def replay(attack_paths: list[str], flow_paths: list[str], config: EngineConfig 
     """Evaluate the attacks under `attack_paths` over the recordings in `flow_paths`, with the engine built as
     the live addon builds it from the same settings (`oatf_engine.engine_config`; `workers`: see `evaluate_events`;
     `progress`: each stage as it goes: loading, reading, decoding, evaluating). Raises ImportError/AttributeError
-    when the configured semantic evaluator does not load."""
+    when the configured semantic evaluator does not load.
+
+    In one process (`workers` 1, or forking unavailable) over flow files, events go from the decoder to the
+    monitor as they come (`events_in_order`, `oatf_engine.replay.evaluate_stream`: the stage `evaluating`, in
+    flows), so memory is bounded by the flows read and the live runs, not by the events of the recording; with
+    more processes, or stdio captures, every event is decoded first (`decode_recordings`), then evaluated."""
     config = config or engine_config({})
     semantic = load_semantic_evaluator(config.semantic_evaluator)
     origins: dict[str, str] = {}
     with collector_paused():
         library = load_library(attack_paths, config.lenient, progress)
+        attacks = list(library.attacks)
         closes: list[SessionClose] = []
-        events, flow_count = decode_recordings(flow_paths, config.decoder, origins, progress, closes)
-        reports = evaluate_events(list(library.attacks), events, config.monitor, workers, semantic, progress, closes)
-    return ReplayResult(reports, list(library.problems), len(events), flow_count,
-                        worker_count(len(events), workers), attack_ids=tuple(a.key for a in library.attacks),
-                        waived=list(library.waived), attacks={a.key: a.attack for a in library.attacks},
-                        flow_files=origins)
+        flows, captures = read_recordings(flow_paths, origins, progress, closes)
+        decoder = WireDecoder(config.decoder)
+        if captures or may_fork(workers):
+            events, flow_count = _decoded_recordings(decoder, flows, captures, progress)
+            reports = evaluate_events(attacks, events, config.monitor, workers, semantic, progress, closes)
+            event_count, used = len(events), worker_count(len(events), workers)
+        else:
+            if progress is not None:
+                progress.start("evaluating", len(flows), "flows")
+            stream = events_in_order(decoder, flows, progress.update if progress is not None else None)
+            flow_count, used = len(flows), 1
+            reports, event_count = evaluate_stream(attacks, stream, config.monitor, semantic, closes)
+            if progress is not None:
+                progress.finish(f"decoded and evaluated {event_count:,} event(s) from {flow_count:,} flow(s) in 1 "
+                                f"process: {len(reports):,} run(s) concluded")
+    return ReplayResult(reports, list(library.problems), event_count, flow_count, used,
+                        attack_ids=tuple(a.key for a in library.attacks), waived=list(library.waived),
+                        attacks={a.key: a.attack for a in library.attacks}, flow_files=origins)
 
 
 def replay_flows(attack_paths: list[str], flow_paths: list[str], *, grace_period: float | None = None) -> list[dict]:
@@ -354,5 +396,6 @@ def _last_event_start(stream: bytes, content_type: str) -> int:
     return max((body.rfind(sep) + len(sep) for sep in separators if sep in body), default=0)
 
 
-__all__ = ["ReplayError", "decode_flow", "decode_flows", "decode_recordings", "read_capture_file", "read_flows",
+__all__ = ["ReplayError", "decode_flow", "decode_flows", "decode_recordings", "events_in_order", "read_capture_file",
+           "read_flows", "read_recordings",
            "replay", "replay_flows", "session_closes"]

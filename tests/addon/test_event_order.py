@@ -26,10 +26,13 @@ from addon.flow_file import (
     read_flow_file,
 )
 from addon.inject_tags import METADATA_KEY, tagged
-from addon.recordings import decode_flows, events_in_order
+from addon.recordings import decode_flows, decode_recordings, events_in_order, replay
 from oatf_engine.events import ObservedEvent
+from oatf_engine.monitor import load_library
+from oatf_engine.replay import SessionClose, evaluate_events
 from oatf_engine.wire import WireDecoder
 from testing import sessions
+from testing.paths import ROOT
 from tests.addon.test_flow_file import edge_flows, written
 from tests.oatf_engine.wire.replay import FIXTURES
 
@@ -140,3 +143,23 @@ def test_a_time_that_does_not_compare_is_sorted_as_a_list() -> None:
     assert isinstance(broken, RecordedFlow) and broken.response is not None
     broken.response.timestamp_end = float("nan")
     assert_same_order(flows)
+
+
+def test_streamed_replay_reports_as_decoding_everything_first(tmp_path: Any) -> None:
+    """`replay` in one process (events streamed to the monitor) and the events all decoded first, then evaluated
+    (`decode_recordings`, `evaluate_events`: the path of several processes) give the same reports, over every
+    attack's recorded sessions (two recordings, read together) and the library."""
+    played = [(attack_id, sessions.to_flows(sessions.play(sessions.load_script(attack_id), variant),
+                                            seed=f"{attack_id}/{variant}"))
+              for attack_id in sessions.script_ids() for variant in sessions.VARIANTS]
+    paths = [tmp_path / "first.mitm", tmp_path / "second.mitm"]
+    for n, path in enumerate(paths):
+        sessions.write_flows(path, [f for k, (_, flows) in enumerate(played) if k % 2 == n for f in flows])
+    attacks = [str(ROOT / "attacks")]
+    streamed = replay(attacks, [str(p) for p in paths])
+    closes: list[SessionClose] = []
+    events, flow_count = decode_recordings([str(p) for p in paths], closes=closes)
+    reports = evaluate_events(list(load_library(attacks).attacks), events, closes=closes)
+    assert (streamed.events, streamed.flows) == (len(events), flow_count)
+    assert len(reports) > len(played)
+    assert json.dumps(streamed.reports, sort_keys=True) == json.dumps(reports, sort_keys=True)
