@@ -63,6 +63,10 @@ def read_capture_file(path: str) -> Capture | None:
     """The `oatf tap --record` capture at `path` (`oatf_engine.wire.ndjson`), or None when it is not one."""
     try:
         with open(path, "rb") as handle:
+            head = handle.read(4096).lstrip()
+            if head and not head.startswith(b"{"):  # a flow file: not read line by line (it may hold no line break)
+                return None
+            handle.seek(0)
             if not is_capture(handle.readline()):
                 return None
             handle.seek(0)

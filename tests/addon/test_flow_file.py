@@ -8,6 +8,7 @@ import dataclasses
 import io
 import json
 import tempfile
+import tracemalloc
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -23,8 +24,9 @@ from mitmproxy.test import tflow, tutils
 
 from addon import flow_file
 from addon.flow_file import AnyHTTPFlow, RecordedFlow, read_flow_file
-from addon.recordings import ReplayError, decode_flows, read_flows
+from addon.recordings import ReplayError, decode_flows, read_capture_file, read_flows
 from oatf_engine.wire import WireDecoder
+from oatf_engine.wire.ndjson import record_header, record_line
 from testing import sessions
 from tests.oatf_engine.wire.replay import FIXTURES
 
@@ -203,6 +205,28 @@ def test_read_in_chunks() -> None:
         largest = max(len(written([f])) for f in [*flows, *edge_flows()])
         assert -1 not in handle.sizes and max(handle.sizes) <= max(chunk, 13, largest), chunk
         assert positions == sorted(positions) and positions[0] == 0 and positions[-1] < len(data)
+
+
+def test_a_flow_file_is_not_read_whole_to_tell_it_from_a_capture(tmp_path: Path) -> None:
+    """Telling a flow file from an `oatf tap --record` capture reads its first bytes, not its first line (a flow
+    file may hold no line break: it was read whole, over 400 MB of a 218 MB recording)."""
+    data = written([tflow.tflow(resp=True) for _ in range(2000)])
+    assert b"\n" not in data and len(data) > 2_000_000
+    path = tmp_path / "recording.mitm"
+    path.write_bytes(data)
+    tracemalloc.start()
+    try:
+        assert read_capture_file(str(path)) is None
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 100_000, peak
+    capture = tmp_path / "capture.jsonl"
+    for blank in ("", " " * 5000):  # a capture is still one, its header past the first bytes read or not
+        capture.write_text(blank + record_header("s", 42, ["server"], "stdio", 1.0)
+                           + record_line("client", b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}', 2.0))
+        read = read_capture_file(str(capture))
+        assert read is not None and len(read.messages) == 1
 
 
 def read_file(data: bytes) -> list[AnyHTTPFlow] | ReplayError:
