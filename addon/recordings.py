@@ -10,8 +10,9 @@ flow formats are read through mitmproxy. `decode_flows` feeds recorded flows thr
 
 from __future__ import annotations
 
-import heapq
+import bisect
 import math
+import operator
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -216,50 +217,28 @@ def decode_flows(decoder: WireDecoder, flows: Iterable[AnyHTTPFlow],
     `flows` are mitmproxy's or `addon.flow_file`'s views of them; steps at the same time keep flow order. A flow
     inject mode altered carries what it injected on its answer, as live (`addon.inject_tags.tagged`). `decoded`,
     when given, is told how many flows are through (their last step fed) every `UPDATE_EVERY` flows."""
-    return [event for *_, events in _decoded_steps(decoder, list(flows), decoded) for event in events]
+    return [event for events, _ in _decoded_windows(decoder, list(flows), decoded) for event in events]
 
 
 def events_in_order(decoder: WireDecoder, flows: list[AnyHTTPFlow],
                     decoded: Callable[[int], None] | None = None) -> Iterator[ObservedEvent]:
     """`decode_flows` sorted by (timestamp, seq), as replay evaluates them, each yielded as soon as no later step
     can give an earlier event: a step's events carry the step's own recorded time, which may be earlier than the
-    time the step is fed at (`_flow_steps`), so an event waits until every flow not through yet is known to
-    carry no earlier time (its lowest: `_times`). Memory is then bounded by the flows in progress, not by the
-    recording's size."""
-    times = [_times(flow) for flow in flows]
-    if any(t != t for flow_times in times for t in flow_times):  # NaN orders nothing: sorted whole, as ever
-        events = decode_flows(decoder, flows, decoded)
-        events.sort(key=_event_order)
-        yield from events
-        return
-    order = _start_order(flows)
-    lows = [min(flow_times) for flow_times in times]
-    later = [lows[n] for n in order]  # later[k]: the lowest time of the k-th flow to start and those after it
-    for k in range(len(later) - 2, -1, -1):
-        later[k] = min(later[k], later[k + 1])
-    waiting: list[tuple[float, int, ObservedEvent]] = []
-    active: list[tuple[float, int]] = []  # (lowest time, position) of the flows started and not through
-    through: set[int] = set()  # positions of the flows through still in `active` (removed as they surface)
-    started = 0
-    for now_started, position, last, events in _decoded_steps(decoder, flows, decoded, order):
-        for event in events:
-            heapq.heappush(waiting, (event.timestamp, event.seq, event))
-        while started < now_started:
-            heapq.heappush(active, (lows[order[started]], order[started]))
-            started += 1
-        if last:
-            through.add(position)
-        while active and active[0][1] in through:
-            through.discard(heapq.heappop(active)[1])
-        bound = min(later[started] if started < len(later) else math.inf, active[0][0] if active else math.inf)
-        while waiting and waiting[0][0] <= bound:
-            yield heapq.heappop(waiting)[2]
-    while waiting:
-        yield heapq.heappop(waiting)[2]
+    time the step is fed at (`_flow_steps`), so an event waits until every flow with steps still to feed is
+    known to carry no earlier time (its lowest: `_times`). Memory is then bounded by the flows in progress, not
+    by the recording's size."""
+    waiting: list[ObservedEvent] = []
+    for events, bound in _decoded_windows(decoder, flows, decoded):
+        waiting += events
+        waiting.sort(key=_event_order)
+        ready = bisect.bisect_right(waiting, bound, key=_timestamp)
+        yield from waiting[:ready]
+        del waiting[:ready]
+    yield from waiting
 
 
-def _event_order(event: ObservedEvent) -> tuple[float, int]:
-    return event.timestamp, event.seq
+_event_order = operator.attrgetter("timestamp", "seq")
+_timestamp = operator.attrgetter("timestamp")
 
 
 def _times(flow: AnyHTTPFlow) -> list[float]:
@@ -274,61 +253,73 @@ def _times(flow: AnyHTTPFlow) -> list[float]:
     return times
 
 
-def _start_order(flows: list[AnyHTTPFlow]) -> list[int]:
-    """The positions of `flows` by request start (stable)."""
-    return sorted(range(len(flows)), key=lambda n: flows[n].request.timestamp_start)
-
-
-def _decoded_steps(decoder: WireDecoder, flows: list[AnyHTTPFlow], decoded: Callable[[int], None] | None,
-                   order: list[int] | None = None) -> Iterator[tuple[int, int, bool, list[ObservedEvent]]]:
-    """Each step's events (`decode_flows`), tagged, after how many flows have started, the position of the step's
-    flow and whether it is the flow's last step (`_wire_steps`)."""
+def _decoded_windows(decoder: WireDecoder, flows: list[AnyHTTPFlow],
+                     decoded: Callable[[int], None] | None) -> Iterator[tuple[list[ObservedEvent], float]]:
+    """The events of the steps of each `_wire_windows` window (`decode_flows`), tagged, and the time no event of
+    a later window can be earlier than."""
     injected = {flow.id: flow.metadata[INJECTED] for flow in flows if flow.metadata.get(INJECTED)}
+    last_steps = (decoder.response_end, decoder.abort)  # a flow's last step is one of these, and only its last
     through = 0
-    for started, position, last, (_, feed, args) in _wire_steps(
-            decoder, flows, _start_order(flows) if order is None else order):
-        events = feed(*args)
-        if injected and events:
+    for steps, bound in _wire_windows(decoder, flows):
+        events: list[ObservedEvent] = []
+        for _, _, feed, args in steps:
+            events += feed(*args)
+            if decoded is not None and feed in last_steps:
+                through += 1
+                if through % UPDATE_EVERY == 0:
+                    decoded(through)
+        if injected:
             events = [tagged(event, injected[event.flow_id]) if event.flow_id in injected else event
                       for event in events]
-        yield started, position, last, events
-        if decoded is not None and last:
-            through += 1
-            if through % UPDATE_EVERY == 0:
-                decoded(through)
+        yield events, bound
     if decoded is not None:
         decoded(through)
 
 
-def _wire_steps(decoder: WireDecoder, flows: list[AnyHTTPFlow],
-                order: list[int]) -> Iterator[tuple[int, int, bool, _Step]]:
-    """The steps of all `flows` sorted by time, stably (at the same time, in the order of `flows`, then of a
-    flow's own steps), each after how many flows have started (in `order`: by request start), with its flow's
-    position and whether it is the flow's last step. A flow's steps are made when the merge reaches its
-    request's start, the earliest of their times, so only the flows in progress hold theirs. Times that do not
-    compare (NaN) are sorted whole, as a list would be."""
-    if any(t != t for flow in flows for t in _times(flow)):
-        every = [(n, number == len(flow_steps) - 1, step) for n, flow in enumerate(flows)
-                 for flow_steps in [_flow_steps(decoder, flow)] for number, step in enumerate(flow_steps)]
-        every.sort(key=lambda item: item[2][0])
-        yield from ((len(flows), n, last, step) for n, last, step in every)
+_WINDOW = 512
+"""How many flows (by request start) `_wire_windows` makes the steps of at a time."""
+_Placed = tuple[float, int, Callable[..., list[ObservedEvent]], tuple[Any, ...]]
+"""A step (`_Step`) with the position of its flow."""
+_step_order = operator.itemgetter(0, 1)
+
+
+def _wire_steps(decoder: WireDecoder, flows: list[AnyHTTPFlow]) -> list[_Placed]:
+    """Every step of `flows` (with its flow's position) in wire order: by time, then flow order, then a flow's own
+    order (the sort is stable)."""
+    steps = [(at, n, feed, args) for n, flow in enumerate(flows) for at, feed, args in _flow_steps(decoder, flow)]
+    steps.sort(key=_step_time)
+    return steps
+
+
+def _wire_windows(decoder: WireDecoder, flows: list[AnyHTTPFlow]) -> Iterator[tuple[list[_Placed], float]]:
+    """`_wire_steps` in windows, each with the lowest time any event of a later window can carry: the flows are
+    taken `_WINDOW` at a time by request start, the earliest of their steps' times, so a step earlier than the
+    next window's first start can come from no later flow and is fed in this window (the others wait for the
+    next one). Only the steps of the flows in progress are held. Times that do not compare (NaN) are sorted
+    whole, as a list would be."""
+    times = [_times(flow) for flow in flows]
+    if any(t != t for flow_times in times for t in flow_times):
+        yield _wire_steps(decoder, flows), math.inf
         return
-    heap: list[tuple[float, int, int, list[_Step]]] = []  # (time, flow's position, step number, its steps)
-    started = 0
-    while started < len(flows) or heap:
-        if started < len(flows) and (not heap or flows[order[started]].request.timestamp_start <= heap[0][0]):
-            position = order[started]
-            steps = _flow_steps(decoder, flows[position])
-            heapq.heappush(heap, (steps[0][0], position, 0, steps))
-            started += 1
-            continue
-        _, position, index, steps = heap[0]
-        last = index + 1 == len(steps)
-        if last:
-            heapq.heappop(heap)
-        else:
-            heapq.heapreplace(heap, (steps[index + 1][0], position, index + 1, steps))
-        yield started, position, last, steps[index]
+    order = sorted(range(len(flows)), key=lambda n: flows[n].request.timestamp_start)
+    lows = [min(flow_times) for flow_times in times]
+    later = [*(lows[n] for n in order), math.inf]  # later[k]: the lowest time of the k-th flow to start and after
+    for k in range(len(order) - 1, -1, -1):
+        later[k] = min(later[k], later[k + 1])
+    del times
+    pending: list[_Placed] = []
+    for first in range(0, len(order), _WINDOW):
+        window = order[first:first + _WINDOW]
+        pending += [(at, n, feed, args) for n in window for at, feed, args in _flow_steps(decoder, flows[n])]
+        pending.sort(key=_step_order)
+        following = first + len(window)
+        start = flows[order[following]].request.timestamp_start if following < len(order) else math.inf
+        ready = bisect.bisect_left(pending, start, key=_step_time)
+        steps, pending = pending[:ready], pending[ready:]
+        yield steps, min(later[following], min((lows[n] for _, n, _, _ in pending), default=math.inf))
+
+
+_step_time = operator.itemgetter(0)
 
 
 def decode_flow(decoder: WireDecoder, flow: AnyHTTPFlow) -> list[ObservedEvent]:

@@ -10,6 +10,7 @@ import dataclasses
 import json
 from collections.abc import Callable
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -55,12 +56,16 @@ def rows(events: list[ObservedEvent]) -> list[tuple[Any, ...]]:
 
 
 def assert_same_order(flows: list[AnyHTTPFlow]) -> list[ObservedEvent]:
+    """Decoded in windows of 1, 2, 3 and 512 flows, `flows` give the reference's events, in the same order."""
     expected = reference_events(flows)
-    through: list[int] = []
-    assert rows(decode_flows(WireDecoder(), flows, through.append)) == rows(expected)
-    assert through[-1] == len(flows)
-    ordered = list(events_in_order(WireDecoder(), flows))
-    assert rows(ordered) == rows(sorted(expected, key=lambda e: (e.timestamp, e.seq)))
+    ordered: list[ObservedEvent] = []
+    for window in (1, 2, 3, 512):
+        with mock.patch.object(recordings, "_WINDOW", window):
+            through: list[int] = []
+            assert rows(decode_flows(WireDecoder(), flows, through.append)) == rows(expected)
+            assert through[-1] == len(flows)
+            ordered = list(events_in_order(WireDecoder(), flows))
+            assert rows(ordered) == rows(sorted(expected, key=lambda e: (e.timestamp, e.seq)))
     return ordered
 
 
@@ -87,10 +92,11 @@ def test_events_wait_only_for_flows_in_progress() -> None:
             "method": "tools/call", "params": {"name": "t", "arguments": {}},
             "result": {"content": [{"type": "text", "text": "ok"}]}}}]}}]}, "complying"))))
     decoded: list[int] = []
-    stream = events_in_order(WireDecoder(), flows, decoded.append)
-    first = next(stream)
-    assert first.event_type == "initialize" and not decoded, "handed on before most flows were decoded"
-    assert len([first, *stream]) > 100
+    with mock.patch.object(recordings, "_WINDOW", 4), mock.patch.object(recordings, "UPDATE_EVERY", 1):
+        stream = events_in_order(WireDecoder(), flows, decoded.append)
+        first = next(stream)
+        assert first.event_type == "initialize" and len(decoded) <= 4, "handed on before most flows were decoded"
+        assert len([first, *stream]) > 100 and decoded[-1] == len(flows)
 
 
 TIMES = st.sampled_from([0.0, 1.0, 1.5, 2.0, 3.0])
