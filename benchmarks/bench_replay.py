@@ -154,6 +154,19 @@ def timed[T](function: Callable[..., T], *args: Any) -> tuple[T, float, float]:
         return result, time.perf_counter() - wall, time.process_time() - cpu
 
 
+def read_and_decode(path: Path) -> tuple[list[ObservedEvent], float, float]:
+    """The events of the recording at `path` in time order, and the CPU seconds reading and decoding took."""
+    flows, _, read_cpu = timed(read_flows, str(path))
+
+    def decode() -> list[ObservedEvent]:
+        events = decode_flows(WireDecoder(), flows)
+        events.sort(key=lambda e: (e.timestamp, e.seq))
+        return events
+
+    events, _, decode_cpu = timed(decode)
+    return events, read_cpu, decode_cpu
+
+
 def measure(label: str, path: Path, library_size: int, repeats: int, workers: int, profile: int) -> None:
     """replay() end to end (one process, then `workers`), then its stages one by one, over the recording at
     `path`."""
@@ -171,14 +184,7 @@ def measure(label: str, path: Path, library_size: int, repeats: int, workers: in
     if len(runs) > 1:
         print(f"    same runs, verdicts and statuses with {workers} processes as with one: "
               f"{runs[1] == runs[workers]}")
-    flows, _, read_cpu = timed(read_flows, str(path))
-
-    def decode() -> list[ObservedEvent]:
-        events = decode_flows(WireDecoder(), flows)
-        events.sort(key=lambda e: (e.timestamp, e.seq))
-        return events
-
-    events, _, decode_cpu = timed(decode)
+    events, read_cpu, decode_cpu = read_and_decode(path)
     library, _, load_cpu = timed(load_library, [ATTACKS])
     _, _, empty_cpu = timed(evaluate_events, [], events)
     profiler = cProfile.Profile() if profile else None
@@ -217,15 +223,7 @@ def stage_figures(path: Path) -> dict[str, Any]:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     digest = hashlib.sha256(json.dumps(sorted(json.dumps(r, sort_keys=True) for r in result.reports)).encode())
     del result
-    flows, _, read_cpu = timed(read_flows, str(path))
-
-    def decode() -> list[ObservedEvent]:
-        events = decode_flows(WireDecoder(), flows)
-        events.sort(key=lambda e: (e.timestamp, e.seq))
-        return events
-
-    events, _, decode_cpu = timed(decode)
-    flows.clear()
+    events, read_cpu, decode_cpu = read_and_decode(path)
     library = load_library([ATTACKS])
     _, _, monitor_cpu = timed(evaluate_events, list(library.attacks), events)
     return {"messages": len(events), "end to end": cpu, "read": read_cpu, "decode": decode_cpu,
@@ -322,7 +320,8 @@ def main() -> None:
             if args.against is not None:
                 compare(path, args.against.resolve(), args.rounds)
     print(f"peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB "
-          "(replay holds every flow and event of a recording)")
+          "(it holds the flows it built and every event of a recording for the stages; --against prints the peak "
+          "of replay() alone)")
 
 
 if __name__ == "__main__":
