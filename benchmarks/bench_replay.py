@@ -215,12 +215,19 @@ def measure(label: str, path: Path, library_size: int, repeats: int, workers: in
         print(out.getvalue())
 
 
+def peak_rss() -> float:
+    """This process's peak resident memory in MB since it started its program (`VmHWM`: `ru_maxrss` would count
+    the peak of the process it was forked from)."""
+    status = Path("/proc/self/status").read_text()
+    return int(status.split("VmHWM:")[1].split()[0]) / 1024
+
+
 def stage_figures(path: Path) -> dict[str, Any]:
     """In a fresh process (a child of `--against`): `replay` end to end over the recording at `path` (its CPU and
     the process's peak RSS after it, before anything else runs), then the stages: reading, decoding and the
     monitor's CPU, and a digest of the reports (sorted, as JSON)."""
     result, _, cpu = timed(replay, [ATTACKS], [str(path)], None, 1)
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rss = peak_rss()
     digest = hashlib.sha256(json.dumps(sorted(json.dumps(r, sort_keys=True) for r in result.reports)).encode())
     del result
     events, read_cpu, decode_cpu = read_and_decode(path)
