@@ -298,7 +298,7 @@ def _wire_windows(decoder: WireDecoder, flows: list[AnyHTTPFlow]) -> Iterator[tu
     next one). Only the steps of the flows in progress are held. Times that do not compare (NaN) are sorted
     whole, as a list would be."""
     times = [_times(flow) for flow in flows]
-    if any(t != t for flow_times in times for t in flow_times):
+    if any(total != total for total in map(sum, times)):  # a NaN (or both infinities: sorted whole too)
         yield _wire_steps(decoder, flows), math.inf
         return
     order = sorted(range(len(flows)), key=lambda n: flows[n].request.timestamp_start)
