@@ -8,8 +8,6 @@ The recording ends the observation: once every event is fed, runs whose actors a
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import itertools
 import multiprocessing
 import operator
@@ -22,6 +20,7 @@ from multiprocessing.sharedctypes import Synchronized
 from typing import Any
 
 import oatf
+from oatf_engine.collector import collector_paused
 from oatf_engine.events import ObservedEvent
 from oatf_engine.monitor import LoadedAttack, LoadProblem, Monitor, MonitorOptions, RunConcluded
 from oatf_engine.monitor.sessions import SessionResolver
@@ -264,21 +263,6 @@ def worker_count(events: int, workers: int) -> int:
     if workers <= 1 or events < PARALLEL_MIN_EVENTS or threading.active_count() > 1:
         return 1
     return workers if "fork" in multiprocessing.get_all_start_methods() else 1
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off for the duration (then back as it was). A replay holds the
-    recording's flows and events and builds a report per run: many objects, none of them in reference cycles
-    (reference counting frees them), which the collector would scan over and over — about 40% of a replay's
-    time (`benchmarks/bench_replay.py`)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 __all__ = [
