@@ -67,7 +67,7 @@ from addon.views import ContentViews
 from addon.watermark import TICK_SECONDS, ClockMark, SessionClosed, Steps
 from oatf_engine.attest_traces import TraceCollector, write_traces
 from oatf_engine.engine_config import SETTINGS, engine_config
-from oatf_engine.events import ObservedEvent
+from oatf_engine.events import ExchangeEnded, ObservedEvent
 from oatf_engine.feed import SOCKET_NAME, FeedServer
 from oatf_engine.journal import Journal, take_lock
 from oatf_engine.monitor import (
@@ -113,14 +113,15 @@ class OatfAddon:
         # sub-addons: mitmproxy runs a parent's hook before its sub-addons', and the tap must decode what inject
         # mode rewrote (what the agent received). The content views have no such order: a sub-addon (`addons`).
         self.inject = Inject()
-        self.tap = MitmTap(on_event=lambda event: self._enqueue(self.inject.tag(event)))
-        self.events: queue.Queue[ObservedEvent | ClockMark | SessionClosed | None] = queue.Queue()
-        """What the hooks (and the feed) queue for the worker: events, the MCP sessions closed, and the event
-        loop's clock marks (`addon.watermark`)."""
+        self.tap = MitmTap(on_event=lambda event: self._enqueue(self.inject.tag(event)), on_ended=self._exchange_ended)
+        self.events: queue.Queue[ObservedEvent | ExchangeEnded | ClockMark | SessionClosed | None] = queue.Queue()
+        """What the hooks (and the feed) queue for the worker: events, the ends of exchanges that left requests
+        unanswered, the MCP sessions closed, and the event loop's clock marks (`addon.watermark`)."""
         self.steps = Steps()
         """Steps of flows under way whose hook has not run yet: they hold the watermark back (event loop only)."""
-        self.order: Reorder[ObservedEvent | SessionClosed] = Reorder()
-        """Events and closes the worker holds until the watermark passes them (with `lock` held)."""
+        self.order: Reorder[ObservedEvent | ExchangeEnded | SessionClosed] = Reorder()
+        """Events, ends of exchanges and closes the worker holds until the watermark passes them (with `lock`
+        held)."""
         self.clock_due = 0.0
         """When (the event loop's time) the next clock mark is due."""
         self.backlog_warned = 0
@@ -324,7 +325,7 @@ class OatfAddon:
             return
         segments = [str(segment) for segment in self.journal.cut()]
         if segments:
-            held = [item for item in self.order.held() if isinstance(item, ObservedEvent)]
+            held = [item for item in self.order.held() if not isinstance(item, SessionClosed)]
             if held:
                 self._journal(self.journal.held, held)
             with self.concluded_lock:
@@ -455,6 +456,11 @@ class OatfAddon:
             # mitmproxy's time, saved with the flow: replay closes the session at the same moment
             self.events.put_nowait(SessionClosed(session, response.timestamp_end or time.time()))
 
+    def _exchange_ended(self, item: ExchangeEnded) -> None:
+        """Queue the end of an exchange that left requests unanswered (`addon.mitm_tap`) for the worker, in its
+        place among the events (its requests' waits end: `Monitor.exchange_ended`)."""
+        self.events.put_nowait(item)
+
     def _busy(self, flow_id: str) -> bool:
         """Whether OATF is not done with the flow: events of it not evaluated yet (queued, in flight, or held by
         the monitor), or updates of it not applied yet."""
@@ -518,10 +524,10 @@ class OatfAddon:
         self.monitor = self._start_monitor()
         self._recover("a monitor process that was lost", unreleased=False)
 
-    def _hand_over(self, items: list[ObservedEvent | ClockMark | SessionClosed]) -> None:
-        """Journal and hold events, hold closes; at each clock mark, hand the monitor what its watermark releases,
-        then move the monitor's clock to it (`addon.watermark`). Called with `lock` held."""
-        received: list[ObservedEvent] = []
+    def _hand_over(self, items: list[ObservedEvent | ExchangeEnded | ClockMark | SessionClosed]) -> None:
+        """Journal and hold events and ends of exchanges, hold closes; at each clock mark, hand the monitor what its
+        watermark releases, then move the monitor's clock to it (`addon.watermark`). Called with `lock` held."""
+        received: list[ObservedEvent | ExchangeEnded] = []
         for item in items:
             if isinstance(item, ClockMark):
                 self._receive(received)
@@ -533,9 +539,10 @@ class OatfAddon:
                 received.append(item)
         self._receive(received)
 
-    def _receive(self, events: list[ObservedEvent]) -> None:
-        """Journal these events, in one record (`received`: a crash loses none of them, however far the watermark
-        is behind), and hold them until the watermark passes them. Called with `lock` held."""
+    def _receive(self, events: list[ObservedEvent | ExchangeEnded]) -> None:
+        """Journal these events (and ends of exchanges), in one record (`received`: a crash loses none of them,
+        however far the watermark is behind), and hold them until the watermark passes them. Called with `lock`
+        held."""
         if events and self.journal is not None:
             self._journal(self.journal.received, events)
         for event in events:
@@ -550,10 +557,10 @@ class OatfAddon:
                 self._journal(self.journal.tick, self.order.watermark)
             self.monitor.tick(self.order.watermark)
 
-    def _hand(self, released: list[ObservedEvent | SessionClosed]) -> None:
-        """Send the monitor these events and closes, in this order (a close is not journaled: a run recovered
-        after a crash concludes `recovered` instead). Called with `lock` held."""
-        batch: list[ObservedEvent] = []
+    def _hand(self, released: list[ObservedEvent | ExchangeEnded | SessionClosed]) -> None:
+        """Send the monitor these events, ends of exchanges and closes, in this order (a close is not journaled: a
+        run recovered after a crash concludes `recovered` instead). Called with `lock` held."""
+        batch: list[ObservedEvent | ExchangeEnded] = []
         for item in released:
             if isinstance(item, SessionClosed):
                 self._send(batch)
@@ -576,9 +583,9 @@ class OatfAddon:
         if drained and self.journal is not None:
             self._journal(self.journal.drained)
 
-    def _drain(self, limit: int | None = None) -> list[ObservedEvent | ClockMark | SessionClosed]:
+    def _drain(self, limit: int | None = None) -> list[ObservedEvent | ExchangeEnded | ClockMark | SessionClosed]:
         """What waits in the queue (at most `limit` items), without blocking."""
-        items: list[ObservedEvent | ClockMark | SessionClosed] = []
+        items: list[ObservedEvent | ExchangeEnded | ClockMark | SessionClosed] = []
         while limit is None or len(items) < limit:
             try:
                 item = self.events.get_nowait()
@@ -588,10 +595,12 @@ class OatfAddon:
                 items.append(item)
         return items
 
-    def _send(self, events: list[ObservedEvent]) -> None:
-        """Hand events to the monitor (and to the Attest trace collector when traces are wanted)."""
-        if not events:
+    def _send(self, batch: list[ObservedEvent | ExchangeEnded]) -> None:
+        """Hand events (and ends of exchanges, in their place) to the monitor (and the events to the Attest trace
+        collector when traces are wanted)."""
+        if not batch:
             return
+        events = [item for item in batch if isinstance(item, ObservedEvent)]
         per_flow = Counter(event.flow_id for event in events)
         if self.monitor is None:
             with self.flight_lock:
@@ -608,7 +617,7 @@ class OatfAddon:
         with self.flight_lock:
             self.in_evaluation.append(per_flow)
             self.events_in_flight += len(events)
-        self.monitor.observe(events)
+        self.monitor.observe(batch)
 
     def _write_evicted_trace(self, trace: dict[str, Any]) -> None:
         """A session the trace collector evicts to bound its memory: its trace is written now, not lost (the

@@ -10,7 +10,7 @@ flow formats are read through mitmproxy. `decode_flows` feeds recorded flows thr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from mitmproxy.exceptions import FlowReadException
@@ -19,12 +19,13 @@ from addon.flow_file import AnyHTTPFlow, client_address, read_flow_file
 from addon.inject_tags import METADATA_KEY as INJECTED
 from addon.inject_tags import tagged
 from oatf_engine.engine_config import EngineConfig, engine_config
-from oatf_engine.events import ObservedEvent
+from oatf_engine.events import ExchangeEnded, ObservedEvent
 from oatf_engine.monitor import load_library
 from oatf_engine.progress import UPDATE_EVERY, Progress, file_size, size
 from oatf_engine.replay import ReplayResult, SessionClose, collector_paused, evaluate_events, worker_count
 from oatf_engine.semantic import load_semantic_evaluator
 from oatf_engine.wire import DecoderConfig, WireDecoder, is_streamed, kept_header
+from oatf_engine.wire.decoder import Decoded
 from oatf_engine.wire.mcp import SESSION_HEADER, closed_session
 from oatf_engine.wire.ndjson import Capture, decode_capture, is_capture, read_capture
 
@@ -65,12 +66,14 @@ def read_capture_file(path: str) -> Capture | None:
 
 def decode_recordings(flow_paths: list[str], config: DecoderConfig | None = None,
                       origins: dict[str, str] | None = None, progress: Progress | None = None,
-                      closes: list[SessionClose] | None = None) -> tuple[list[ObservedEvent], int]:
+                      closes: list[SessionClose] | None = None,
+                      endings: list[ExchangeEnded] | None = None) -> tuple[list[ObservedEvent], int]:
     """Every event of every recording, in time order, and the number of flows (`config`: the decoder's
     limits and protocol pins, as the live tap has them). A recording is a mitmproxy flow file, a HAR, or an
     `oatf tap --record` capture of a stdio session (each of its messages counts as a flow). `origins`, when
     given, receives each flow's recording (flow id → path); `progress` the stages `reading recordings` (in
-    bytes) and `decoding` (in flows); `closes` the MCP sessions the agent closed (`session_closes`)."""
+    bytes) and `decoding` (in flows); `closes` the MCP sessions the agent closed (`session_closes`); `endings`
+    the ends of exchanges that left requests unanswered, in the order the live tap reports them (`decode_flows`)."""
     decoder = WireDecoder(config or engine_config({}).decoder)
     captures = []
     flows: list[AnyHTTPFlow] = []
@@ -99,7 +102,7 @@ def decode_recordings(flow_paths: list[str], config: DecoderConfig | None = None
         progress.start("decoding", len(flows) + messages, "flows")
     # One decoder over all flows, interleaved by recorded time: exchanges answer each other (the legacy MCP
     # transport answers POSTs on its SSE stream), so flows cannot be decoded one by one.
-    events = decode_flows(decoder, flows, progress.update if progress is not None else None)
+    events = decode_flows(decoder, flows, progress.update if progress is not None else None, endings)
     decoded = len(flows)
     for capture in captures:
         events.extend(decode_capture(decoder, capture))
@@ -142,8 +145,10 @@ def replay(attack_paths: list[str], flow_paths: list[str], config: EngineConfig 
     with collector_paused():
         library = load_library(attack_paths, config.lenient, progress)
         closes: list[SessionClose] = []
-        events, flow_count = decode_recordings(flow_paths, config.decoder, origins, progress, closes)
-        reports = evaluate_events(list(library.attacks), events, config.monitor, workers, semantic, progress, closes)
+        endings: list[ExchangeEnded] = []
+        events, flow_count = decode_recordings(flow_paths, config.decoder, origins, progress, closes, endings)
+        reports = evaluate_events(list(library.attacks), events, config.monitor, workers, semantic, progress, closes,
+                                  endings)
     return ReplayResult(reports, list(library.problems), len(events), flow_count,
                         worker_count(len(events), workers), attack_ids=tuple(a.key for a in library.attacks),
                         waived=list(library.waived), attacks={a.key: a.attack for a in library.attacks},
@@ -156,8 +161,8 @@ def replay_flows(attack_paths: list[str], flow_paths: list[str], *, grace_period
     return replay(attack_paths, flow_paths, config).reports
 
 
-def decode_flows(decoder: WireDecoder, flows: Iterable[AnyHTTPFlow],
-                 decoded: Callable[[int], None] | None = None) -> list[ObservedEvent]:
+def decode_flows(decoder: WireDecoder, flows: Iterable[AnyHTTPFlow], decoded: Callable[[int], None] | None = None,
+                 endings: list[ExchangeEnded] | None = None) -> list[ObservedEvent]:
     """All events of recorded flows (offline replay), each timestamped as recorded, fed to `decoder` in the
     order things happened on the wire across flows: request start, request end, response start, each
     streamed chunk at its recorded arrival (`flow.metadata["wire_chunks"]`, written by `MitmTap`; else the
@@ -167,7 +172,9 @@ def decode_flows(decoder: WireDecoder, flows: Iterable[AnyHTTPFlow],
     with `store_streamed_bodies`; a stream that ended early holds the bytes forwarded (`MitmTap`).
     `flows` are mitmproxy's or `addon.flow_file`'s views of them; steps at the same time keep flow order. A flow
     inject mode altered carries what it injected on its answer, as live (`addon.inject_tags.tagged`). `decoded`,
-    when given, is told how many flows are through (their last step fed) every `UPDATE_EVERY` flows."""
+    when given, is told how many flows are through (their last step fed) every `UPDATE_EVERY` flows; `endings`, when
+    given, receives the ends of exchanges that left requests unanswered (`oatf_engine.events.ExchangeEnded`: a
+    response or stream that ended without the answer, a flow that failed), as the live tap reports them."""
     steps: list[_Step] = []
     injected: dict[str, Any] = {}
     for flow in flows:
@@ -179,7 +186,11 @@ def decode_flows(decoder: WireDecoder, flows: Iterable[AnyHTTPFlow],
     last_steps = (decoder.response_end, decoder.abort)  # a flow's last step is one of these, and only its last
     through = 0
     for _, feed, args in steps:
-        events += feed(*args)
+        for item in feed(*args):
+            if isinstance(item, ObservedEvent):
+                events.append(item)
+            elif endings is not None:
+                endings.append(item)
         if decoded is not None and feed in last_steps:
             through += 1
             if through % UPDATE_EVERY == 0:
@@ -194,7 +205,7 @@ def decode_flow(decoder: WireDecoder, flow: AnyHTTPFlow) -> list[ObservedEvent]:
     return decode_flows(decoder, [flow])
 
 
-_Step = tuple[float, Callable[..., list[ObservedEvent]], tuple[Any, ...]]
+_Step = tuple[float, Callable[..., Sequence[Decoded]], tuple[Any, ...]]
 """When, which decoder call, and its arguments."""
 
 

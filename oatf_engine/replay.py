@@ -21,7 +21,7 @@ from multiprocessing.sharedctypes import Synchronized
 from typing import Any
 
 import oatf
-from oatf_engine.events import ObservedEvent
+from oatf_engine.events import ExchangeEnded, ObservedEvent
 from oatf_engine.monitor import LoadedAttack, LoadProblem, Monitor, MonitorOptions, RunConcluded
 from oatf_engine.monitor.sessions import SessionResolver
 from oatf_engine.progress import UPDATE_EVERY, Progress
@@ -57,17 +57,31 @@ PARALLEL_MIN_EVENTS = 5_000
 """Below this many events a replay stays in one process: starting workers would cost more than it saves."""
 
 
-def place_events(events: list[ObservedEvent], options: MonitorOptions) -> list[Placed]:
+def place_events(events: list[ObservedEvent], options: MonitorOptions,
+                 endings: list[ExchangeEnded] | None = None) -> list[Placed | ExchangeEnded]:
     """Every event with its session (its episode), in the order a `Monitor` with `options` fed `events` one by
     one would observe them (keyless events held by the `SessionResolver` are released as the recorded clock
-    passes their hold, and at the end of the recording; an event in several episodes once in each)."""
+    passes their hold, and at the end of the recording; an event in several episodes once in each). `endings`:
+    the ends of exchanges that left requests unanswered, told to the resolver in their place among the events
+    (`ExchangeEnded.seq`), as the live monitor is told them (`Monitor.exchange_ended`), and kept in that place
+    for the monitor."""
     resolver = SessionResolver(options.session_key, options.idle_gap, options.agents)
-    placed: list[Placed] = []
-    for event in events:
-        released = resolver.place(event)
+    placed: list[Placed | ExchangeEnded] = []
+    for item in _in_order(events, endings or []):
+        released = resolver.end_exchange(item) if isinstance(item, ExchangeEnded) else resolver.place(item)
         oldest = resolver.oldest_held()
-        placed.extend((item, session, min(item.timestamp, oldest)) for item, session in released)
+        placed.extend((event, session, min(event.timestamp, oldest)) for event, session in released)
+        if isinstance(item, ExchangeEnded):
+            placed.append(item)
     return placed + [(item, session, item.timestamp) for item, session in resolver.flush()]
+
+
+def _in_order(events: list[ObservedEvent], endings: list[ExchangeEnded]) -> list[ObservedEvent | ExchangeEnded]:
+    """Events (in time order) and ends of exchanges merged as the live addon hands them over: in time order, an
+    end after the event it follows (`ExchangeEnded.seq`)."""
+    if not endings:
+        return list(events)
+    return sorted([*events, *endings], key=lambda item: (item.timestamp, item.seq, isinstance(item, ExchangeEnded)))
 
 
 SessionClose = tuple[str, float]
@@ -77,7 +91,8 @@ SessionClose = tuple[str, float]
 def evaluate_events(attacks: list[LoadedAttack], events: list[ObservedEvent],
                     options: MonitorOptions | None = None, workers: int = 1,
                     semantic: oatf.SemanticEvaluator | None = None, progress: Progress | None = None,
-                    closes: list[SessionClose] | None = None) -> list[dict[str, Any]]:
+                    closes: list[SessionClose] | None = None,
+                    endings: list[ExchangeEnded] | None = None) -> list[dict[str, Any]]:
     """The reports of every run over recorded events (in time order), in the order the runs ended.
 
     The recording's end concludes the runs: the clock moves one grace period (the longest any loaded attack
@@ -87,9 +102,10 @@ def evaluate_events(attacks: list[LoadedAttack], events: list[ObservedEvent],
     reports are the same as with one process (`oatf_max_runs` then bounds each process's live runs).
     `progress`: the stage `evaluating`, in events (placed: an event in two episodes counts twice), counted by
     every process. `closes`: the MCP sessions the agent closed, told to the monitor when the clock reaches
-    them, as the live addon tells it (`Monitor.close_session`)."""
+    them, as the live addon tells it (`Monitor.close_session`); `endings`: the ends of exchanges that left
+    requests unanswered (`place_events`), told in their place (`Monitor.exchange_ended`)."""
     options = options or MonitorOptions()
-    placed = place_events(events, options)
+    placed = place_events(events, options, endings)
     end = max((event.timestamp for event in events), default=0.0)
     shards = worker_count(len(events), workers)
     closed = sorted(closes or (), key=operator.itemgetter(1))
@@ -105,15 +121,20 @@ def evaluate_events(attacks: list[LoadedAttack], events: list[ObservedEvent],
     return sorted(reports, key=lambda report: ended(report["execution_summary"]))
 
 
-def _evaluate_in_parallel(attacks: list[LoadedAttack], placed: list[Placed], closes: list[SessionClose],
+def _evaluate_in_parallel(attacks: list[LoadedAttack], placed: list[Placed | ExchangeEnded], closes: list[SessionClose],
                           options: MonitorOptions, end: float, shards: int, semantic: oatf.SemanticEvaluator | None,
                           progress: Progress | None = None) -> list[dict[str, Any]]:
     """`_evaluate_placed` with the sessions split over `shards` forked processes (by a hash of the session;
-    every process is told every close: one of a session it does not follow changes nothing). With `progress`,
+    every process is told every close and every end of an exchange: one of a session it does not follow changes
+    nothing). With `progress`,
     the processes add the events they are through to a shared count, read every `POLL_SECONDS`."""
-    split: list[list[Placed]] = [[] for _ in range(shards)]
+    split: list[list[Placed | ExchangeEnded]] = [[] for _ in range(shards)]
     for item in placed:
-        split[zlib.crc32(item[1].encode("utf-8", "surrogatepass")) % shards].append(item)
+        if isinstance(item, ExchangeEnded):
+            for shard in split:
+                shard.append(item)
+        else:
+            split[zlib.crc32(item[1].encode("utf-8", "surrogatepass")) % shards].append(item)
     context = multiprocessing.get_context("fork")
     through = context.Value("q", 0) if progress is not None else None
     global _SHARDS
@@ -133,7 +154,7 @@ def _evaluate_in_parallel(attacks: list[LoadedAttack], placed: list[Placed], clo
     return [report for shard in results for report in shard]
 
 
-def _evaluate_placed(attacks: list[LoadedAttack], placed: list[Placed], closes: list[SessionClose],
+def _evaluate_placed(attacks: list[LoadedAttack], placed: list[Placed | ExchangeEnded], closes: list[SessionClose],
                      options: MonitorOptions, end: float, semantic: oatf.SemanticEvaluator | None,
                      through: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
     """The reports of the runs over `placed`, in one monitor; `through` is told how many more events are
@@ -142,7 +163,11 @@ def _evaluate_placed(attacks: list[LoadedAttack], placed: list[Placed], closes: 
     outputs = []
     pending = iter(closes)
     close = next(pending, None)
-    for count, (event, session, clock) in enumerate(placed, 1):
+    for count, item in enumerate(placed, 1):
+        if isinstance(item, ExchangeEnded):
+            outputs.extend(monitor.exchange_ended(item, placed=True))
+            continue
+        event, session, clock = item
         while close is not None and close[1] <= clock:
             monitor.close_session("mcp", "mcp_session", *close)
             close = next(pending, None)
@@ -179,7 +204,7 @@ def _shared_total(through: Synchronized[int]) -> Callable[[int], None]:
     return add
 
 
-_SHARDS: tuple[list[LoadedAttack], list[list[Placed]], list[SessionClose], MonitorOptions, float,
+_SHARDS: tuple[list[LoadedAttack], list[list[Placed | ExchangeEnded]], list[SessionClose], MonitorOptions, float,
                oatf.SemanticEvaluator | None, Synchronized[int] | None] | None
 _SHARDS = None
 """What forked workers evaluate (inherited, not pickled): attacks, placed events per worker, closes, options,

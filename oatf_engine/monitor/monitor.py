@@ -16,10 +16,11 @@ import re2
 import oatf
 from oatf.model import IndicatorResult
 
-from ..events import ObservedEvent
+from ..events import ExchangeEnded, ObservedEvent, awaits_answer
 from . import prefilter
 from .actors import PhaseChange
 from .delivery import MessageText
+from .episodes import MAX_FLOWS, remember
 from .indicators import Judged
 from .library import LoadedAttack
 from .options import MonitorOptions, session_named
@@ -194,6 +195,9 @@ class Monitor:
         """`PaperTimer`s with members left, over every session."""
         self._paper_count = 0
         """Runs on paper, over every session."""
+        self._awaiting_flows: OrderedDict[str, list[str]] = OrderedDict()
+        """Flow → the sessions a request of it was counted in while it waited for its answer, the latest
+        `MAX_FLOWS` flows: where an `ExchangeEnded` of the flow releases it (`exchange_ended`)."""
         self._shortest_grace = self.options.grace_period
         """The shortest grace period of any run so far or to come (the options' and every loaded attack's, ever:
         a run keeps its own): no run ends sooner than that after its last message (`Recheck`)."""
@@ -342,6 +346,33 @@ class Monitor:
             outputs.extend(self._observe(item, item_session))
         return outputs
 
+    def exchange_ended(self, ended: ExchangeEnded, placed: bool = False) -> list[Output]:
+        """An exchange ended leaving requests unanswered (`oatf_engine.events.ExchangeEnded`): the session rules
+        stop holding them for their answer (`SessionResolver.end_exchange`: what that releases is observed, as in
+        `observe`), and the runs that waited for them may end sooner — a grace period after their last message,
+        as if they had been answered then (`answers`). Nothing else changes: it is no message, and no evidence.
+        `placed`: the caller's own resolver was told already (offline replay's `place_events`). The clock does
+        not move."""
+        outputs: list[Output] = []
+        if not placed:
+            for item, item_session in self.sessions.end_exchange(ended):
+                outputs.extend(self._advance(min(item.timestamp, self.sessions.oldest_held())))
+                outputs.extend(self._observe(item, item_session))
+        flows = self._awaiting_flows
+        for flow in dict.fromkeys(call[0] for call in ended.unanswered):
+            for session in flows.pop(flow, ()):
+                state = self._sessions.get(session)
+                if state is None:
+                    continue
+                calls = [call for call in ended.unanswered if call[0] == flow]
+                released = [state.traffic.release(call) for call in calls]
+                for run in state.exact.values():
+                    for call in calls:
+                        run.release(call)
+                if any(released) or state.exact:
+                    self._answered(state, session, ended.timestamp)
+        return outputs
+
     def _observe(self, event: ObservedEvent, session: str) -> list[Output]:
         protocol = event.protocol
         if protocol not in self._by_protocol:
@@ -355,6 +386,12 @@ class Monitor:
         bindings = self.options.bindings
         bound = sum(1 << n for n, b in enumerate(bindings) if b.accepts(event)) if bindings else 0
         answered = state.traffic.note(event, event.event_type if event.event_type in self._surfaces else OTHER, bound)
+        if awaits_answer(event):
+            flows = self._awaiting_flows.get(event.flow_id)
+            if flows is None:
+                remember(self._awaiting_flows, event.flow_id, [session], MAX_FLOWS)
+            elif session not in flows:
+                flows.append(session)
         if event.injected:  # inject mode: rare, and every run that takes the event lists it
             for number in bits(state.paper & self._of_protocol[protocol]):
                 outputs.extend(self._materialise(state, session, number))
