@@ -421,11 +421,13 @@ class AgentEpisodes:
                 continue
             run.run_id = task or run.run_id
             run.last_seen = max(run.last_seen, event.timestamp)
-            if event.sender == "server" and run.opener == event.flow_id:
+            if event.sender != "server":
+                continue
+            if run.opener == event.flow_id:
                 run.awaiting = False
                 self.awaiting_tasks.pop(event.flow_id, None)
-                if _ends_task(event):
-                    run.closed = event.timestamp
+            if _ends_task(event):
+                run.closed = event.timestamp
         return released
 
     def _open_at(self, event: ObservedEvent, agent_id: str | None) -> tuple[tuple[str, ...], set[str]]:

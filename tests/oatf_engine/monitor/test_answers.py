@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 import oatf
-from oatf_engine.events import DIRECTION, Endpoint, ObservedEvent
+from oatf_engine.events import DIRECTION, Endpoint, ObservedEvent, awaits_answer
 from oatf_engine.monitor import Monitor, MonitorOptions, RunConcluded
-from oatf_engine.monitor.answers import Unanswered, awaits_answer
+from oatf_engine.monitor.answers import Unanswered
 from oatf_engine.monitor.episodes import MAX_ANSWER_WAIT
 from oatf_engine.monitor.library import LoadedAttack
 
@@ -204,14 +204,3 @@ def test_the_requests_followed_are_bounded_and_stale_ones_make_room() -> None:
     assert table.answered(rpc("f3", 400.0, "server", "tools/call", method=False, rpc_id=3))
     assert not table.answered(rpc("f3", 400.0, "server", "tools/call", method=False, rpc_id=3))
     assert json.dumps(table.latest()) == "1.0"
-
-
-def test_an_answer_placed_before_its_request_answers_it() -> None:
-    """Legacy HTTP+SSE: the POST is held until its own exchange answers while the GET stream's answer is
-    placed at once; the request placed after its answer waits for nothing, a later request reusing the id does."""
-    table: Unanswered[None] = Unanswered(4)
-    assert not table.answered(rpc("get", 2.0, "server", "tools/list", method=False, rpc_id=1))
-    table.admit(rpc("post", 1.0, "client", "tools/list", method=True, rpc_id=1), None)
-    assert table.calls == {}, "its answer came already"
-    table.admit(rpc("post2", 3.0, "client", "tools/list", method=True, rpc_id=1), None)
-    assert list(table.calls) == [("post2", "client", 1)], "a later request with that id waits for its own answer"
