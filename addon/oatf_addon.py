@@ -24,6 +24,10 @@ that do one thing, commands for users):
   the flow is evaluated, so the marks come first);
 - an MCP session the agent closed (a `DELETE` with its `Mcp-Session-Id`, accepted by the server) concludes
   its runs a grace period later (`Monitor.close_session`) rather than at the end of their lifetime;
+- an exchange that ended without the answer to a request of it (an HTTP error without a JSON-RPC body, a stream
+  closed early, a connection reset: `MitmTap`'s `on_ended`) is queued, journaled and handed over in its place
+  among the events (`oatf_engine.events.ExchangeEnded`): the runs stop waiting for that answer
+  (`Monitor.exchange_ended`), as a replay of the recording does;
 - `oatf_listen`: the events of `oatf tap --monitor PATH` (stdio servers, `oatf_engine.feed`) join the same queue,
   so one monitor judges an agent's stdio and HTTP traffic in one episode;
 - on shutdown every open run is concluded and reported: nothing observed is lost; the summary table is logged,
