@@ -57,7 +57,8 @@ can make. Joining both can at worst show one exchange in two runs' evidence.
 
 **An answer in another flow follows its request** (rule 1 across exchanges): the legacy HTTP+SSE transport
 answers a POST on its GET stream, and the GET stream is an exchange of its own, opened at start-up. A JSON-RPC
-response there is placed where the exchange of the request it answers (same session, same id) was placed:
+response in a server's stream (a flow whose first message the server sent) is placed where the exchange of the
+request it answers (same session, same id) was placed:
 with a parked set-up exchange (so a `tools/list` answer joins the episodes its listing serves, after its
 request), with a deferred one, in the windows it joined. So a request is always placed before its answer.
 
@@ -246,6 +247,9 @@ class AgentEpisodes:
         self.requests: OrderedDict[tuple[str, str | int], str] = OrderedDict()
         """(session, JSON-RPC id) → the flow of a request whose exchange is not simply placed in its session (set-up,
         deferred, or in windows), until its answer: an answer in another flow follows it there."""
+        self.streams: OrderedDict[str, None] = OrderedDict()
+        """Flows whose first message the server sent (a GET stream): the only ones whose answers may follow
+        requests of other flows (`_request_flow`)."""
         self.awaiting_tasks: OrderedDict[str, _Window] = OrderedDict()
         """A2A tasks whose opening request waits for its answer, by its flow."""
         self._parked: list[tuple[float, int, _Setup]] = []
@@ -307,8 +311,8 @@ class AgentEpisodes:
         if event.protocol not in _OUTBOUND:
             return [(event, session)]
         flow = event.flow_id
-        if self.requests and event.sender == "server" and event.jsonrpc_id is not None and may_answer(event):
-            flow = self.requests.pop((session, event.jsonrpc_id), flow)  # its request's exchange, wherever it is
+        if self.requests and event.sender == "server" and may_answer(event):
+            flow = self._request_flow(event, session)
         deferred = self.deferred.get(flow)
         if deferred is not None:
             deferred.events.append((event, session))
@@ -323,6 +327,8 @@ class AgentEpisodes:
         placed: list[Placed] = []
         joined = self.flows.get(flow)
         if joined is None:
+            if event.sender == "server":  # a server's stream: answers in it may follow their requests' exchanges
+                remember(self.streams, flow, None, MAX_FLOWS)
             agent_id = self.client_agent(event.client)
             joined, undecided = self._open_at(event, agent_id)
             if undecided:
@@ -346,6 +352,28 @@ class AgentEpisodes:
         if event.protocol == "a2a":
             placed += self._follow_task(event, episodes)
         return placed
+
+    def _request_flow(self, event: ObservedEvent, session: str) -> str:
+        """The flow whose placement a server's JSON-RPC response follows: its own; or, in a server's stream (a flow
+        whose first message the server sent: the legacy transport's GET stream), the flow of the registered
+        request it answers (see the module docstring). Ids are reused across exchanges (each HTTP exchange
+        answers its own), so an exchange that carried requests keeps its answers."""
+        flow, answered = event.flow_id, event.jsonrpc_id
+        if answered is None:
+            return flow
+        key = (session, answered)
+        owner = self.requests.get(key)
+        if owner is None:
+            return flow
+        if owner != flow:
+            if flow not in self.streams:
+                if flow in self.flows or flow in self.setup_flows or flow in self.deferred:
+                    return flow  # an exchange with requests of its own
+                remember(self.streams, flow, None, MAX_FLOWS)
+            else:
+                self.streams.move_to_end(flow)
+        del self.requests[key]
+        return owner
 
     def _follow_answer(self, event: ObservedEvent, session: str) -> None:
         """A client's JSON-RPC request in an exchange not simply placed in its session: its answer, should it come
