@@ -731,7 +731,7 @@ class WireDecoder:
             if sender == "client":
                 if awaits_answer(event) and len(ex.unanswered) < self.config.max_pending:
                     ex.unanswered[jsonrpc_id] = None
-            elif may_answer(event):
+            elif (ex.unanswered or self._legacy_waiting) and may_answer(event):
                 if ex.unanswered:
                     ex.unanswered.pop(jsonrpc_id, None)
                 waiting = self._legacy_waiting.get(ex.scope) if self._legacy_waiting else None
