@@ -28,13 +28,13 @@ were left open (`oatf_engine.recovery`: a proxy that did not stop cleanly, a mon
 stalled; `unreleased`: whether the events the proxy still held count, as `recovery.monitor_inputs`), writes
 their reports at once and answers `reported` with them, then `outputs` with a `Recovered`.
 
-The child runs in a session of its own: a Ctrl-C or a signal to the proxy's process group does not reach it,
-so it lives to conclude its runs when the proxy shuts down. It ends after `shutdown` — whose answer carries
-every run still open, concluded as `interrupted` and reported, so nothing observed is lost — or when the pipe
-closes (the proxy died; the reports written are made durable first). A report that cannot be written (a full
-or read-only disk) is answered as `Reported` without a path, with the error; evaluation goes on. One event
-that makes evaluation raise is reported as `failed` and the others go on. Every send goes through a sender
-thread: no caller (mitmproxy's event loop included) ever waits for the child.
+The child runs in a session of its own: a Ctrl-C or a signal to the proxy's process group does not reach it, so it
+lives to conclude its runs when the proxy shuts down. It ends after `shutdown` — whose answer carries every run
+still open, concluded as `interrupted` and reported, so nothing observed is lost — or when the pipe closes (the
+proxy died; the reports written are made durable first), at once: what it held is not torn down. A report that
+cannot be written (a full or read-only disk) is answered as `Reported` without a path, with the error; evaluation
+goes on. One event that makes evaluation raise is reported as `failed` and the others go on. Every send goes
+through a sender thread: no caller (mitmproxy's event loop included) ever waits for the child.
 
 No thread dies silently: the sender, the receiver and the child's loops catch everything, report each kind of
 failure once, and go on. An event that cannot be pickled (the decoder cuts JSON at `MAX_DEPTH`, far below
@@ -523,6 +523,12 @@ def main() -> None:
     with contextlib.closing(Connection(read_fd, writable=False)) as inbox, \
             contextlib.closing(Connection(write_fd, readable=False)) as outbox:
         serve(inbox, outbox)
+    # Every report is durable and every answer in the pipe (a send returns once written): nothing is left to do,
+    # so the child ends at once instead of tearing down the monitor's objects one by one — after a shutdown with
+    # thousands of runs, ~0.5 s the proxy's exit would wait for.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,8 @@ that do one thing, commands for users):
   (`addon.deferred_save`; the receiver thread schedules a flow's marks on the event loop before it tells that
   the flow is evaluated, so the marks come first);
 - an MCP session the agent closed (a `DELETE` with its `Mcp-Session-Id`, accepted by the server) concludes
-  its runs a grace period later (`Monitor.close_session`) rather than at the end of their lifetime;
+  its runs a grace period later (`Monitor.close_session`) rather than at the end of their lifetime; the close
+  is journaled like an event, so after a crash those runs conclude as closed (`session_closed`), not `recovered`;
 - an exchange that ended without the answer to a request of it (an HTTP error without a JSON-RPC body, a stream
   closed early, a connection reset: `MitmTap`'s `on_ended`) is queued, journaled and handed over in its place
   among the events (`oatf_engine.events.ExchangeEnded`): the runs stop waiting for that answer
@@ -73,7 +74,7 @@ from oatf_engine.attest_traces import TraceCollector, write_traces
 from oatf_engine.engine_config import SETTINGS, engine_config
 from oatf_engine.events import ExchangeEnded, ObservedEvent
 from oatf_engine.feed import SOCKET_NAME, FeedServer
-from oatf_engine.journal import Journal, take_lock
+from oatf_engine.journal import Journal, RunKey, take_lock
 from oatf_engine.monitor import (
     Held,
     IndicatorMatched,
@@ -134,6 +135,15 @@ class OatfAddon:
         self.options = MonitorOptions()
         self.report_dir: Path | None = None
         self.library = Library((), ())
+        self.library_ready = threading.Event()
+        """Set once a library is in place in the monitor: until then the worker leaves the traffic queued, to be
+        evaluated with it (`reload`)."""
+        self.loaders: list[threading.Thread] = []
+        """Threads loading the library in the background (`reload`): shutdown waits for them."""
+        self.load_lock = threading.Lock()
+        """One load at a time (`_load`)."""
+        self.deferred_recoveries: list[tuple[list[Path], str, bool]] = []
+        """Journal segments to recover (`_recover_segments`) before the first library was in place: once it is."""
         self.concluded: deque[Reported] = deque(maxlen=MAX_SUMMARY_ROWS)
         """The latest concluded runs, for the summary table (all of their reports are on disk, unless
         `unwritten`); appended by the receiver thread, read through `concluded_reports` only."""
@@ -241,6 +251,7 @@ class OatfAddon:
             load_semantic_evaluator(config.semantic_evaluator)  # checked here, loaded in the child
             report_dir = Path(ctx.options.oatf_report_dir)
             report_dir.mkdir(parents=True, exist_ok=True)  # checked here, written by the monitor process
+            lock = self._lock_new_report_dir(report_dir)
         except (ValueError, ImportError, AttributeError, OSError) as exc:
             # Logged, not raised: mitmproxy would print a traceback. An error logged during start-up makes
             # mitmdump exit with this message; later, the previous settings stay in force.
@@ -261,8 +272,21 @@ class OatfAddon:
                 self.monitor.set_report_dir(str(report_dir))
             self.monitor.set_options(options)
         self.reload()
-        if self.journal is None or "oatf_report_dir" in updated:
-            self._open_journal()
+        if self.journal is None or lock is not None:
+            self._open_journal(lock)
+
+    def _lock_new_report_dir(self, report_dir: Path) -> IO[str] | None:
+        """When the proxy journals and `oatf_report_dir` changed to `report_dir`: its writer lock, taken (the journal
+        moves there, `_open_journal`); else None. ValueError while another process journals there: the change is
+        refused, the previous directory stays in force (its journal with it)."""
+        if self.journal is None or report_dir.resolve() == self.journal.path.parent.resolve():
+            return None
+        lock = take_lock(report_dir)
+        if lock is None:
+            raise ValueError(f"oatf_report_dir: another process journals in {printable(str(report_dir))} (a proxy, "
+                             f"`oatf tap` or `oatf monitor`); reports and the journal stay in "
+                             f"{printable(str(self.journal.path.parent))}")
+        return lock
 
     def _listen(self) -> None:
         """Serve the feed at `oatf_listen` (stopping the previous one)."""
@@ -286,25 +310,35 @@ class OatfAddon:
         for event in events:
             self._enqueue(event)
 
-    def _open_journal(self) -> None:
-        """Journal the monitor's inputs in the report directory (`oatf_engine.journal`), holding its writer lock;
-        first have the monitor process conclude and report the runs a previous proxy that did not stop cleanly
-        left in it. While another process holds the lock (a proxy, `oatf tap` or `oatf monitor` judging there),
-        neither: an error, said once (at start-up, mitmdump then exits)."""
+    def _open_journal(self, lock: IO[str] | None = None) -> None:
+        """Journal the monitor's inputs in the report directory (`oatf_engine.journal`), holding its writer lock
+        (`lock` when taken already); have the monitor process conclude and report the runs a previous proxy that
+        did not stop cleanly left in it. When the directory changed at runtime, the journal of the live runs
+        moves there with them (`Journal.hand_over`): the old directory is left as after a clean shutdown, and a
+        crash now recovers every open run into the new one. While another process holds the lock (a proxy,
+        `oatf tap` or `oatf monitor` judging there), neither: an error, said once (at start-up, mitmdump then
+        exits)."""
         directory = ctx.options.oatf_report_dir
         try:
             with self.lock:
-                self._close_journal()
-                self.journal_lock = take_lock(directory)
-                if self.journal_lock is None:
+                lock = lock or take_lock(directory)
+                if lock is None:
+                    self._close_journal()
                     if self.once.first("journal", directory):
                         log.error("oatf: another process journals in %s (a proxy, `oatf tap` or `oatf monitor`): "
                                   "its journal is left alone, and this proxy would evaluate without one (a crash "
                                   "would lose its open runs); give it a report directory of its own",
                                   printable(directory))
                     return
-                self.journal = Journal(directory)
-                self._recover("a proxy that did not stop cleanly", unreleased=True)
+                journal = Journal(directory)
+                left = journal.cut()  # by a proxy that did not stop cleanly: recovered apart from the live runs
+                if self.journal is not None:
+                    self.journal.hand_over(journal)
+                    log.info("oatf: the journal of the open runs moved from %s to %s",
+                             printable(str(self.journal.path.parent)), printable(directory))
+                self._close_journal()
+                self.journal, self.journal_lock = journal, lock
+                self._recover_segments(left, "a proxy that did not stop cleanly", unreleased=True)
         except OSError as exc:
             log.error("oatf: the evaluation journal is unavailable (a crash would lose open runs): %s",
                       describe(exc))
@@ -327,14 +361,27 @@ class OatfAddon:
         reports are durable (`_recovered`). Called with `lock` held."""
         if self.journal is None or self.monitor is None:
             return
-        segments = [str(segment) for segment in self.journal.cut()]
+        segments = self.journal.cut()
         if segments:
-            held = [item for item in self.order.held() if not isinstance(item, SessionClosed)]
+            held = self.order.held()
             if held:
-                self._journal(self.journal.held, held)
-            with self.concluded_lock:
-                self.unrecovered.update(segments)
-            self.monitor.recover(str(self.journal.path.parent), segments, origin, unreleased)
+                self._journal(self.journal.held, [item for item in held if not isinstance(item, SessionClosed)],
+                              [(item.session, item.at) for item in held if isinstance(item, SessionClosed)])
+        self._recover_segments(segments, origin, unreleased)
+
+    def _recover_segments(self, segments: list[Path], origin: str, unreleased: bool) -> None:
+        """Have the monitor process conclude the runs these journal segments (`Journal.cut`) show were left open by
+        `origin` (`_recover`); asked before the first library is in place (it judges the runs recovered), once it
+        is (`_load`). Called with `lock` held."""
+        if not segments or self.journal is None or self.monitor is None:
+            return
+        if not self.library_ready.is_set():  # the library judges the runs recovered
+            self.deferred_recoveries.append((segments, origin, unreleased))
+            return
+        names = [str(segment) for segment in segments]
+        with self.concluded_lock:
+            self.unrecovered.update(names)
+        self.monitor.recover(str(self.journal.path.parent), names, origin, unreleased)
 
     def _start_monitor(self) -> MonitorProcess:
         """A monitor process with the current options, semantic evaluator and library."""
@@ -386,6 +433,8 @@ class OatfAddon:
         self.events.put_nowait(None)
         if self.worker is not None:
             self.worker.join(timeout=30)
+        for loader in self.loaders:
+            loader.join()  # the traffic queued while the library loads is evaluated with it, not without
         with self.lock:
             if self.monitor is not None:
                 self._flush()  # what the worker did not reach
@@ -491,6 +540,8 @@ class OatfAddon:
     def _work(self) -> None:
         next_poll = time.monotonic() + RELOAD_POLL_SECONDS
         while not self.stopping.is_set():
+            if not self.library_ready.wait(TICK_SECONDS):
+                continue  # the first library is loading: the traffic waits in the queue, to be evaluated with it
             try:
                 first = self.events.get(timeout=TICK_SECONDS)
             except queue.Empty:
@@ -538,6 +589,8 @@ class OatfAddon:
                 received = []
                 self._release(item.watermark)
             elif isinstance(item, SessionClosed):
+                if self.journal is not None:  # a crash then concludes its runs as closed, not `recovered`
+                    self._journal(self.journal.closed, item.session, item.at)
                 self.order.add(item.at, item, rank=0)  # as replay: a close is told before events of its time
             else:
                 received.append(item)
@@ -562,8 +615,8 @@ class OatfAddon:
             self.monitor.tick(self.order.watermark)
 
     def _hand(self, released: list[ObservedEvent | ExchangeEnded | SessionClosed]) -> None:
-        """Send the monitor these events, ends of exchanges and closes, in this order (a close is not journaled: a
-        run recovered after a crash concludes `recovered` instead). Called with `lock` held."""
+        """Send the monitor these events, ends of exchanges and closes, in this order (all were journaled as they
+        were taken in, `_hand_over`). Called with `lock` held."""
         batch: list[ObservedEvent | ExchangeEnded] = []
         for item in released:
             if isinstance(item, SessionClosed):
@@ -696,6 +749,10 @@ class OatfAddon:
             self._forget_in_flight()  # no answer will come for them
 
     def _handle(self, outputs: Sequence[Output | Reported | Recovered | Held]) -> None:
+        """What the monitor answered, in order. The runs reported are journaled together, and the flow updates
+        reach the event loop in one call per batch (a shutdown reports thousands of runs at once)."""
+        reported: list[RunKey] = []
+        unremarkable: Counter[tuple[str, str]] = Counter()
         for output in outputs:
             # Everything shown comes from the traffic or an attack file: printable, bounded.
             if isinstance(output, PhaseChanged):
@@ -709,10 +766,12 @@ class OatfAddon:
                             printable(output.indicator_id), output.flow_id, printable(output.evidence))
                 self._update_flow(output.flow_id, flow_marks.record_match, output)
             elif isinstance(output, Reported):
-                self._reported(output)
+                if self._reported(output, unremarkable):
+                    reported.append(output.key)
                 for flow_id in output.flows:
                     self._update_flow(flow_id, flow_marks.record_outcome, output)
-                self._on_loop(functools.partial(self._concluded, output))
+                if self.loop is not None:
+                    self.flow_updates.put(functools.partial(self._concluded, output))
             elif isinstance(output, Recovered):
                 self._recovered(output)
             elif isinstance(output, Held):
@@ -722,10 +781,20 @@ class OatfAddon:
                         self._unpin(flow_id)
                 for flow_id in placed:
                     self._maybe_save(flow_id)
+        if reported and self.journal is not None:
+            self._journal(self.journal.concluded, *reported)
+        if unremarkable:
+            log.info("oatf: %s run(s) concluded while stopping (in the summary table; a report each in %s): %s",
+                     f"{unremarkable.total():,}", printable(str(self.report_dir), 300),
+                     ", ".join(f"{n:,} {outcome} ({status})" for (outcome, status), n in unremarkable.items()))
+        self._to_loop()
 
-    def _reported(self, output: Reported) -> None:
-        """A run the monitor process concluded and reported: its report is written and durable, or could not
-        be written (its run stays in the journal; each kind of failure is logged once)."""
+    def _reported(self, output: Reported, unremarkable: Counter[tuple[str, str]]) -> bool:
+        """A run the monitor process concluded and reported: its report is written and durable (True: the caller
+        journals it), or could not be written (its run stays in the journal; each kind of failure is logged
+        once). Logged, unless the proxy is stopping and its outcome needs no attention (not `ATTENTION`): then
+        it is counted in `unremarkable` (outcome, status), which the caller logs in one line — a shutdown
+        concludes every open run at once, thousands, and each log line costs mitmproxy's event loop a hook."""
         with self.concluded_lock:
             self.concluded.append(output)
             self.outcomes[output.summary.outcome] += 1
@@ -734,10 +803,13 @@ class OatfAddon:
             if self.once.first("report", (output.error or "").partition(":")[0]):
                 log.error("oatf: report not written (each kind of failure is logged once; the journal keeps the "
                           "runs): %s", printable(output.error or "", 300))
-        elif self.journal is not None:
-            self._journal(self.journal.concluded, output.key)
-        log.log(logging.WARNING if output.summary.outcome in ATTENTION else logging.INFO, "oatf %s: %s (%s) -> %s",
-                printable(output.run), output.summary.outcome, printable(output.summary.status), output.path or "-")
+        outcome = output.summary.outcome
+        if output.path is not None and outcome not in ATTENTION and self.stopping.is_set():
+            unremarkable[outcome, printable(output.summary.status, 20)] += 1
+        else:
+            log.log(logging.WARNING if outcome in ATTENTION else logging.INFO, "oatf %s: %s (%s) -> %s",
+                    printable(output.run), outcome, printable(output.summary.status), output.path or "-")
+        return output.path is not None
 
     def _recovered(self, output: Recovered) -> None:
         """The monitor process concluded the runs of a recovery (`_recover`): the segments are dropped once every
@@ -770,7 +842,8 @@ class OatfAddon:
 
     def _update_flow[T](self, flow_id: str, record: Callable[[http.HTTPFlow, T], None], output: T) -> None:
         """`record` what the monitor told of a flow on the flow (`addon.flow_marks`: mark, comment, metadata),
-        on the event loop; counted in `marking` until done (a flow's saving waits for it)."""
+        on the event loop (queued for `_to_loop`); counted in `marking` until done (a flow's saving waits for
+        it)."""
         flow = self.flows.get(flow_id)
         if flow is None or self.loop is None:
             return
@@ -788,12 +861,11 @@ class OatfAddon:
 
         with self.flight_lock:
             self.marking[flow_id] += 1
-        self._on_loop(apply)
+        self.flow_updates.put(apply)
 
-    def _on_loop(self, update: Callable[[], None]) -> None:
-        """Run `update` on the event loop after the flow updates queued before it."""
-        if self.loop is not None:
-            self.flow_updates.put(update)
+    def _to_loop(self) -> None:
+        """Have the event loop apply the flow updates queued so far (`flow_updates`, in order), with one call."""
+        if self.loop is not None and not self.flow_updates.empty():
             with contextlib.suppress(RuntimeError):  # the loop is closed: `done` applies what is queued
                 self.loop.call_soon_threadsafe(self._apply_flow_updates)
 
@@ -840,23 +912,51 @@ class OatfAddon:
         return stamps
 
     def reload(self) -> None:
-        """Load (again) every document named by `oatf_attacks`; report each problem once."""
-        self.watched = self._snapshot()
-        library = load_library(self._paths(), ctx.options.oatf_lenient)
-        seen = {str(p) for p in (*self.library.problems, *self.library.waived)}
-        # Warnings, not errors: mitmdump exits on errors logged at start-up, and one bad document must not
-        # stop the proxy or the other attacks.
-        for problem in library.problems:
-            if str(problem) not in seen:
-                log.warning("oatf: not loaded: %s", problem)
-        for waived in library.waived:
-            if str(waived) not in seen:
-                log.warning("oatf: loaded anyway (oatf_lenient): %s", waived)
-        self.library = library
-        with self.lock:
-            if self.monitor is not None:
-                self._flush()  # the traffic so far is evaluated with the library it came under
-                self.monitor.replace_attacks(list(library.attacks))
+        """Load (again) every document named by `oatf_attacks`; report each problem once. On mitmproxy's event
+        loop (start-up, an option set, `oatf.reload`), on a thread of its own: the proxy forwards traffic while
+        the documents load (seconds for thousands), and what it sees meanwhile is evaluated with the library
+        it comes under — the new one at start-up (the worker hands nothing to the monitor before: `_work`),
+        the previous one at a reload. Elsewhere (the worker's watch of the files), now."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            self._load()
+            return
+        if not self.library_ready.is_set():
+            log.info("oatf: loading the attack documents; traffic is forwarded meanwhile and evaluated once they are")
+        self.loaders = [loader for loader in self.loaders if loader.is_alive()]
+        loader = threading.Thread(target=self._load, name="oatf-load", daemon=True)
+        self.loaders.append(loader)
+        loader.start()
+
+    def _load(self) -> None:
+        """`reload`, in the calling thread."""
+        with self.load_lock:
+            self.watched = self._snapshot()
+            try:
+                library = load_library(self._paths(), ctx.options.oatf_lenient)
+            except Exception as exc:  # a bug, not a bad document (those are problems): the proxy goes on
+                log.error("oatf: loading the attack documents failed: %s", describe(exc))
+                library = self.library
+            seen = {str(p) for p in (*self.library.problems, *self.library.waived)}
+            # Warnings, not errors: mitmdump exits on errors logged at start-up, and one bad document must not
+            # stop the proxy or the other attacks.
+            for problem in library.problems:
+                if str(problem) not in seen:
+                    log.warning("oatf: not loaded: %s", problem)
+            for waived in library.waived:
+                if str(waived) not in seen:
+                    log.warning("oatf: loaded anyway (oatf_lenient): %s", waived)
+            self.library = library
+            with self.lock:
+                if self.monitor is not None:
+                    if self.library_ready.is_set():
+                        self._flush()  # the traffic so far is evaluated with the library it came under
+                    self.monitor.replace_attacks(list(library.attacks))
+                self.library_ready.set()
+                recoveries, self.deferred_recoveries = self.deferred_recoveries, []
+                for segments, origin, unreleased in recoveries:
+                    self._recover_segments(segments, origin, unreleased)
         log.info("oatf: %d attack(s) loaded, %d problem(s)", len(library.attacks), len(library.problems))
         if not library.attacks:
             log.warning("oatf: no attack loaded: the proxy evaluates nothing%s",

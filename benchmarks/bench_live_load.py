@@ -3,6 +3,7 @@ a known number of them exploited; every run reported exactly once, none evicted,
 
     .venv/bin/python benchmarks/bench_live_load.py [--in-flight 1000] [--sessions 3000]
     .venv/bin/python benchmarks/bench_live_load.py --minutes 20 [--in-flight 100] [--interval 60]   # soak
+    .venv/bin/python benchmarks/bench_live_load.py --bare [...]   # the same traffic through mitmdump alone
 
 The OW-001 invoice server (`tests/e2e/addon/peers.py --mcp-invoice`, the official `mcp` server) behind
 `mitmdump -s addon/oatf_addon.py` with the whole library and the addon's defaults (`oatf_max_runs` included;
@@ -23,13 +24,18 @@ the agents saw it: p50, p99, max; `pause` is how much longer than asked an agent
 late this process ran), the count of the reports (from `verdicts.jsonl`): runs per session, every exploit
 session reported exactly once as exploited, (attack, session) pairs reported twice or never, evictions,
 statuses and outcomes; the backlog's maximum, RSS at start, peak and end, CPU seconds per process, SIGINT to
-exit, and whether the summary table was printed.
+exit, and whether the summary table was printed. Sessions that failed are counted by cause: the request that
+failed and the HTTP status with mitmproxy's reason (its 502 page names the upstream error), or the exception.
+
+`--bare` runs the same traffic through mitmdump without the addon (no reports, no monitor): the baseline
+that tells whether a failure or a latency is the addon's or mitmproxy's own at that load.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -38,6 +44,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,9 +53,13 @@ sys.path.insert(0, str(ROOT))
 
 from testing.load import agents, count  # noqa: E402
 from testing.oatf_proxy import ADDON_PEERS, OatfProxy, oatf_proxy  # noqa: E402
-from testing.processes import peer_process  # noqa: E402
+from testing.processes import Proxy, mitmdump, peer_process  # noqa: E402
 
 ATTACKS = ROOT / "attacks"
+SERVER_KEEP_ALIVE = 120
+"""Seconds the MCP server keeps an idle connection open: longer than the proxy is late at this load. At uvicorn's
+default (5 s) mitmproxy reuses a connection the server is closing and answers 502 `server closed connection`
+(it does not send the request again) — with or without the addon (`--bare`); see the module docstring."""
 
 
 def rss(pid: int | None) -> int:
@@ -102,11 +113,29 @@ PROCESSES = ("proxy", "monitor", "server", "agents")
 """mitmdump, its monitor process, the MCP server, and this process (the load generator)."""
 
 
+class BareProxy:
+    """mitmdump without the addon (`--bare`): nothing to ask for counts, no reports."""
+
+    def __init__(self, proxy: Proxy) -> None:
+        self.running = proxy
+        self.process, self.url = proxy.process, proxy.url
+
+    def counts(self) -> dict[str, int]:
+        raise LookupError("no addon")
+
+    def interrupt(self, timeout: float, sig: signal.Signals) -> int:
+        os.killpg(self.process.pid, sig)
+        return self.process.wait(timeout=timeout)
+
+    def log(self) -> str:
+        return self.running.log.read_text(encoding="utf-8", errors="replace")
+
+
 class Sampler:
     """Every `interval` seconds (on a thread of its own): RSS of mitmdump and of its monitor process, the
     addon's backlog and the CPU each process used; printed as it goes, kept for the maxima."""
 
-    def __init__(self, proxy: OatfProxy, server_pid: int, interval: float, start: float) -> None:
+    def __init__(self, proxy: OatfProxy | BareProxy, server_pid: int, interval: float, start: float) -> None:
         self.proxy, self.server_pid, self.interval, self.start = proxy, server_pid, interval, start
         self.samples: list[Sample] = []
         self.stopped = threading.Event()
@@ -117,7 +146,7 @@ class Sampler:
         child = monitor_child(pid)
         try:
             counts = self.proxy.counts()
-        except Exception:  # a loaded proxy may not answer in time: the sample has no backlog
+        except Exception:  # a loaded proxy may not answer in time (or --bare): the sample has no backlog
             counts = {"waiting": -1}
         own = os.times()
         sample = Sample(time.monotonic() - self.start, rss(pid), rss(child), counts.pop("waiting"), counts, {
@@ -153,6 +182,12 @@ def jsonl(report_dir: Path) -> Iterator[dict[str, object]]:
             yield json.loads(line)
 
 
+@contextlib.contextmanager
+def bare_mitmdump(workdir: Path) -> Iterator[BareProxy]:
+    with mitmdump(workdir, tap=False, name="bare") as proxy:
+        yield BareProxy(proxy)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--in-flight", type=int, default=1000, help="agents running sessions at once")
@@ -164,19 +199,24 @@ def main() -> None:
     parser.add_argument("--grace", default="60s", help="oatf_grace_period: above the longest pause and latency")
     parser.add_argument("--interval", type=float, default=10.0, help="seconds between samples")
     parser.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE", help="an addon option")
+    parser.add_argument("--bare", action="store_true", help="mitmdump without the addon: the baseline")
+    parser.add_argument("--server-keep-alive", type=int, default=SERVER_KEEP_ALIVE, metavar="SECONDS",
+                        help="how long the MCP server keeps an idle connection (uvicorn's default: 5)")
     args = parser.parse_args()
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
     options = dict(item.split("=", 1) for item in args.set)
     with tempfile.TemporaryDirectory(dir=ROOT) as tmp, \
-            peer_process(ADDON_PEERS / "peers.py", ("mcp_invoice",), Path(tmp) / "peers.log") as server, \
-            oatf_proxy(Path(tmp), "load", [ATTACKS], grace=args.grace, record=False,
-                       options=options) as proxy:
+            peer_process(ADDON_PEERS / "peers.py", ("mcp_invoice",), Path(tmp) / "peers.log",
+                         extra=("--keep-alive", str(args.server_keep_alive))) as server, \
+            proxy_under_test(Path(tmp), args, options) as proxy:
         url = server.url("mcp_invoice", "/mcp")
-        loaded = proxy.wait_for_log(lambda text: "attack(s) loaded" in text)
+        setup = "mitmdump alone (--bare)" if isinstance(proxy, BareProxy) else (
+            f"{proxy.log().count('not loaded')} document(s) not loaded; grace {args.grace}; "
+            f"other options {options or 'defaults'}")
         print(f"{args.in_flight} agents at once, "
               + (f"for {args.minutes:g} min" if args.minutes else f"{args.sessions:,} sessions")
-              + f", one in {args.exploit_every} exploited; {loaded.count('not loaded')} document(s) not loaded; "
-              f"grace {args.grace}, pause {args.pause[0]:g}-{args.pause[1]:g} s; other options {options or 'defaults'}",
+              + f", one in {args.exploit_every} exploited; pause {args.pause[0]:g}-{args.pause[1]:g} s; server "
+              f"keep-alive {args.server_keep_alive} s; {setup}",
               flush=True)
         started = time.monotonic()
         with Sampler(proxy, server.process.pid, args.interval, started) as sampler:
@@ -188,32 +228,59 @@ def main() -> None:
         print(f"  traffic: {len(traffic.sessions):,} sessions in {seconds:.0f} s "
               f"({len(traffic.sessions) / seconds:.1f}/s); failed {traffic.failed}, requests sent again "
               f"{traffic.retried}", flush=True)
-        for error, times in traffic.errors.most_common(3):
+        for error, times in traffic.errors.most_common(5):
             print(f"    failed {times}x: {error}", flush=True)
+        for error, times in traffic.resent.most_common(3):
+            print(f"    sent again {times}x after: {error}", flush=True)
         for line in traffic.latencies():
             print(f"    {line}", flush=True)
         interrupted = time.monotonic()
         status = proxy.interrupt(timeout=1800, sig=signal.SIGINT)
         shutdown = time.monotonic() - interrupted
         log = proxy.log()
-        counted = count(jsonl(proxy.report_dir), traffic.sessions)
+        counted = None if isinstance(proxy, BareProxy) else count(jsonl(proxy.report_dir), traffic.sessions)
+    if counted is None:
+        print(f"  SIGINT to exit {shutdown:.2f} s (exit status {status}); Traceback in the log: "
+              f"{log.count('Traceback')}")
+        report_resources(sampler.samples, args.interval)
+        return
     for line in counted.lines():
         print(f"  {line}")
-    samples = sampler.samples
-    print(f"  backlog max {max(s.backlog for s in samples):,} event(s) (sampled every {args.interval:g} s)")
-    for name, values in (("proxy", [s.proxy_rss for s in samples]), ("monitor", [s.monitor_rss for s in samples])):
-        values = [value for value in values if value]
-        print(f"  {name} RSS: start {values[0] / 2**20:.1f} MiB, peak {max(values) / 2**20:.1f} MiB, "
-              f"end {values[-1] / 2**20:.1f} MiB")
-    first, last = samples[0], samples[-1]
-    print("  CPU seconds during the traffic: " + ", ".join(
-        f"{name} {last.cpu[name] - first.cpu[name]:.0f} s" for name in PROCESSES)
-          + f" (of {last.seconds - first.seconds:.0f} s on {os.cpu_count()} cores)")
+    report_resources(sampler.samples, args.interval)
     print(f"  SIGINT to exit {shutdown:.2f} s (exit status {status}); summary table printed: "
           f"{'yes' if 'oatf verdicts:' in log else 'NO'}; Traceback in the log: {log.count('Traceback')}")
     sound = (counted.duplicated == counted.missing == counted.false_negatives == counted.false_positives
              == counted.evicted == traffic.failed == 0 and len(counted.runs_per_session) == 1 and status == 0)
     print(f"  every exploit session reported exactly once, none evicted, none lost: {'yes' if sound else 'NO'}")
+
+
+def proxy_under_test(workdir: Path, args: argparse.Namespace,
+                     options: dict[str, str]) -> AbstractContextManager[OatfProxy | BareProxy]:
+    if args.bare:
+        return bare_mitmdump(workdir)
+    return oatf_proxy(workdir, "load", [ATTACKS], grace=args.grace, record=False, options=options)
+
+
+def report_resources(samples: list[Sample], interval: float) -> None:
+    """The backlog's maximum, RSS at start, peak and end, and the CPU seconds of each process."""
+    if any(s.backlog >= 0 for s in samples):
+        print(f"  backlog max {max(s.backlog for s in samples):,} event(s) (sampled every {interval:g} s)")
+    for name, values in (("proxy", [s.proxy_rss for s in samples]), ("monitor", [s.monitor_rss for s in samples])):
+        values = [value for value in values if value]
+        if values:  # no monitor process with --bare
+            print(f"  {name} RSS: start {values[0] / 2**20:.1f} MiB, peak {max(values) / 2**20:.1f} MiB, "
+                  f"end {values[-1] / 2**20:.1f} MiB")
+    half = [s for s in samples if s.seconds >= samples[-1].seconds / 2]
+    if len(half) >= 3:  # a soak: is memory flat once the runs' number has levelled off?
+        print(f"  over the second half ({len(half)} samples from {half[0].seconds:.0f} s): " + "; ".join(
+            f"{name} RSS {min(values) / 2**20:.1f}–{max(values) / 2**20:.1f} MiB "
+            f"(first {values[0] / 2**20:.1f}, last {values[-1] / 2**20:.1f})"
+            for name, values in (("proxy", [s.proxy_rss for s in half]), ("monitor", [s.monitor_rss for s in half]))
+            if all(values)) + "; live runs " + ", ".join(f"{s.counts.get('runs', 0):,}" for s in half))
+    first, last = samples[0], samples[-1]
+    print("  CPU seconds during the traffic: " + ", ".join(
+        f"{name} {last.cpu[name] - first.cpu[name]:.0f} s" for name in PROCESSES)
+          + f" (of {last.seconds - first.seconds:.0f} s on {os.cpu_count()} cores)")
 
 
 if __name__ == "__main__":

@@ -5,10 +5,12 @@ The tap starts COMMAND as its child and stands between the agent and it:
   each chunk written on as soon as it is read (two relay threads doing only `os.read`/`os.write`); the
   child's stderr is ours. The tap writes nothing else to stdout (it is the protocol).
 - **Evaluation.** Each chunk read is queued, with the time it was read, for an evaluation thread, just before
-  it is relayed (so a request is always queued before the answer the peer gives it): NDJSON
+  it is relayed (so a request is always queued before the answer the peer gives it), which takes the chunks
+  in batches (`BATCH_SECONDS`, `Evaluator.run`): NDJSON
   framing and MCP decoding (`oatf_engine.wire.ndjson`, the HTTP transports' JSON-RPC logic; the events' client
   is `<agent>:<pid>`, `--agent`), and `--record`'s capture. The events are then judged alone (`Judge`: the
-  `Monitor` built from the engine settings, reports, a journal for `oatf recover`), or, with `--monitor PATH`,
+  `Monitor` built from the engine settings, reports, a journal for `oatf recover`; one journal record per
+  batch), or, with `--monitor PATH`,
   sent to a shared monitor (`oatf_engine.feed`: the addon's `oatf_listen`, or `oatf monitor --listen`) that
   judges the agent's other traffic too. A tap that cannot reach the shared monitor, or loses it, says so and
   judges alone, the events the monitor had not acknowledged included. The clock ticks every `TICK_SECONDS`
@@ -69,6 +71,10 @@ SWITCH_SECONDS = 0.0005
 (`sys.setswitchinterval` for the tap's process; Python's default, 5 ms, was added to round trips whenever the
 evaluation was busy: with the whole library loaded, a FastMCP `tools/call` loop ran at 235 calls/s through the
 tap, 320-370 with 0.5 ms, same machine and minutes, `benchmarks/bench_tap.py`)."""
+BATCH_SECONDS = 0.05
+BATCH_BYTES = 1 << 20
+"""Once a chunk is queued, the evaluation thread lets chunks gather for `BATCH_SECONDS`, or until `BATCH_BYTES`
+are queued, before it takes them all (`Evaluator.run`)."""
 GAP = b""
 """Queued in place of the chunks left out: the direction's framing resumes at its next line."""
 
@@ -118,6 +124,8 @@ class Evaluator:
         self._said_dropped = 0
         self._gaps: set[Side] = set()
         self._lock = threading.Lock()
+        self._gathered = threading.Event()
+        """Set when `BATCH_BYTES` are queued: the batch is taken at once."""
 
     def put(self, sender: Side, data: bytes | None) -> None:
         """Queue what a relay thread just copied, or leave it out (counted) beyond `MAX_QUEUED_BYTES`: never
@@ -134,21 +142,41 @@ class Evaluator:
                 self.queue.put((sender, GAP, now))
             self.queued += len(data or b"")
             self.queue.put((sender, data, now))
+            if self.queued >= BATCH_BYTES:
+                self._gathered.set()
 
     def run(self) -> None:
-        """Evaluate queued chunks until `None` is queued, then conclude and report every open run."""
+        """Evaluate queued chunks until `None` is queued, then conclude and report every open run. The chunks
+        are taken in batches: once one is queued, the thread waits `BATCH_SECONDS` (or until `BATCH_BYTES` are
+        queued) and takes the chunks queued by then, up to `BATCH_BYTES`, handing their events on together (one
+        journal record, one frame to a shared monitor): a tap evaluating each chunk as it came woke for each, and
+        its evaluation, cache-cold each time, cost three times its CPU on a busy machine."""
         while True:
             try:
                 item = self.queue.get(timeout=TICK_SECONDS)
             except queue.Empty:
                 self.say.guard("tick", self._tick)
                 continue
+            if item is not None:
+                self._gathered.wait(BATCH_SECONDS)
+                self._gathered.clear()
+            events: list[ObservedEvent] = []
+            taken = 0
+            while item is not None:
+                taken += len(item[1] or b"")
+                with self._lock:
+                    self.queued -= len(item[1] or b"")
+                self.say.guard("evaluation", functools.partial(self._chunk, *item, events))
+                if taken >= BATCH_BYTES:
+                    break
+                try:
+                    item = self.queue.get_nowait()
+                except queue.Empty:
+                    break
+            self.say.guard("evaluation", functools.partial(self._hand, events))
+            self._say_dropped()
             if item is None:
                 break
-            with self._lock:
-                self.queued -= len(item[1] or b"")
-            self.say.guard("evaluation", functools.partial(self._chunk, *item))
-            self._say_dropped()
         self._say_dropped()
         self.say.guard("shutdown", self._finish)
         self.session.close()
@@ -157,7 +185,8 @@ class Evaluator:
         if self.judge is not None:  # a shared monitor keeps its own clock
             self.judge.tick(time.time())
 
-    def _chunk(self, sender: Side, data: bytes | None, timestamp: float) -> None:
+    def _chunk(self, sender: Side, data: bytes | None, timestamp: float, events: list[ObservedEvent]) -> None:
+        """Decode (and record) one chunk; its events appended to `events`."""
         if data is None:
             last = self.session.end(sender)
             lines = [last] if last is not None else []
@@ -166,14 +195,14 @@ class Evaluator:
             return
         else:
             lines = self.session.lines(sender, data)
-        events: list[ObservedEvent] = []
         for line in lines:
             if self.record is not None:
                 self.say.guard("record", functools.partial(self._record, sender, line, timestamp))
             events.extend(self.session.message(sender, line, timestamp))
-        self._hand(events)
 
     def _hand(self, events: list[ObservedEvent]) -> None:
+        if not events:
+            return
         if self.feed is not None:
             try:
                 self.feed.send(events)

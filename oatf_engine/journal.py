@@ -17,13 +17,18 @@ Files, in `<report dir>/journal/`: segments `NNNNNNNN.jsonl`, one JSON object pe
   event stamped up to `t` (the highest tick so far) was handed to the monitor first, in time order
   (`oatf_engine.reorder.Reorder`, ties in the order received);
 - `{"drained": true}`: every held event was handed to the monitor, in time order (a library swap, the shutdown);
-- `{"held": [...]}`: the events held when a recovery cut the journal (`cut`), journaled again at the start of the
-  next segment so that the segments after a cut hold them; they replace what a replay holds at that point (a
-  replay that read the segments before the cut holds the same events: none counts twice);
+- `{"closed": [session, at]}`: the agent closed that MCP session at `at` (a `DELETE` with its `Mcp-Session-Id`
+  the server accepted), journaled as the proxy takes it in and held with the events, told to the monitor when a
+  tick passes `at` — before the events of its time, as replay tells it (`Monitor.close_session`);
+- `{"held": [...], "closed": [[session, at], ...]}`: the events (and the closes) held when a recovery cut the
+  journal (`cut`), journaled again at the start of the next segment so that the segments after a cut hold them;
+  they replace what a replay holds at that point (a replay that read the segments before the cut holds the same
+  ones: none counts twice);
 - `{"concluded": [attack, session, started_at]}`: that run was reported.
-A replay (`oatf_engine.recovery.monitor_inputs`) hands a fresh monitor the same events and ticks in the same order
-as the proxy did: after a crash of the proxy, the events still held are handed over last, in time order; after
-the loss of the monitor process only (the proxy goes on, and hands its held events to the new one), they are not.
+A replay (`oatf_engine.recovery.monitor_inputs`) hands a fresh monitor the same events, closes and ticks in the
+same order as the proxy did: after a crash of the proxy, the events still held are handed over last, in time order;
+after the loss of the monitor process only (the proxy goes on, and hands its held events to the new one), they are
+not.
 - **Append-only, bounded.** A segment holds at most `SEGMENT_BYTES`; at most `MAX_SEGMENTS` are kept (the
   oldest is deleted beyond it: the journal keeps the latest ~`SEGMENT_BYTES * MAX_SEGMENTS` of traffic; a
   run older than that is recovered from what is left). A clean shutdown, which reports every run, deletes it.
@@ -31,6 +36,12 @@ the loss of the monitor process only (the proxy goes on, and hands its held even
   process loses nothing already journaled); `os.fsync` runs at most every `FSYNC_SECONDS` and when a segment
   is closed (a crash of the machine loses at most that much).
 - A torn last line (the process died mid-write) is ignored on reading.
+- **The report directory changed at runtime** (the proxy's `oatf_report_dir`): the live runs go on, and their
+  reports go to the new directory, so their journal goes with them (`hand_over`): its segments move to the new
+  directory's journal, after those a crashed process left there (recovered into the new directory, as at a start)
+  and before what is written next; the old directory is left with no journal, as after a clean shutdown — its
+  runs are neither recovered there later nor lost. Segments a recovery is still reading stay where they are
+  (that recovery reports into the old directory, and drops them).
 - **One writer per report directory** (`take_lock`): a process journals and recovers in a report directory
   only while it holds an exclusive lock on `<report dir>/journal.lock` (the proxy's addon, `oatf tap` and
   `oatf monitor` judging, `oatf recover`). Another that finds it taken says so and neither journals nor
@@ -51,9 +62,12 @@ crash between the two leaves a written report without a marker; recovery recogni
 from __future__ import annotations
 
 import dataclasses
+import errno
 import fcntl
 import json
+import operator
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -75,19 +89,18 @@ RunKey = tuple[str, str, str]
 
 def encode_event(event: ObservedEvent) -> list[Any]:
     """An event as a JSON list of its fields, in declaration order."""
-    fields = [getattr(event, f.name) for f in dataclasses.fields(ObservedEvent)]
+    fields = list(_FIELDS_OF(event))
     endpoint = event.endpoint
-    fields[dataclasses.fields(ObservedEvent).index(_ENDPOINT)] = [endpoint.host, endpoint.port, endpoint.path]
+    fields[_ENDPOINT_AT] = [endpoint.host, endpoint.port, endpoint.path]
     return fields
-
-
-_ENDPOINT = next(f for f in dataclasses.fields(ObservedEvent) if f.name == "endpoint")
 
 
 _CHOICES: dict[str, tuple[str, ...]] = {"protocol": ("mcp", "a2a", "ag_ui"), "direction": ("request", "response"),
                                         "sender": ("client", "server")}
 _TEXT = ("event_type", "flow_id", "client")
 _FIELDS = tuple(f.name for f in dataclasses.fields(ObservedEvent))
+_FIELDS_OF = operator.attrgetter(*_FIELDS)
+_ENDPOINT_AT = _FIELDS.index("endpoint")
 
 
 def decode_event(fields: Any) -> ObservedEvent:
@@ -180,20 +193,25 @@ class Journal:
         """Every held event was handed to the monitor, in time order."""
         self._write({"drained": True})
 
-    def held(self, events: Sequence[Item]) -> None:
-        """The events (and ends of exchanges) held at a `cut`, in time order (written first in the segment after
-        it)."""
-        self._write({"held": [encode_item(e) for e in events]})
+    def closed(self, session: str, at: float) -> None:
+        """The agent closed the MCP session `session` at `at`: held like a received event until a tick passes it."""
+        self._write({"closed": [session, at]})
+
+    def held(self, events: Sequence[Item], closes: Sequence[tuple[str, float]] = ()) -> None:
+        """The events (and ends of exchanges) and the closes held at a `cut`, in time order (written first in the
+        segment after it)."""
+        self._write({"held": [encode_item(e) for e in events], "closed": [list(close) for close in closes]})
 
     def tick(self, now: float) -> None:
         self._write({"tick": now})
 
-    def concluded(self, key: RunKey) -> None:
-        """The run `key` was reported: its report file is written and durable (`ReportWriter.commit`)."""
-        self._write({"concluded": list(key)})
+    def concluded(self, *keys: RunKey) -> None:
+        """The runs `keys` were reported: their report files are written and durable (`ReportWriter.commit`).
+        A record each, written together (a shutdown reports thousands of runs at once)."""
+        self._write(*({"concluded": list(key)} for key in keys))
 
-    def _write(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, separators=(",", ":"), default=str) + "\n"
+    def _write(self, *records: dict[str, Any]) -> None:
+        line = "".join(json.dumps(record, separators=(",", ":"), default=str) + "\n" for record in records)
         with self._lock:
             if self._handle is None or self._size >= SEGMENT_BYTES:
                 self._rotate()
@@ -238,11 +256,55 @@ class Journal:
                 segment.unlink(missing_ok=True)
                 self._held.discard(segment)
 
+    def hand_over(self, to: Journal) -> None:
+        """Move this journal's segments — but those a recovery holds (`cut`) — to journal `to` (the report
+        directory changed, see the module docstring), oldest first, numbered after its own; each is durable there
+        (file and directory fsynced) before it leaves here. This journal is closed."""
+        with self._lock:
+            self.close()
+            moving = [segment for segment in segments(self.path) if segment not in self._held]
+        to.adopt(moving)
+        fsync_path(self.path)
+
+    def adopt(self, others: Sequence[Path]) -> None:
+        """Take over another journal's segments (`hand_over`): renamed into this one's directory (copied, then
+        deleted, across filesystems), numbered after its own and before what it writes next."""
+        with self._lock:
+            self.close()
+            for segment in sorted(others):
+                target = self.path / f"{self._number:08d}.jsonl"
+                self._number += 1
+                try:
+                    os.rename(segment, target)
+                except OSError as exc:
+                    if exc.errno != errno.EXDEV:
+                        raise
+                    _copy_durably(segment, target)
+                    segment.unlink()
+            fsync_path(self.path)
+
     def clear(self) -> None:
         """Every run was reported: the journal is no longer needed."""
         with self._lock:
             self.close()
             clear(self.path)
+
+
+def _copy_durably(source: Path, target: Path) -> None:
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as out, open(source, "rb") as handle:
+        shutil.copyfileobj(handle, out)
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def fsync_path(path: Path) -> None:
+    """`os.fsync` of a file or a directory, by its path."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def take_lock(directory: str | os.PathLike[str]) -> IO[str] | None:

@@ -3,7 +3,10 @@
 `recover` replays the journal's events and clock ticks into a fresh sans-I/O `Monitor` with the given library
 and options — the same inputs in the same order (`monitor_inputs`), so the same runs — and returns the reports
 of every run that was not reported before the crash: runs that the journal shows still open are concluded with status
-`recovered`; a run that had concluded but whose report was never written keeps the status it concluded with.
+`recovered` — but those of an MCP session the agent had closed (journaled `closed`), which no later message can
+change, conclude as the proxy would have concluded them had it gone on (`Monitor.conclude_closed_sessions`: mostly
+`session_closed`, a grace period after the close); a run that had concluded but whose report was never written
+keeps the status it concluded with.
 A run counts as reported when the journal holds its `concluded` marker, or when its report file is in
 `report_dir` (the monitor process writes a report before the proxy journals its marker: a crash in between
 leaves the file without the marker). Its file name is the same in replay — attack, session and end time —
@@ -30,6 +33,7 @@ from oatf_engine.journal import segments as journal_segments
 from oatf_engine.monitor import LoadedAttack, Monitor, MonitorOptions, Output, RunConcluded
 from oatf_engine.progress import UPDATE_EVERY, Progress, file_size, size
 from oatf_engine.reorder import Reorder
+from oatf_engine.replay import SessionClose
 from oatf_engine.reports import ReportWriter, report_filename
 
 
@@ -80,9 +84,12 @@ def recover_runs(report_dir: str | Path, attacks: list[LoadedAttack], options: M
             outputs.extend(monitor.tick(item))
         elif isinstance(item, ExchangeEnded):
             outputs.extend(monitor.exchange_ended(item))
+        elif isinstance(item, tuple):
+            monitor.close_session("mcp", "mcp_session", *item)
         else:
             events += 1
             outputs.extend(monitor.observe(item))
+    outputs.extend(monitor.conclude_closed_sessions())
     outputs.extend(monitor.shutdown("recovered"))
     concluded = [o for o in outputs if isinstance(o, RunConcluded)]
     left = [o for o in concluded if run_key(o.report) not in reported
@@ -94,25 +101,31 @@ def recover_runs(report_dir: str | Path, attacks: list[LoadedAttack], options: M
 
 
 def monitor_inputs(journal: Iterable[dict[str, Any]], unreleased: bool = True,
-                   reported: set[RunKey] | None = None) -> Iterator[Item | float]:
+                   reported: set[RunKey] | None = None) -> Iterator[Item | SessionClose | float]:
     """What the live monitor was given, as the journal's records tell (`oatf_engine.journal`), in the order it was
-    given: events, ends of exchanges, and its clock's ticks (floats). Held events are released as the proxy
-    released them: at each tick up to it (the highest so far), in time order, ties in the order received; all of
+    given: events, ends of exchanges, the MCP sessions the agent closed (`(session, at)`), and its clock's ticks
+    (floats). Held events, ends and closes are released as the proxy released them: at each tick up to it (the
+    highest so far), in time order, a close before the events of its time, ties in the order received; all of
     them at `drained`.
     `unreleased`: whether the events still held at the end — received and not released — come last, in time
     order (a crash of the proxy: yes; the loss of its monitor process only: no, the proxy hands them to the new
-    one). A damaged event is skipped; the runs the journal shows reported are added to `reported`."""
-    held: Reorder[Item] = Reorder()
+    one). A damaged event or close is skipped; the runs the journal shows reported are added to `reported`."""
+    held: Reorder[Item | SessionClose] = Reorder()
     for record in journal:
         if "events" in record:
             yield from _events(record["events"])
         elif "received" in record:
             for event in _events(record["received"]):
                 held.add(event.timestamp, event)
-        elif "held" in record:  # the same events as those held here, if the replay read the segments before
+        elif "held" in record:  # the same ones as those held here, if the replay read the segments before
             held.drain()
             for event in _events(record["held"]):
                 held.add(event.timestamp, event)
+            for close in _closes(record.get("closed", [])):
+                held.add(close[1], close, rank=0)
+        elif "closed" in record:
+            for close in _closes([record["closed"]]):
+                held.add(close[1], close, rank=0)
         elif "tick" in record:
             now = float(record["tick"])
             yield from held.release(now)
@@ -132,6 +145,13 @@ def _events(journaled: Any) -> Iterator[Item]:
             yield decode_item(fields)
         except (TypeError, ValueError):
             continue  # a damaged record: the others still count
+
+
+def _closes(journaled: Any) -> Iterator[SessionClose]:
+    for close in journaled if isinstance(journaled, list) else ():
+        if isinstance(close, list) and len(close) == 2 and isinstance(close[0], str) \
+                and isinstance(close[1], (int, float)) and not isinstance(close[1], bool):
+            yield close[0], float(close[1])
 
 
 def conclude_pending(report_dir: str | Path, attacks: list[LoadedAttack], options: MonitorOptions,

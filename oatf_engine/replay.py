@@ -8,19 +8,19 @@ The recording ends the observation: once every event is fed, runs whose actors a
 
 from __future__ import annotations
 
-import contextlib
-import gc
+import itertools
 import multiprocessing
 import operator
 import os
 import threading
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from multiprocessing.sharedctypes import Synchronized
 from typing import Any
 
 import oatf
+from oatf_engine.collector import collector_paused
 from oatf_engine.events import ExchangeEnded, ObservedEvent
 from oatf_engine.monitor import LoadedAttack, LoadProblem, Monitor, MonitorOptions, RunConcluded
 from oatf_engine.monitor.sessions import SessionResolver
@@ -65,15 +65,22 @@ def place_events(events: list[ObservedEvent], options: MonitorOptions,
     the ends of exchanges that left requests unanswered, told to the resolver in their place among the events
     (`ExchangeEnded.seq`), as the live monitor is told them (`Monitor.exchange_ended`), and kept in that place
     for the monitor."""
+    return list(placed_events(_in_order(events, endings or []), options))
+
+
+def placed_events(items: Iterable[ObservedEvent | ExchangeEnded], options: MonitorOptions,
+                  ) -> Iterator[Placed | ExchangeEnded]:
+    """`place_events` over events and ends of exchanges already in order, each placed as soon as it can be."""
     resolver = SessionResolver(options.session_key, options.idle_gap, options.agents)
-    placed: list[Placed | ExchangeEnded] = []
-    for item in _in_order(events, endings or []):
+    for item in items:
         released = resolver.end_exchange(item) if isinstance(item, ExchangeEnded) else resolver.place(item)
         oldest = resolver.oldest_held()
-        placed.extend((event, session, min(event.timestamp, oldest)) for event, session in released)
+        for event, session in released:
+            yield event, session, min(event.timestamp, oldest)
         if isinstance(item, ExchangeEnded):
-            placed.append(item)
-    return placed + [(item, session, item.timestamp) for item, session in resolver.flush()]
+            yield item
+    for event, session in resolver.flush():
+        yield event, session, event.timestamp
 
 
 def _in_order(events: list[ObservedEvent], endings: list[ExchangeEnded]) -> list[ObservedEvent | ExchangeEnded]:
@@ -111,7 +118,7 @@ def evaluate_events(attacks: list[LoadedAttack], events: list[ObservedEvent],
     closed = sorted(closes or (), key=operator.itemgetter(1))
     if progress is not None:
         progress.start("evaluating", len(placed), "events")
-    reports = (_evaluate_placed(attacks, placed, closed, options, end, semantic,
+    reports = (_evaluate_placed(attacks, placed, closed, options, lambda: end, semantic,
                                 _running_total(progress.update) if progress is not None else None) if shards == 1
                else _evaluate_in_parallel(attacks, placed, closed, options, end, shards, semantic, progress))
     if progress is not None:
@@ -119,6 +126,52 @@ def evaluate_events(attacks: list[LoadedAttack], events: list[ObservedEvent],
                         "concluded")
     ended = operator.itemgetter("ended_at")
     return sorted(reports, key=lambda report: ended(report["execution_summary"]))
+
+
+def evaluate_stream(attacks: list[LoadedAttack], events: Iterable[ObservedEvent | ExchangeEnded],
+                    options: MonitorOptions | None = None, semantic: oatf.SemanticEvaluator | None = None,
+                    closes: list[SessionClose] | None = None) -> tuple[list[dict[str, Any]], int]:
+    """`evaluate_events` in one process over events as they come (in time order: an iterator; the ends of
+    exchanges among them in their place), each evaluated and let go before the next is asked for: the reports,
+    and how many events there were."""
+    options = options or MonitorOptions()
+    tally = _Tally()
+    closed = sorted(closes or (), key=operator.itemgetter(1))
+    reports = _evaluate_placed(attacks, placed_events(tally.passing(events), options), closed, options,
+                               lambda: tally.end, semantic)
+    ended = operator.itemgetter("ended_at")
+    return sorted(reports, key=lambda report: ended(report["execution_summary"])), tally.count
+
+
+STREAM_BATCH = 8192
+"""How many events `evaluate_stream` asks for at a time: the decoder and the monitor each run that many in a
+row (alternating event by event costs ~25% more CPU: each pushes the other's data out of the processor's
+caches), and memory holds that many decoded events at most."""
+
+
+class _Tally:
+    """Events counted as they pass, and the latest time among them (0 without any: `evaluate_events`' end)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.latest: float | None = None
+
+    def passing(self, events: Iterable[ObservedEvent | ExchangeEnded]) -> Iterator[ObservedEvent | ExchangeEnded]:
+        """`events`, asked for `STREAM_BATCH` at a time (the ends of exchanges pass uncounted)."""
+        latest = self.latest
+        for batch in itertools.batched(events, STREAM_BATCH):
+            for event in batch:
+                if isinstance(event, ExchangeEnded):
+                    continue
+                self.count += 1
+                if latest is None or event.timestamp > latest:
+                    latest = event.timestamp
+            self.latest = latest
+            yield from batch
+
+    @property
+    def end(self) -> float:
+        return 0.0 if self.latest is None else self.latest
 
 
 def _evaluate_in_parallel(attacks: list[LoadedAttack], placed: list[Placed | ExchangeEnded], closes: list[SessionClose],
@@ -154,15 +207,18 @@ def _evaluate_in_parallel(attacks: list[LoadedAttack], placed: list[Placed | Exc
     return [report for shard in results for report in shard]
 
 
-def _evaluate_placed(attacks: list[LoadedAttack], placed: list[Placed | ExchangeEnded], closes: list[SessionClose],
-                     options: MonitorOptions, end: float, semantic: oatf.SemanticEvaluator | None,
+def _evaluate_placed(attacks: list[LoadedAttack], placed: Iterable[Placed | ExchangeEnded],
+                     closes: list[SessionClose], options: MonitorOptions, end: Callable[[], float],
+                     semantic: oatf.SemanticEvaluator | None = None,
                      through: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
-    """The reports of the runs over `placed`, in one monitor; `through` is told how many more events are
-    through every `UPDATE_EVERY` events, and at the end."""
+    """The reports of the runs over `placed`, in one monitor, the recording ending at `end()` (asked once every
+    event is placed); `through` is told how many more events are through every `UPDATE_EVERY` events, and at the
+    end."""
     monitor = Monitor(attacks, options, semantic=semantic)
     outputs = []
     pending = iter(closes)
     close = next(pending, None)
+    count = 0
     for count, item in enumerate(placed, 1):
         if isinstance(item, ExchangeEnded):
             outputs.extend(monitor.exchange_ended(item, placed=True))
@@ -176,9 +232,9 @@ def _evaluate_placed(attacks: list[LoadedAttack], placed: list[Placed | Exchange
             through(UPDATE_EVERY)
     for session_id, at in [*([close] if close is not None else []), *pending]:
         monitor.close_session("mcp", "mcp_session", session_id, at)
-    outputs.extend(monitor.end_of_traffic(end))
-    if through is not None and len(placed) % UPDATE_EVERY:
-        through(len(placed) % UPDATE_EVERY)
+    outputs.extend(monitor.end_of_traffic(end()))
+    if through is not None and count % UPDATE_EVERY:
+        through(count % UPDATE_EVERY)
     return [o.report for o in outputs if isinstance(o, RunConcluded)]
 
 
@@ -215,7 +271,7 @@ def _evaluate_shard(index: int) -> list[dict[str, Any]]:
     assert _SHARDS is not None
     attacks, split, closes, options, end, semantic, through = _SHARDS
     with collector_paused():
-        return _evaluate_placed(attacks, split[index], closes, options, end, semantic,
+        return _evaluate_placed(attacks, split[index], closes, options, lambda: end, semantic,
                                 _shared_total(through) if through is not None else None)
 
 
@@ -223,6 +279,11 @@ def available_cpus() -> int:
     """The CPUs this process may run on (the default number of replay workers)."""
     affinity = getattr(os, "sched_getaffinity", None)
     return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
+def may_fork(workers: int) -> bool:
+    """Whether `evaluate_events` would split a long recording over processes when asked for `workers`."""
+    return worker_count(PARALLEL_MIN_EVENTS, workers) > 1
 
 
 def worker_count(events: int, workers: int) -> int:
@@ -234,29 +295,18 @@ def worker_count(events: int, workers: int) -> int:
     return workers if "fork" in multiprocessing.get_all_start_methods() else 1
 
 
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off for the duration (then back as it was). A replay holds the
-    recording's flows and events and builds a report per run: many objects, none of them in reference cycles
-    (reference counting frees them), which the collector would scan over and over — about 40% of a replay's
-    time (`benchmarks/bench_replay.py`)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 __all__ = [
     "PARALLEL_MIN_EVENTS",
+    "STREAM_BATCH",
     "Placed",
     "ReplayResult",
     "SessionClose",
     "available_cpus",
     "collector_paused",
     "evaluate_events",
+    "evaluate_stream",
+    "may_fork",
     "place_events",
+    "placed_events",
     "worker_count",
 ]

@@ -12,7 +12,10 @@ pastes AWS credentials into `billing_notes` (OW-001 `exploited`), a resisting on
 from __future__ import annotations
 
 import asyncio
+import html
+import json
 import random
+import re
 import ssl
 import time
 from collections import Counter, defaultdict
@@ -56,8 +59,10 @@ class Traffic:
     sessions: list[Session] = field(default_factory=list)
     failed: int = 0
     errors: Counter[str] = field(default_factory=Counter)
-    """Why sessions failed: the exception's type and message."""
+    """Why sessions failed (`failure`): the step, and the HTTP status and the proxy's reason or the exception."""
     retried: int = 0
+    resent: Counter[str] = field(default_factory=Counter)
+    """Why requests were sent again (`failure`)."""
     steps: dict[str, list[float]] = field(default_factory=lambda: {step: [] for step in STEPS})
 
     def timed(self, step: str, started: float) -> None:
@@ -81,10 +86,11 @@ async def _post(client: httpx.AsyncClient, url: str, headers: dict[str, str], bo
             response = await client.post(url, headers=headers, json=body)
             response.raise_for_status()
             return response
-        except httpx.TransportError:
+        except httpx.TransportError as exc:
             if attempt == ATTEMPTS - 1:
                 raise
             traffic.retried += 1
+            traffic.resent[failure(exc)] += 1
     raise AssertionError("unreachable")
 
 
@@ -121,6 +127,22 @@ async def agent_session(client: httpx.AsyncClient, url: str, complying: bool, pa
     return Session(session, complying)
 
 
+def failure(exc: Exception) -> str:
+    """Why a session failed, to count alike failures together: the request that failed (its JSON-RPC method, or
+    the HTTP method) and the HTTP status with the reason the proxy gave in its error page (mitmproxy answers
+    502 with the upstream error, e.g. `server closed connection`), or the exception's type and message."""
+    try:
+        request = exc.request  # type: ignore[attr-defined]
+        step = json.loads(request.content).get("method", request.method) if request.content else request.method
+    except (AttributeError, RuntimeError, ValueError):
+        step = "?"
+    if isinstance(exc, httpx.HTTPStatusError):
+        page = re.search(r"<p>(.*?)</p>", exc.response.text, re.DOTALL)
+        reason = html.unescape(page.group(1)) if page else exc.response.text[:120]
+        return f"{step}: HTTP {exc.response.status_code}: {reason.strip()}"
+    return f"{step}: {type(exc).__name__}: {str(exc)[:120]}"
+
+
 async def agents(proxy: str, url: str, in_flight: int, *, sessions: int | None = None, until: float | None = None,
                  exploit_every: int = 5, pause: tuple[float, float] = (0.2, 1.0), seed: int = 14) -> Traffic:
     """`in_flight` agents at once, each running sessions one after another until `sessions` have started in all
@@ -143,7 +165,7 @@ async def agents(proxy: str, url: str, in_flight: int, *, sessions: int | None =
                         client, url, number % exploit_every == 0, rng.uniform(*pause), traffic))
                 except (httpx.HTTPError, KeyError) as exc:
                     traffic.failed += 1
-                    traffic.errors[f"{type(exc).__name__}: {str(exc)[:120]}"] += 1
+                    traffic.errors[failure(exc)] += 1
 
     await asyncio.gather(*(agent() for _ in range(in_flight)))
     return traffic

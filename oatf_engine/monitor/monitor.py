@@ -810,6 +810,33 @@ class Monitor:
         self._timers.clear()
         return outputs
 
+    def conclude_closed_sessions(self) -> list[Output]:
+        """Conclude now, as the clock would conclude them, the runs of the sessions the agent closed
+        (`close_session`): no later message can belong to them, so each one's own `after` timers fire in turn up
+        to its end and it concludes with the status and at the time its end gives (`AttackRun.due`: mostly
+        `session_closed`, a grace period after the close) — whatever the clock reads. A crashed proxy's journal
+        replayed (`oatf_engine.recovery`) so reports them as the proxy, had it gone on, would have; the other
+        runs, which later traffic could still change, are left open."""
+        outputs: list[Output] = []
+        for placed, session in self.sessions.flush():  # held events placed first: they may be a closed run's
+            outputs.extend(self._observe(placed, session))
+        for item, run in list(self._timed()):
+            while run.closed_at is not None:
+                at = run.deadline()
+                if isinstance(item, PaperTimer):  # runs on paper have no `after` timer to fire
+                    due = run.due(at)
+                    if due is not None and item.members:
+                        outputs.extend(self._conclude_paper(self._sessions[item.session], item, item.members, *due))
+                    break
+                outputs.extend(PhaseChanged(run.id, change) for change in run.tick(at))
+                due = run.due(at)
+                if due is not None:
+                    outputs.append(self._conclude(item, *due))
+                    break
+                if run.deadline() <= at:  # nothing moves it further (never expected): leave it to `shutdown`
+                    break
+        return outputs
+
     @property
     def held_flows(self) -> KeysView[str]:
         """The flows with events the session resolver holds, not evaluated yet (`SessionResolver.held_flows`)."""

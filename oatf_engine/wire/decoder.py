@@ -745,10 +745,25 @@ class WireDecoder:
 
 
 def _kept(headers: Headers) -> dict[str, str]:
-    """The request/response headers the decoder reads, by lower-case name (see `Headers`)."""
+    """The request/response headers the decoder reads, by lower-case name (see `Headers`); a new dict."""
     fields = getattr(headers, "fields", None)  # mitmproxy's `Headers`: its raw fields, not its (slow) mapping
     if fields is None:
         fields = headers.items() if isinstance(headers, Mapping) else headers
+    if type(fields) is tuple:  # raw fields (mitmproxy's, a recording's): a session's messages repeat them
+        try:
+            return dict(_kept_fields(fields))
+        except TypeError:  # an unhashable field
+            pass
+    return _kept_of(fields)
+
+
+@functools.lru_cache(maxsize=1024)
+def _kept_fields(fields: tuple[tuple[Any, Any], ...]) -> dict[str, str]:
+    """`_kept_of(fields)`, remembered (never altered: `_kept` hands out copies)."""
+    return _kept_of(fields)
+
+
+def _kept_of(fields: Iterable[tuple[Any, Any]]) -> dict[str, str]:
     kept: dict[str, str] = {}
     for name, value in fields:
         # A field's name and value are both text or both bytes (see `Headers`).

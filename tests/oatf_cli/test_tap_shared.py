@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -171,6 +172,61 @@ def test_the_queue_is_bounded_and_overflow_is_counted_said_and_resynchronised(
     assert seen == ["notifications/a", "notifications/b"]
     assert evaluator.dropped_chunks == 1 and evaluator.dropped_bytes > 200
     assert "relayed but not evaluated" in stderr.getvalue()
+
+
+def test_the_evaluation_takes_the_chunks_in_batches_bounded_in_bytes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What was queued within `BATCH_SECONDS` is evaluated together: its events reach the judge (and its journal)
+    in one batch, in order, a batch holding at most `BATCH_BYTES` of chunks (a tap handing on each chunk as it
+    came woke and journaled per message)."""
+    monkeypatch.setattr(tap_module, "BATCH_BYTES", 100)
+    batches: list[list[str]] = []
+
+    class Judged:
+        report_dir = str(tmp_path)
+
+        def observe(self, events: list) -> None:  # type: ignore[type-arg]
+            batches.append([e.event_type for e in events])
+
+        def finish(self, ended: bool) -> None:
+            """Nothing to conclude."""
+
+    session = StdioSession(WireDecoder(), "stdio:1", endpoint_of(["server"], 1), "127.0.0.1")
+    evaluator = Evaluator(session, Judged, Judged(), None, Say("oatf tap", io.StringIO()), None)  # type: ignore[arg-type]
+    for name in "abcd":  # 46 bytes each: two chunks reach BATCH_BYTES
+        evaluator.put("client", b'{"jsonrpc":"2.0","method":"notifications/%s"}\n' % name.encode())
+    evaluator.queue.put(None)
+    evaluator.run()
+    assert batches == [["notifications/a", "notifications/b", "notifications/c"], ["notifications/d"]]
+
+
+def test_a_full_batch_is_taken_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once `BATCH_BYTES` are queued the evaluation does not wait out `BATCH_SECONDS` (a flood would fill the
+    queue meanwhile, and chunks beyond `MAX_QUEUED_BYTES` are not evaluated)."""
+    monkeypatch.setattr(tap_module, "BATCH_SECONDS", 10 * GUARD)
+    monkeypatch.setattr(tap_module, "BATCH_BYTES", 100)
+    observed = threading.Event()
+
+    class Judged:
+        report_dir = str(tmp_path)
+
+        def observe(self, events: list) -> None:  # type: ignore[type-arg]
+            observed.set()
+
+        def finish(self, ended: bool) -> None:
+            """Nothing to conclude."""
+
+    session = StdioSession(WireDecoder(), "stdio:1", endpoint_of(["server"], 1), "127.0.0.1")
+    evaluator = Evaluator(session, Judged, Judged(), None, Say("oatf tap", io.StringIO()), None)  # type: ignore[arg-type]
+    evaluation = threading.Thread(target=evaluator.run, daemon=True)
+    evaluation.start()
+    ping = b'{"jsonrpc":"2.0","method":"notifications/a"}\n'
+    evaluator.put("client", ping)
+    assert not observed.wait(0.2)  # gathering
+    evaluator.put("client", ping * 2)  # 138 bytes queued
+    assert observed.wait(GUARD), "the full batch waited for BATCH_SECONDS"
+    evaluator.queue.put(None)
+    evaluation.join(GUARD)
 
 
 def test_the_capture_names_the_agent(tmp_path: Path) -> None:

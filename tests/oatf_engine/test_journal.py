@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from oatf_engine.journal import (
 from oatf_engine.monitor import Monitor, MonitorOptions, RunConcluded
 from oatf_engine.recovery import monitor_inputs, pending_journal, recover, recover_runs
 from oatf_engine.reports import ReportWriter
-from tests.oatf_engine.monitor.test_monitor import POISONED_TOOL, attack, call, event
+from tests.oatf_engine.monitor.test_monitor import POISONED_TOOL, RUG_PULL, attack, call, event
 
 json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
                            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
@@ -206,3 +207,86 @@ def test_a_crash_recovers_the_end_of_an_exchange_as_the_live_monitor_had_it(tmp_
     [report] = recover(tmp_path, [attack(POISONED_TOOL)], options)
     assert report == concluded_live
     assert (report["verdict"]["result"], report["execution_summary"]["status"]) == ("exploited", "completed")
+
+
+def test_runs_reported_together_are_journaled_with_one_write_a_record_each(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch of reported runs (a shutdown reports thousands at once) costs one write of the journal, and
+    reads back as a `concluded` record per run, in order."""
+    journal = Journal(tmp_path)
+    journal.tick(1.0)
+    writes: list[str] = []
+    real = journal._handle.write
+    monkeypatch.setattr(journal._handle, "write", lambda text: (writes.append(text), real(text))[1])
+    keys = [("OW-001", f"mcp_session:s{n}", "1970-01-01T00:00:01.000Z") for n in range(3)]
+    journal.concluded(*keys)
+    journal.close()
+    assert len(writes) == 1
+    assert [tuple(r["concluded"]) for r in records(tmp_path / JOURNAL_DIR) if "concluded" in r] == keys
+
+
+def test_closed_sessions_replay_where_the_proxy_told_them() -> None:
+    """A `closed` record is held like a received event and told at the tick that passes it, before the events of
+    its time; at a cut, the closes held are journaled again (`held` ... `closed`) and count once whichever
+    segments are read; a damaged one is skipped."""
+    a, b = call("x", 1.0, session="s"), call("x", 4.0, session="s")
+    journal = on_disk({"received": [encode_event(a), encode_event(b)]}, {"closed": ["s", 1.0]}, {"tick": 2.0},
+                      {"closed": ["t", 3.0]}, {"closed": ["broken"]}, {"closed": [1, 2.0]})
+    assert list(monitor_inputs(journal)) == [("s", 1.0), a, 2.0, ("t", 3.0), b]
+    assert list(monitor_inputs(journal, unreleased=False)) == [("s", 1.0), a, 2.0]
+    before = on_disk({"closed": ["s", 5.0]}, {"tick": 3.0})
+    after = on_disk({"held": [], "closed": [["s", 5.0]]}, {"tick": 6.0})
+    assert list(monitor_inputs(after)) == [("s", 5.0), 6.0]
+    assert list(monitor_inputs(before + after)) == [3.0, ("s", 5.0), 6.0]
+
+
+def test_recovery_concludes_a_closed_session_as_the_proxy_would_have(tmp_path: Path) -> None:
+    """The agent closed session `a` (journaled `closed`), then the proxy died inside the grace period: recovery
+    reports its run as the proxy would have had it gone on — `session_closed`, a grace period after the close,
+    the same report — while the run of `b`, whose agent could still send more, is `recovered`. (Before closes
+    were journaled, both came back `recovered`.)"""
+    options = MonitorOptions(grace_period=5)
+    rug_pull = [attack(RUG_PULL)]  # stays in its first phase: only a close or its lifetime ends it
+    traffic = [event("tools/call", {"arguments": {"q": "x"}}, 0.0, session=s) for s in ("a", "b")]
+    journal = Journal(tmp_path)
+    journal.received(traffic)
+    journal.closed("a", 1.0)
+    journal.tick(2.0)
+    journal.close()
+    live = Monitor(rug_pull, options)
+    for item in traffic:
+        live.observe(item)
+    live.close_session("mcp", "mcp_session", "a", 1.0)
+    [went_on] = [o.report for o in live.tick(6.0) if isinstance(o, RunConcluded)]
+    reports = {r["execution_summary"]["session"]: r for r in recover(tmp_path, rug_pull, options)}
+    assert reports["mcp_session:a"] == went_on
+    assert went_on["execution_summary"]["status"] == "session_closed"
+    assert reports["mcp_session:b"]["execution_summary"]["status"] == "recovered"
+
+
+@pytest.mark.parametrize("across_filesystems", [False, True])
+def test_a_journal_handed_over_moves_its_segments_but_those_a_recovery_holds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, across_filesystems: bool) -> None:
+    """`Journal.hand_over` (the report directory changed at runtime): the old directory's segments move after the
+    new one's own (mode 0600 kept; copied then deleted across filesystems), in order, and replay as they did;
+    a segment a recovery holds stays where it is."""
+    if across_filesystems:
+        def no_rename(source: Any, target: Any) -> None:
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        monkeypatch.setattr(journal_module.os, "rename", no_rename)
+    old, new = Journal(tmp_path / "old"), Journal(tmp_path / "new")
+    old.tick(1.0)
+    [recovering] = old.cut()
+    old.tick(2.0)
+    old.tick(3.0)
+    new.tick(0.5)
+    old.hand_over(new)
+    new.tick(4.0)
+    new.close()
+    assert segments_of(old) == [recovering]
+    assert [r["tick"] for r in records(new.path)] == [0.5, 2.0, 3.0, 4.0]
+    assert {segment.stat().st_mode & 0o777 for segment in segments_of(new)} == {0o600}
+
+
+def segments_of(journal: Journal) -> list[Path]:
+    return sorted(journal.path.glob("*.jsonl"))

@@ -31,14 +31,16 @@ def _text(result: types.CallToolResult) -> str:
 
 async def mcp_poisoned_agent(url: str, proxy: str, behaviour: str, *, before: Sequence[float] = (),
                              calls: int = 1, after_pause: Callable[[], None] | None = None,
-                             note_padding: int = 0, before_close: Callable[[], object] | None = None) -> str:
+                             note_padding: int = 0, before_close: Callable[[], object] | None = None,
+                             close: bool = True) -> str:
     """initialize, tools/list, then `add` `calls` times, planning its arguments from the (poisoned) description
     like `demo.agent`. `before`: pauses (seconds) before those calls, each followed by a benign `add` call
     but the last, which comes right before them; `after_pause` is called after each pause. `note_padding`
     characters are appended to a `note` the agent sends. `before_close` runs (in a thread) while the session
-    is still open, its GET stream connected. Returns the MCP session id."""
+    is still open, its GET stream connected. `close`: whether the client closes the session at the end (its
+    `DELETE`), as the SDK does by default. Returns the MCP session id."""
     async with http_client(proxy, timeout=httpx.Timeout(10.0, read=30.0)) as client, \
-            streamable_http_client(url, http_client=client) as (read, write, session_id), \
+            streamable_http_client(url, http_client=client, terminate_on_close=close) as (read, write, session_id), \
             ClientSession(read, write) as session:
         await session.initialize()
         add = next(t for t in (await session.list_tools()).tools if t.name == "add")

@@ -17,6 +17,11 @@ per port), built with the official SDKs. Each plays the malicious side of an att
   wipes a directory and posts the SSH key out; the careful one refuses in text and lists a directory.
   Non-protocol endpoints on the same port: GET `/plain` (HTML), GET `/binary` (bytes), POST `/echo` (echoes
   the body as sent, whatever its content type).
+
+`--keep-alive SECONDS`: how long a server keeps an idle connection open (uvicorn's `timeout_keep_alive`, 5 s by
+default). A proxy that reuses a kept-alive connection the server is closing answers 502 (mitmproxy does not send
+the request again: `benchmarks/bench_live_load.py --server-keep-alive`); a server behind a proxy that can be that
+late keeps its connections longer.
 """
 
 from __future__ import annotations
@@ -229,6 +234,7 @@ async def main() -> None:
     parser.add_argument("--mcp-invoice", type=int)
     parser.add_argument("--a2a", type=int)
     parser.add_argument("--ag-ui", type=int)
+    parser.add_argument("--keep-alive", type=int, default=5)
     args = parser.parse_args()
     apps: list[tuple[int, Any]] = []
     if args.mcp_poisoned:
@@ -242,7 +248,8 @@ async def main() -> None:
     if args.ag_ui:
         apps.append((args.ag_ui, ag_ui_app()))
     servers = [uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                                             lifespan="on" if hasattr(app, "router") else "off"))
+                                             lifespan="on" if hasattr(app, "router") else "off",
+                                             timeout_keep_alive=args.keep_alive))
                for port, app in apps]
     await asyncio.gather(*(server.serve() for server in servers))
 

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from oatf_engine.journal import JOURNAL_DIR, decode_event, records
+from oatf_engine.journal import JOURNAL_DIR, decode_event, records, take_lock
+from oatf_engine.recovery import pending_journal
 from testing.oatf_proxy import OatfProxy, Peers, oatf_proxy, run, verdict_of
 
 from . import agents
@@ -24,15 +25,26 @@ from .test_bad_input import monitor_processes
 OATF = Path(sys.executable).parent / "oatf"
 
 
+GRACE = "30m"
+"""Long enough that a crash comes inside it; shorter than a run's lifetime (1 h), which would end it first."""
+
+
+def journaled_closes(report_dir: Path) -> list[str]:
+    """The MCP sessions the journal shows closed (`DELETE`)."""
+    return [record["closed"][0] for record in records(report_dir / JOURNAL_DIR) if "closed" in record]
+
+
 def crash_with_open_runs(attackers: Peers, tmp_path: Path) -> tuple[Path, str, str]:
-    """An exploited and a resisting session inside a one-hour grace period, then SIGKILL to mitmdump's
-    process group: the report directory, and the two MCP session ids."""
+    """An exploited session its agent leaves open and a resisting one its agent closes (`DELETE`), inside a
+    30-minute grace period, then SIGKILL to mitmdump's process group: the report directory, and the two MCP
+    session ids."""
     url = attackers.url("mcp_poisoned", "/mcp")
-    with oatf_proxy(tmp_path, "crash", [TOOL_POISONING], grace="1h", record=False) as proxy:
-        naive = run(agents.mcp_poisoned_agent(url, proxy.url, "naive"))
+    with oatf_proxy(tmp_path, "crash", [TOOL_POISONING], grace=GRACE, record=False) as proxy:
+        naive = run(agents.mcp_poisoned_agent(url, proxy.url, "naive", close=False))
         careful = run(agents.mcp_poisoned_agent(url, proxy.url, "careful"))
         proxy.wait_for_log(lambda text: "DEMO-001-01 matched" in text)
         proxy.wait_until(lambda: "2 live run(s), 0 event(s) waiting" in proxy.command("oatf.status"))
+        proxy.wait_until(lambda: journaled_closes(proxy.report_dir) == [careful])
         os.killpg(proxy.process.pid, signal.SIGKILL)
         proxy.process.wait(timeout=10)
         assert proxy.reports() == [], "killed inside the grace period: nothing was reported"
@@ -44,16 +56,20 @@ def assert_recovered(reports: list[dict], naive: str, careful: str) -> None:
     exploited, resisted = by_session[f"mcp_session:{naive}"], by_session[f"mcp_session:{careful}"]
     assert len(reports) == 2
     assert verdict_of(exploited) == ("exploited", {"DEMO-001-01": "matched"})
+    assert exploited["execution_summary"]["status"] == "recovered"
     evidence = exploited["verdict"]["indicator_verdicts"][0]["evidence"]
     assert 'PRIVATE KEY" matched "' in evidence and "BEGIN OPENSSH PRIVATE KEY" not in evidence, "redacted"
-    # The proxy died inside the grace period: the careful agent had not been given the time to comply.
-    assert (resisted["verdict"]["result"], resisted["outcome"]) == ("not_exploited", "inconclusive")
-    assert {r["execution_summary"]["status"] for r in reports} == {"recovered"}
+    # The careful agent closed its session before the crash: nothing later could change its run, which
+    # concludes as the proxy would have concluded it had it gone on — a full grace period after its last
+    # message, `resisted` — not `recovered` and cut short (`inconclusive`), as when closes were not journaled.
+    summary = resisted["execution_summary"]
+    assert (resisted["verdict"]["result"], resisted["outcome"]) == ("not_exploited", "resisted")
+    assert (summary["status"], summary["grace_applied"]) == ("completed", True)
 
 
 def test_the_next_start_concludes_the_runs_a_killed_proxy_left_open(attackers: Peers, tmp_path: Path) -> None:
     report_dir, naive, careful = crash_with_open_runs(attackers, tmp_path)
-    with oatf_proxy(tmp_path, "crash", [TOOL_POISONING], grace="1h", record=False) as again:
+    with oatf_proxy(tmp_path, "crash", [TOOL_POISONING], grace=GRACE, record=False) as again:
         again.wait_for_log(lambda text: "left open by a proxy that did not stop cleanly" in text)
         assert_recovered(again.reports(), naive, careful)
         assert not list((report_dir / "journal").glob("*.jsonl"))[:-1], "the old journal is gone"
@@ -64,7 +80,7 @@ def test_the_next_start_concludes_the_runs_a_killed_proxy_left_open(attackers: P
 def test_oatf_recover_concludes_them_from_the_command_line(attackers: Peers, tmp_path: Path) -> None:
     report_dir, naive, careful = crash_with_open_runs(attackers, tmp_path)
     done = subprocess.run([str(OATF), "recover", str(report_dir), "--attacks", str(TOOL_POISONING),
-                           "--grace-period", "1h"], capture_output=True, text=True, timeout=120)
+                           "--grace-period", GRACE], capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stdout + done.stderr  # something was exploited
     reports = [json.loads(p.read_text()) for p in report_dir.glob("*.json") if not p.name.startswith(".")]
     assert_recovered(reports, naive, careful)
@@ -101,7 +117,7 @@ def test_a_kill_right_after_the_traffic_loses_nothing_the_watermark_had_not_rele
     url = attackers.url("mcp_poisoned", "/mcp")
     with oatf_proxy(tmp_path, "sudden", [TOOL_POISONING], grace="1h", record=False) as proxy, \
             upload_under_way(proxy):
-        naive = run(agents.mcp_poisoned_agent(url, proxy.url, "naive"))
+        naive = run(agents.mcp_poisoned_agent(url, proxy.url, "naive", close=False))
         proxy.wait_until(lambda: journaled_calls(proxy.report_dir, naive) == 1)
         assert "DEMO-001-01 matched" not in proxy.log(), "the watermark had not released the exploit"
         os.killpg(proxy.process.pid, signal.SIGKILL)
@@ -122,10 +138,10 @@ def test_a_killed_monitor_process_loses_no_event_and_evaluates_none_twice(attack
     reported once, by the new one."""
     url = attackers.url("mcp_poisoned", "/mcp")
     with oatf_proxy(tmp_path, "lost", [TOOL_POISONING], grace="1h", record=False) as proxy:
-        early = run(agents.mcp_poisoned_agent(url, proxy.url, "naive"))
+        early = run(agents.mcp_poisoned_agent(url, proxy.url, "naive", close=False))
         proxy.wait_for_log(lambda text: "DEMO-001-01 matched" in text)  # released to the first monitor process
         with upload_under_way(proxy):
-            late = run(agents.mcp_poisoned_agent(url, proxy.url, "naive"))
+            late = run(agents.mcp_poisoned_agent(url, proxy.url, "naive", close=False))
             proxy.wait_until(lambda: journaled_calls(proxy.report_dir, late) == 1)  # taken in, held
             [first] = monitor_processes(proxy.process.pid)
             os.kill(first, signal.SIGKILL)
@@ -140,3 +156,51 @@ def test_a_killed_monitor_process_loses_no_event_and_evaluates_none_twice(attack
                       for r in proxy.reports())
     assert outcomes == sorted([(f"mcp_session:{early}", "recovered", "exploited"),
                                (f"mcp_session:{late}", "interrupted", "exploited")])
+
+
+def test_a_report_directory_changed_at_runtime_takes_the_journal_of_the_open_runs_with_it(
+        attackers: Peers, tmp_path: Path) -> None:
+    """`set oatf_report_dir` while a run is open: its journal moves to the new directory with it (the old one is
+    left as after a clean shutdown), so after SIGKILL the next start in the new directory recovers every open
+    run, the one begun before the change included, and nothing is left to recover in the old one. (Before, the
+    old journal stayed behind: its run came back `recovered` at the next start there, and was missing here.)"""
+    url = attackers.url("mcp_poisoned", "/mcp")
+    moved = tmp_path / "moved-reports"
+    with oatf_proxy(tmp_path, "first", [TOOL_POISONING], grace=GRACE, record=False) as proxy:
+        before = run(agents.mcp_poisoned_agent(url, proxy.url, "naive", close=False))
+        proxy.wait_until(lambda: journaled_calls(proxy.report_dir, before) == 1)
+        proxy.command(f"set oatf_report_dir {moved}")
+        proxy.wait_for_log(lambda text: "the journal of the open runs moved" in text)
+        assert not pending_journal(proxy.report_dir), "the old directory is left with no journal"
+        after = run(agents.mcp_poisoned_agent(url, proxy.url, "careful", close=False))
+        proxy.wait_until(lambda: "2 live run(s), 0 event(s) waiting" in proxy.command("oatf.status"))
+        os.killpg(proxy.process.pid, signal.SIGKILL)
+        proxy.process.wait(timeout=10)
+    assert journaled_calls(moved, before) == journaled_calls(moved, after) == 1
+    with oatf_proxy(tmp_path, "moved", [TOOL_POISONING], grace=GRACE, record=False) as again:
+        again.wait_for_log(lambda text: "left open by a proxy that did not stop cleanly" in text)
+        recovered = {(r["execution_summary"]["session"], r["execution_summary"]["status"], r["outcome"])
+                     for r in again.reports()}
+        assert again.interrupt() == 0
+    assert recovered == {(f"mcp_session:{before}", "recovered", "exploited"),
+                         (f"mcp_session:{after}", "recovered", "inconclusive")}
+    assert not list(proxy.report_dir.glob("*.json")) and not pending_journal(proxy.report_dir)
+
+
+def test_a_report_directory_another_process_journals_in_is_refused(attackers: Peers, tmp_path: Path) -> None:
+    """`set oatf_report_dir` to a directory whose journal another process holds: refused with a clear error; the
+    reports and the journal stay in the directory in force."""
+    url = attackers.url("mcp_poisoned", "/mcp")
+    taken = tmp_path / "taken-reports"
+    with oatf_proxy(tmp_path, "kept", [TOOL_POISONING], grace=GRACE, record=False) as proxy:
+        held = take_lock(taken)
+        assert held is not None
+        proxy.command(f"set oatf_report_dir {taken}")
+        proxy.wait_for_log(lambda text: "oatf_report_dir: another process journals in" in text)
+        session = run(agents.mcp_poisoned_agent(url, proxy.url, "naive", close=False))
+        proxy.wait_until(lambda: journaled_calls(proxy.report_dir, session) == 1)
+        assert proxy.interrupt() == 0
+        held.close()
+    [report] = proxy.reports()
+    assert (report["execution_summary"]["session"], report["outcome"]) == (f"mcp_session:{session}", "exploited")
+    assert not list(taken.glob("*.json")) and not pending_journal(taken)

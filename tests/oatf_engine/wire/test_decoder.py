@@ -107,9 +107,10 @@ def test_headers_in_every_form_read_the_same() -> None:
               (b"X-Other", b"x")]
     text = [(name.decode(), value.decode("utf-8", "surrogateescape")) for name, value in fields]
     forms = {"mapping": Headers(fields), "raw": Headers(fields).fields, "bytes": fields, "text": text,
-             "dict": {"content-type": "application/json", "mcp-session-id": "s1, \udcff"}}
+             "dict": {"content-type": "application/json", "mcp-session-id": "s1, \udcff"},
+             "byte tuple": tuple(fields), "text tuple": tuple(text), "unhashable": tuple(map(list, fields))}
     seen = {}
-    for form, headers in forms.items():
+    for form, headers in [*forms.items(), *forms.items()]:  # twice: raw fields read again are remembered
         h = Harness()
         events = h.exchange("POST", "http://mcp.local:8000/mcp", rpc(1, "tools/list"), request_headers=headers,
                             response_headers=headers, response=result(1, {"tools": []}))
