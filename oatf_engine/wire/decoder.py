@@ -13,7 +13,8 @@ returning the events the call completed:
 The last call also returns an `ExchangeEnded` (after the exchange's events) when requests its client sent in it
 were left without their answer (`oatf_engine.events.awaits_answer`: no message of the server in it that may
 answer them, `may_answer`): an HTTP error without a JSON-RPC body, a stream closed before the answer, a failed
-exchange. The legacy HTTP+SSE transport answers a POST on its GET stream: a POST the server accepted (2xx) leaves
+exchange (but not a stream that gave an SSE event ID: its client may resume it and get the answer there). The
+legacy HTTP+SSE transport answers a POST on its GET stream: a POST the server accepted (2xx) leaves
 its requests to the stream, and the stream's end reports those still unanswered then.
 
 A transport that frames whole messages (MCP stdio: `oatf_engine.wire.ndjson`) is one long session instead:
@@ -190,6 +191,11 @@ class _Body:
         self.decoder = ContentDecoder(content_encoding) if content_encoding else _IDENTITY
         self.sse = sse
         self.buffer = bytearray()
+
+
+def _resumable(body: _Body | None) -> bool:
+    """Whether a response's SSE stream gave an event ID (a client may resume it: `WireDecoder._ended`)."""
+    return body is not None and body.sse is not None and body.sse.last_event_id != ""
 
 
 class _Exchange:
@@ -369,9 +375,10 @@ class WireDecoder:
         if ex is None:
             return []
         body = ex.response
+        resumable = _resumable(body)
         self._close(ex)
         events = self._response_body(ex, body, timestamp)
-        return [*events, *self._ended(ex, timestamp, 200 <= ex.status < 300)]
+        return [*events, *self._ended(ex, timestamp, 200 <= ex.status < 300, resumable)]
 
     def _response_body(self, ex: _Exchange, body: _Body | None, timestamp: float) -> list[ObservedEvent]:
         """The events of a buffered response body, complete."""
@@ -390,11 +397,14 @@ class WireDecoder:
             return self._jsonrpc(ex, value, "server", False, timestamp)
         return []
 
-    def _ended(self, ex: _Exchange, timestamp: float, accepted: bool) -> list[ExchangeEnded]:
+    def _ended(self, ex: _Exchange, timestamp: float, accepted: bool, resumable: bool) -> list[ExchangeEnded]:
         """The end of `ex` when it leaves requests unanswered (see the module docstring; `accepted`: the server
-        answered it with a 2xx status)."""
+        answered it with a 2xx status; `resumable`: its SSE stream gave an event ID, so its answers may still
+        come on a stream the client resumes from it — MCP Streamable HTTP 2025-11-25, "Resumability and
+        Redelivery": a server may close the stream before the response once it sent an event ID — and its
+        requests are not reported)."""
         legacy = ex.scope.startswith("mcp-legacy|")
-        calls: list[Call] = [(ex.id, "client", request) for request in ex.unanswered]
+        calls: list[Call] = [] if resumable else [(ex.id, "client", request) for request in ex.unanswered]
         if legacy and ex.method == "GET":
             waiting = self._legacy_waiting.pop(ex.scope, {})
             calls += [(flow, "client", request) for request, flow in waiting.items()]
@@ -445,8 +455,9 @@ class WireDecoder:
         ex = self._exchanges.pop(exchange_id, None)
         if ex is None:
             return []
+        resumable = _resumable(ex.response)
         self._close(ex)
-        return list(self._ended(ex, timestamp, False))
+        return list(self._ended(ex, timestamp, False, resumable))
 
     # --- exchanges and bodies --------------------------------------------------------------------------------
 

@@ -482,6 +482,23 @@ def test_a_request_whose_exchange_ends_without_its_answer_is_reported(status: in
     assert unanswered(h)[1:] == [("f2", (("f2", "client", 3),))]
 
 
+@pytest.mark.parametrize("ending", ["closed", "aborted"])
+def test_a_stream_that_gave_an_event_id_may_be_resumed_so_its_requests_are_not_reported(ending: str) -> None:
+    """MCP Streamable HTTP 2025-11-25 ("Resumability and Redelivery", SSE polling): a server that sent an event ID
+    may close the POST's stream before the answer, which comes on the stream the client resumes with
+    Last-Event-ID. Reporting the request unanswered would end its wait: the run could conclude before the answer
+    and its evidence (a false not_exploited)."""
+    h = Harness()
+    d = h.decoder
+    d.request_headers("x", "POST", "http://m/mcp", JSON, "c:1", 1.0)
+    d.request_data("x", json.dumps(rpc(1, "tools/call", {"name": "slow"})).encode(), 1.0)
+    d.request_end("x", 1.0)
+    d.response_headers("x", 200, SSE, 1.0)
+    d.response_data("x", b"id: stream-1/0\ndata: \n\n", 1.0)  # the priming event
+    out = d.abort("x", 2.0) if ending == "aborted" else d.response_end("x", 2.0)
+    assert out == [] and h.ended == []
+
+
 def test_http_requests_that_are_not_json_rpc_and_failed_exchanges_are_reported() -> None:
     h = Harness()
     h.exchange("POST", "http://ui/agent", RUN, status=502, response_headers={"content-type": "text/plain"},
