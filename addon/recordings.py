@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 import math
 import operator
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from mitmproxy.exceptions import FlowReadException
@@ -22,7 +22,7 @@ from addon.flow_file import AnyHTTPFlow, client_address, read_flow_file
 from addon.inject_tags import METADATA_KEY as INJECTED
 from addon.inject_tags import tagged
 from oatf_engine.engine_config import EngineConfig, engine_config
-from oatf_engine.events import ObservedEvent
+from oatf_engine.events import ExchangeEnded, ObservedEvent
 from oatf_engine.monitor import load_library
 from oatf_engine.progress import UPDATE_EVERY, Progress, file_size, size
 from oatf_engine.replay import (
@@ -36,6 +36,7 @@ from oatf_engine.replay import (
 )
 from oatf_engine.semantic import load_semantic_evaluator
 from oatf_engine.wire import DecoderConfig, WireDecoder, is_streamed, kept_header
+from oatf_engine.wire.decoder import Decoded
 from oatf_engine.wire.mcp import SESSION_HEADER, closed_session
 from oatf_engine.wire.ndjson import Capture, decode_capture, is_capture, read_capture
 
@@ -112,25 +113,28 @@ def read_recordings(flow_paths: list[str], origins: dict[str, str] | None = None
 
 def decode_recordings(flow_paths: list[str], config: DecoderConfig | None = None,
                       origins: dict[str, str] | None = None, progress: Progress | None = None,
-                      closes: list[SessionClose] | None = None) -> tuple[list[ObservedEvent], int]:
+                      closes: list[SessionClose] | None = None,
+                      endings: list[ExchangeEnded] | None = None) -> tuple[list[ObservedEvent], int]:
     """Every event of every recording, in time order, and the number of flows (`config`: the decoder's
     limits and protocol pins, as the live tap has them). A recording is a mitmproxy flow file, a HAR, or an
     `oatf tap --record` capture of a stdio session (each of its messages counts as a flow). `origins`, when
     given, receives each flow's recording (flow id → path); `progress` the stages `reading recordings` (in
-    bytes) and `decoding` (in flows); `closes` the MCP sessions the agent closed (`session_closes`)."""
+    bytes) and `decoding` (in flows); `closes` the MCP sessions the agent closed (`session_closes`); `endings`
+    the ends of exchanges that left requests unanswered, as the live tap reports them (`decode_flows`)."""
     flows, captures = read_recordings(flow_paths, origins, progress, closes)
-    return _decoded_recordings(WireDecoder(config or engine_config({}).decoder), flows, captures, progress)
+    return _decoded_recordings(WireDecoder(config or engine_config({}).decoder), flows, captures, progress, endings)
 
 
 def _decoded_recordings(decoder: WireDecoder, flows: list[AnyHTTPFlow], captures: list[Capture],
-                        progress: Progress | None) -> tuple[list[ObservedEvent], int]:
+                        progress: Progress | None,
+                        endings: list[ExchangeEnded] | None = None) -> tuple[list[ObservedEvent], int]:
     """`decode_recordings` of recordings read."""
     messages = sum(len(capture.messages) for capture in captures)
     if progress is not None:
         progress.start("decoding", len(flows) + messages, "flows")
     # One decoder over all flows, interleaved by recorded time: exchanges answer each other (the legacy MCP
     # transport answers POSTs on its SSE stream), so flows cannot be decoded one by one.
-    events = decode_flows(decoder, flows, progress.update if progress is not None else None)
+    events = decode_flows(decoder, flows, progress.update if progress is not None else None, endings)
     decoded = len(flows)
     for capture in captures:
         events.extend(decode_capture(decoder, capture))
@@ -182,8 +186,9 @@ def replay(attack_paths: list[str], flow_paths: list[str], config: EngineConfig 
         flows, captures = read_recordings(flow_paths, origins, progress, closes)
         decoder = WireDecoder(config.decoder)
         if captures or may_fork(workers):
-            events, flow_count = _decoded_recordings(decoder, flows, captures, progress)
-            reports = evaluate_events(attacks, events, config.monitor, workers, semantic, progress, closes)
+            endings: list[ExchangeEnded] = []
+            events, flow_count = _decoded_recordings(decoder, flows, captures, progress, endings)
+            reports = evaluate_events(attacks, events, config.monitor, workers, semantic, progress, closes, endings)
             event_count, used = len(events), worker_count(len(events), workers)
         else:
             if progress is not None:
@@ -205,8 +210,8 @@ def replay_flows(attack_paths: list[str], flow_paths: list[str], *, grace_period
     return replay(attack_paths, flow_paths, config).reports
 
 
-def decode_flows(decoder: WireDecoder, flows: Iterable[AnyHTTPFlow],
-                 decoded: Callable[[int], None] | None = None) -> list[ObservedEvent]:
+def decode_flows(decoder: WireDecoder, flows: Iterable[AnyHTTPFlow], decoded: Callable[[int], None] | None = None,
+                 endings: list[ExchangeEnded] | None = None) -> list[ObservedEvent]:
     """All events of recorded flows (offline replay), each timestamped as recorded, fed to `decoder` in the
     order things happened on the wire across flows: request start, request end, response start, each
     streamed chunk at its recorded arrival (`flow.metadata["wire_chunks"]`, written by `MitmTap`; else the
@@ -216,18 +221,28 @@ def decode_flows(decoder: WireDecoder, flows: Iterable[AnyHTTPFlow],
     with `store_streamed_bodies`; a stream that ended early holds the bytes forwarded (`MitmTap`).
     `flows` are mitmproxy's or `addon.flow_file`'s views of them; steps at the same time keep flow order. A flow
     inject mode altered carries what it injected on its answer, as live (`addon.inject_tags.tagged`). `decoded`,
-    when given, is told how many flows are through (their last step fed) every `UPDATE_EVERY` flows."""
-    return [event for events, _ in _decoded_windows(decoder, list(flows), decoded) for event in events]
+    when given, is told how many flows are through (their last step fed) every `UPDATE_EVERY` flows; `endings`, when
+    given, receives the ends of exchanges that left requests unanswered (`oatf_engine.events.ExchangeEnded`: a
+    response or stream that ended without the answer, a flow that failed), as the live tap reports them."""
+    events: list[ObservedEvent] = []
+    for items, _ in _decoded_windows(decoder, list(flows), decoded):
+        for item in items:
+            if isinstance(item, ObservedEvent):
+                events.append(item)
+            elif endings is not None:
+                endings.append(item)
+    return events
 
 
 def events_in_order(decoder: WireDecoder, flows: list[AnyHTTPFlow],
-                    decoded: Callable[[int], None] | None = None) -> Iterator[ObservedEvent]:
-    """`decode_flows` sorted by (timestamp, seq), as replay evaluates them, each yielded as soon as no later step
+                    decoded: Callable[[int], None] | None = None) -> Iterator[Decoded]:
+    """`decode_flows` sorted by (timestamp, seq), as replay evaluates them (the ends of exchanges among them, each
+    after the event it follows: `ExchangeEnded.seq`), each yielded as soon as no later step
     can give an earlier event: a step's events carry the step's own recorded time, which may be earlier than the
     time the step is fed at (`_flow_steps`), so an event waits until every flow with steps still to feed is
     known to carry no earlier time (its lowest: `_times`). Memory is then bounded by the flows in progress, not
     by the recording's size."""
-    waiting: list[ObservedEvent] = []
+    waiting: list[Decoded] = []
     for events, bound in _decoded_windows(decoder, flows, decoded):
         waiting += events
         waiting.sort(key=_event_order)
@@ -237,7 +252,11 @@ def events_in_order(decoder: WireDecoder, flows: list[AnyHTTPFlow],
     yield from waiting
 
 
-_event_order = operator.attrgetter("timestamp", "seq")
+def _event_order(item: Decoded) -> tuple[float, int, bool]:
+    return item.timestamp, item.seq, isinstance(item, ExchangeEnded)
+
+
+
 _timestamp = operator.attrgetter("timestamp")
 
 
@@ -254,14 +273,14 @@ def _times(flow: AnyHTTPFlow) -> list[float]:
 
 
 def _decoded_windows(decoder: WireDecoder, flows: list[AnyHTTPFlow],
-                     decoded: Callable[[int], None] | None) -> Iterator[tuple[list[ObservedEvent], float]]:
+                     decoded: Callable[[int], None] | None) -> Iterator[tuple[list[Decoded], float]]:
     """The events of the steps of each `_wire_windows` window (`decode_flows`), tagged, and the time no event of
     a later window can be earlier than."""
     injected = {flow.id: flow.metadata[INJECTED] for flow in flows if flow.metadata.get(INJECTED)}
     last_steps = (decoder.response_end, decoder.abort)  # a flow's last step is one of these, and only its last
     through = 0
     for steps, bound in _wire_windows(decoder, flows):
-        events: list[ObservedEvent] = []
+        events: list[Decoded] = []
         for _, _, feed, args in steps:
             events += feed(*args)
             if decoded is not None and feed in last_steps:
@@ -269,8 +288,8 @@ def _decoded_windows(decoder: WireDecoder, flows: list[AnyHTTPFlow],
                 if through % UPDATE_EVERY == 0:
                     decoded(through)
         if injected:
-            events = [tagged(event, injected[event.flow_id]) if event.flow_id in injected else event
-                      for event in events]
+            events = [tagged(event, injected[event.flow_id])
+                      if isinstance(event, ObservedEvent) and event.flow_id in injected else event for event in events]
         yield events, bound
     if decoded is not None:
         decoded(through)
@@ -278,7 +297,7 @@ def _decoded_windows(decoder: WireDecoder, flows: list[AnyHTTPFlow],
 
 _WINDOW = 512
 """How many flows (by request start) `_wire_windows` makes the steps of at a time."""
-_Placed = tuple[float, int, Callable[..., list[ObservedEvent]], tuple[Any, ...]]
+_Placed = tuple[float, int, Callable[..., Sequence[Decoded]], tuple[Any, ...]]
 """A step (`_Step`) with the position of its flow."""
 _step_order = operator.itemgetter(0, 1)
 
@@ -327,7 +346,7 @@ def decode_flow(decoder: WireDecoder, flow: AnyHTTPFlow) -> list[ObservedEvent]:
     return decode_flows(decoder, [flow])
 
 
-_Step = tuple[float, Callable[..., list[ObservedEvent]], tuple[Any, ...]]
+_Step = tuple[float, Callable[..., Sequence[Decoded]], tuple[Any, ...]]
 """When, which decoder call, and its arguments."""
 
 
