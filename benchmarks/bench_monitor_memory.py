@@ -28,8 +28,8 @@ over a long stream of traffic.
    each with a session id of its own, closed by the agent): `--soak-agents` agents for `--soak-minutes` simulated
    minutes, grace period `--soak-grace`. Every simulated minute: live runs, their sessions, timers queued, the
    session rules' flow maps (`oatf_engine.monitor.recent`) and tracemalloc's traced memory; then the growth of
-   traced memory per minute over the second half (least squares) (after the library's longest grace period, 10 min: the live
-   runs level off), and the largest tables (`testing.soak.sizes`). Target: flat.
+   traced memory per minute (least squares) over the second half (after the library's longest grace period,
+   10 min: the live runs level off), and the largest tables (`testing.soak.sizes`). Target: flat.
 """
 
 from __future__ import annotations
