@@ -10,7 +10,7 @@ path — not the report), which the parent handles (logs, flow marks, summary ta
 Pickled messages, in order, one pipe each way:
 
     parent → child: ("start", (MonitorOptions, semantic spec, report directory)) first, then
-                    ("events", [event, ...]) | ("tick", now) | ("options", MonitorOptions)
+                    ("events", [event or end of exchange, ...]) | ("tick", now) | ("options", MonitorOptions)
                     | ("reports", report directory) | ("attacks", [LoadedAttack, ...]) | ("status", None)
                     | ("close", (protocol, session key name, value, time))
                     | ("recover", (report directory, [journal segment, ...], origin, unreleased))
@@ -28,15 +28,14 @@ were left open (`oatf_engine.recovery`: a proxy that did not stop cleanly, a mon
 stalled; `unreleased`: whether the events the proxy still held count, as `recovery.monitor_inputs`), writes
 their reports at once and answers `reported` with them, then `outputs` with a `Recovered`.
 
-The child runs in a session of its own: a Ctrl-C or a signal to the proxy's process group does not reach it,
-so it lives to conclude its runs when the proxy shuts down. It ends after `shutdown` — whose answer carries
-every run still open, reported, so nothing observed is lost: the runs of sessions the agent closed as the clock
-would have concluded them (`Monitor.conclude_closed_sessions`, as a recovery does), the others `interrupted` —
-or when the pipe
-closes (the proxy died; the reports written are made durable first). A report that cannot be written (a full
-or read-only disk) is answered as `Reported` without a path, with the error; evaluation goes on. One event
-that makes evaluation raise is reported as `failed` and the others go on. Every send goes through a sender
-thread: no caller (mitmproxy's event loop included) ever waits for the child.
+The child runs in a session of its own: a Ctrl-C or a signal to the proxy's process group does not reach it, so it
+lives to conclude its runs when the proxy shuts down. It ends after `shutdown` — whose answer carries every run
+still open, reported, so nothing observed is lost: the runs of sessions the agent closed as the clock would have
+concluded them (`Monitor.conclude_closed_sessions`, as a recovery does), the others `interrupted` — or when the
+pipe closes (the proxy died; the reports written are made durable first), at once: what it held is not torn
+down. A report that cannot be written (a full or read-only disk) is answered as `Reported` without a path, with
+the error; evaluation goes on. One event that makes evaluation raise is reported as `failed` and the others go
+on. Every send goes through a sender thread: no caller (mitmproxy's event loop included) ever waits for the child.
 
 No thread dies silently: the sender, the receiver and the child's loops catch everything, report each kind of
 failure once, and go on. An event that cannot be pickled (the decoder cuts JSON at `MAX_DEPTH`, far below
@@ -65,7 +64,7 @@ from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 from typing import Any
 
-from oatf_engine.events import ObservedEvent
+from oatf_engine.events import ExchangeEnded, ObservedEvent
 from oatf_engine.journal import run_key
 from oatf_engine.monitor import Held, LoadedAttack, Monitor, MonitorOptions, Output, RunConcluded
 from oatf_engine.recovery import Recovered, recover_runs
@@ -242,7 +241,8 @@ def _handle(monitor: Monitor, reporting: Reporting, kind: str, payload: Any,
     try:
         if kind == "events":
             for event in payload:
-                outputs.extend(monitor.observe(event))
+                outputs.extend(monitor.observe(event) if isinstance(event, ObservedEvent) else
+                               monitor.exchange_ended(event))
         elif kind == "tick":
             outputs = monitor.tick(payload)
         elif kind == "options":
@@ -362,7 +362,7 @@ class MonitorProcess:
         before)."""
         self._outbox.put(("counts", None))
 
-    def observe(self, events: list[ObservedEvent]) -> None:
+    def observe(self, events: list[ObservedEvent | ExchangeEnded]) -> None:
         self._outbox.put(("events", events))
 
     def tick(self, now: float) -> None:
@@ -446,11 +446,14 @@ class MonitorProcess:
             self._fail_once("sending events to the monitor process", exc)
             self._to_child.send(("events", self._sendable(message[1])))  # the child answers every batch
 
-    def _sendable(self, events: list[ObservedEvent]) -> list[ObservedEvent]:
+    def _sendable(self, events: list[ObservedEvent | ExchangeEnded]) -> list[ObservedEvent | ExchangeEnded]:
         """The events of a batch that could not be sent whole, each one that cannot be pickled cut at
         `MAX_DEPTH`, or else left out (counted in `unsent`)."""
-        sendable = []
+        sendable: list[ObservedEvent | ExchangeEnded] = []
         for event in events:
+            if isinstance(event, ExchangeEnded):  # plain values: it pickles
+                sendable.append(event)
+                continue
             for candidate in (event, dataclasses.replace(event, content=cut(event.content)[0],
                                                          envelope=cut(event.envelope)[0])):
                 try:
@@ -521,6 +524,12 @@ def main() -> None:
     with contextlib.closing(Connection(read_fd, writable=False)) as inbox, \
             contextlib.closing(Connection(write_fd, readable=False)) as outbox:
         serve(inbox, outbox)
+    # Every report is durable and every answer in the pipe (a send returns once written): nothing is left to do,
+    # so the child ends at once instead of tearing down the monitor's objects one by one — after a shutdown with
+    # thousands of runs, ~0.5 s the proxy's exit would wait for.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,10 @@ that do one thing, commands for users):
 - an MCP session the agent closed (a `DELETE` with its `Mcp-Session-Id`, accepted by the server) concludes
   its runs a grace period later (`Monitor.close_session`) rather than at the end of their lifetime; the close
   is journaled like an event, so after a crash those runs conclude as closed (`session_closed`), not `recovered`;
+- an exchange that ended without the answer to a request of it (an HTTP error without a JSON-RPC body, a stream
+  closed early, a connection reset: `MitmTap`'s `on_ended`) is queued, journaled and handed over in its place
+  among the events (`oatf_engine.events.ExchangeEnded`): the runs stop waiting for that answer
+  (`Monitor.exchange_ended`), as a replay of the recording does;
 - `oatf_listen`: the events of `oatf tap --monitor PATH` (stdio servers, `oatf_engine.feed`) join the same queue,
   so one monitor judges an agent's stdio and HTTP traffic in one episode;
 - on shutdown every open run is concluded and reported: nothing observed is lost; the summary table is logged,
@@ -68,9 +72,9 @@ from addon.views import ContentViews
 from addon.watermark import TICK_SECONDS, ClockMark, SessionClosed, Steps
 from oatf_engine.attest_traces import TraceCollector, write_traces
 from oatf_engine.engine_config import SETTINGS, engine_config
-from oatf_engine.events import ObservedEvent
+from oatf_engine.events import ExchangeEnded, ObservedEvent
 from oatf_engine.feed import SOCKET_NAME, FeedServer
-from oatf_engine.journal import Journal, take_lock
+from oatf_engine.journal import Journal, RunKey, take_lock
 from oatf_engine.monitor import (
     Held,
     IndicatorMatched,
@@ -114,14 +118,15 @@ class OatfAddon:
         # sub-addons: mitmproxy runs a parent's hook before its sub-addons', and the tap must decode what inject
         # mode rewrote (what the agent received). The content views have no such order: a sub-addon (`addons`).
         self.inject = Inject()
-        self.tap = MitmTap(on_event=lambda event: self._enqueue(self.inject.tag(event)))
-        self.events: queue.Queue[ObservedEvent | ClockMark | SessionClosed | None] = queue.Queue()
-        """What the hooks (and the feed) queue for the worker: events, the MCP sessions closed, and the event
-        loop's clock marks (`addon.watermark`)."""
+        self.tap = MitmTap(on_event=lambda event: self._enqueue(self.inject.tag(event)), on_ended=self._exchange_ended)
+        self.events: queue.Queue[ObservedEvent | ExchangeEnded | ClockMark | SessionClosed | None] = queue.Queue()
+        """What the hooks (and the feed) queue for the worker: events, the ends of exchanges that left requests
+        unanswered, the MCP sessions closed, and the event loop's clock marks (`addon.watermark`)."""
         self.steps = Steps()
         """Steps of flows under way whose hook has not run yet: they hold the watermark back (event loop only)."""
-        self.order: Reorder[ObservedEvent | SessionClosed] = Reorder()
-        """Events and closes the worker holds until the watermark passes them (with `lock` held)."""
+        self.order: Reorder[ObservedEvent | ExchangeEnded | SessionClosed] = Reorder()
+        """Events, ends of exchanges and closes the worker holds until the watermark passes them (with `lock`
+        held)."""
         self.clock_due = 0.0
         """When (the event loop's time) the next clock mark is due."""
         self.backlog_warned = 0
@@ -130,6 +135,15 @@ class OatfAddon:
         self.options = MonitorOptions()
         self.report_dir: Path | None = None
         self.library = Library((), ())
+        self.library_ready = threading.Event()
+        """Set once a library is in place in the monitor: until then the worker leaves the traffic queued, to be
+        evaluated with it (`reload`)."""
+        self.loaders: list[threading.Thread] = []
+        """Threads loading the library in the background (`reload`): shutdown waits for them."""
+        self.load_lock = threading.Lock()
+        """One load at a time (`_load`)."""
+        self.deferred_recoveries: list[tuple[list[Path], str, bool]] = []
+        """Journal segments to recover (`_recover_segments`) before the first library was in place: once it is."""
         self.concluded: deque[Reported] = deque(maxlen=MAX_SUMMARY_ROWS)
         """The latest concluded runs, for the summary table (all of their reports are on disk, unless
         `unwritten`); appended by the receiver thread, read through `concluded_reports` only."""
@@ -351,14 +365,18 @@ class OatfAddon:
         if segments:
             held = self.order.held()
             if held:
-                self._journal(self.journal.held, [item for item in held if isinstance(item, ObservedEvent)],
+                self._journal(self.journal.held, [item for item in held if not isinstance(item, SessionClosed)],
                               [(item.session, item.at) for item in held if isinstance(item, SessionClosed)])
         self._recover_segments(segments, origin, unreleased)
 
     def _recover_segments(self, segments: list[Path], origin: str, unreleased: bool) -> None:
         """Have the monitor process conclude the runs these journal segments (`Journal.cut`) show were left open by
-        `origin` (`_recover`). Called with `lock` held."""
+        `origin` (`_recover`); asked before the first library is in place (it judges the runs recovered), once it
+        is (`_load`). Called with `lock` held."""
         if not segments or self.journal is None or self.monitor is None:
+            return
+        if not self.library_ready.is_set():  # the library judges the runs recovered
+            self.deferred_recoveries.append((segments, origin, unreleased))
             return
         names = [str(segment) for segment in segments]
         with self.concluded_lock:
@@ -415,6 +433,8 @@ class OatfAddon:
         self.events.put_nowait(None)
         if self.worker is not None:
             self.worker.join(timeout=30)
+        for loader in self.loaders:
+            loader.join()  # the traffic queued while the library loads is evaluated with it, not without
         with self.lock:
             if self.monitor is not None:
                 self._flush()  # what the worker did not reach
@@ -489,6 +509,11 @@ class OatfAddon:
             # mitmproxy's time, saved with the flow: replay closes the session at the same moment
             self.events.put_nowait(SessionClosed(session, response.timestamp_end or time.time()))
 
+    def _exchange_ended(self, item: ExchangeEnded) -> None:
+        """Queue the end of an exchange that left requests unanswered (`addon.mitm_tap`) for the worker, in its
+        place among the events (its requests' waits end: `Monitor.exchange_ended`)."""
+        self.events.put_nowait(item)
+
     def _busy(self, flow_id: str) -> bool:
         """Whether OATF is not done with the flow: events of it not evaluated yet (queued, in flight, or held by
         the monitor), or updates of it not applied yet."""
@@ -515,6 +540,8 @@ class OatfAddon:
     def _work(self) -> None:
         next_poll = time.monotonic() + RELOAD_POLL_SECONDS
         while not self.stopping.is_set():
+            if not self.library_ready.wait(TICK_SECONDS):
+                continue  # the first library is loading: the traffic waits in the queue, to be evaluated with it
             try:
                 first = self.events.get(timeout=TICK_SECONDS)
             except queue.Empty:
@@ -552,10 +579,10 @@ class OatfAddon:
         self.monitor = self._start_monitor()
         self._recover("a monitor process that was lost", unreleased=False)
 
-    def _hand_over(self, items: list[ObservedEvent | ClockMark | SessionClosed]) -> None:
-        """Journal and hold events, hold closes; at each clock mark, hand the monitor what its watermark releases,
-        then move the monitor's clock to it (`addon.watermark`). Called with `lock` held."""
-        received: list[ObservedEvent] = []
+    def _hand_over(self, items: list[ObservedEvent | ExchangeEnded | ClockMark | SessionClosed]) -> None:
+        """Journal and hold events and ends of exchanges, hold closes; at each clock mark, hand the monitor what its
+        watermark releases, then move the monitor's clock to it (`addon.watermark`). Called with `lock` held."""
+        received: list[ObservedEvent | ExchangeEnded] = []
         for item in items:
             if isinstance(item, ClockMark):
                 self._receive(received)
@@ -569,9 +596,10 @@ class OatfAddon:
                 received.append(item)
         self._receive(received)
 
-    def _receive(self, events: list[ObservedEvent]) -> None:
-        """Journal these events, in one record (`received`: a crash loses none of them, however far the watermark
-        is behind), and hold them until the watermark passes them. Called with `lock` held."""
+    def _receive(self, events: list[ObservedEvent | ExchangeEnded]) -> None:
+        """Journal these events (and ends of exchanges), in one record (`received`: a crash loses none of them,
+        however far the watermark is behind), and hold them until the watermark passes them. Called with `lock`
+        held."""
         if events and self.journal is not None:
             self._journal(self.journal.received, events)
         for event in events:
@@ -586,10 +614,10 @@ class OatfAddon:
                 self._journal(self.journal.tick, self.order.watermark)
             self.monitor.tick(self.order.watermark)
 
-    def _hand(self, released: list[ObservedEvent | SessionClosed]) -> None:
-        """Send the monitor these events and closes, in this order (both were journaled as they were taken in,
-        `_hand_over`). Called with `lock` held."""
-        batch: list[ObservedEvent] = []
+    def _hand(self, released: list[ObservedEvent | ExchangeEnded | SessionClosed]) -> None:
+        """Send the monitor these events, ends of exchanges and closes, in this order (all were journaled as they
+        were taken in, `_hand_over`). Called with `lock` held."""
+        batch: list[ObservedEvent | ExchangeEnded] = []
         for item in released:
             if isinstance(item, SessionClosed):
                 self._send(batch)
@@ -612,9 +640,9 @@ class OatfAddon:
         if drained and self.journal is not None:
             self._journal(self.journal.drained)
 
-    def _drain(self, limit: int | None = None) -> list[ObservedEvent | ClockMark | SessionClosed]:
+    def _drain(self, limit: int | None = None) -> list[ObservedEvent | ExchangeEnded | ClockMark | SessionClosed]:
         """What waits in the queue (at most `limit` items), without blocking."""
-        items: list[ObservedEvent | ClockMark | SessionClosed] = []
+        items: list[ObservedEvent | ExchangeEnded | ClockMark | SessionClosed] = []
         while limit is None or len(items) < limit:
             try:
                 item = self.events.get_nowait()
@@ -624,10 +652,12 @@ class OatfAddon:
                 items.append(item)
         return items
 
-    def _send(self, events: list[ObservedEvent]) -> None:
-        """Hand events to the monitor (and to the Attest trace collector when traces are wanted)."""
-        if not events:
+    def _send(self, batch: list[ObservedEvent | ExchangeEnded]) -> None:
+        """Hand events (and ends of exchanges, in their place) to the monitor (and the events to the Attest trace
+        collector when traces are wanted)."""
+        if not batch:
             return
+        events = [item for item in batch if isinstance(item, ObservedEvent)]
         per_flow = Counter(event.flow_id for event in events)
         if self.monitor is None:
             with self.flight_lock:
@@ -644,7 +674,7 @@ class OatfAddon:
         with self.flight_lock:
             self.in_evaluation.append(per_flow)
             self.events_in_flight += len(events)
-        self.monitor.observe(events)
+        self.monitor.observe(batch)
 
     def _write_evicted_trace(self, trace: dict[str, Any]) -> None:
         """A session the trace collector evicts to bound its memory: its trace is written now, not lost (the
@@ -719,6 +749,10 @@ class OatfAddon:
             self._forget_in_flight()  # no answer will come for them
 
     def _handle(self, outputs: Sequence[Output | Reported | Recovered | Held]) -> None:
+        """What the monitor answered, in order. The runs reported are journaled together, and the flow updates
+        reach the event loop in one call per batch (a shutdown reports thousands of runs at once)."""
+        reported: list[RunKey] = []
+        unremarkable: Counter[tuple[str, str]] = Counter()
         for output in outputs:
             # Everything shown comes from the traffic or an attack file: printable, bounded.
             if isinstance(output, PhaseChanged):
@@ -732,10 +766,12 @@ class OatfAddon:
                             printable(output.indicator_id), output.flow_id, printable(output.evidence))
                 self._update_flow(output.flow_id, flow_marks.record_match, output)
             elif isinstance(output, Reported):
-                self._reported(output)
+                if self._reported(output, unremarkable):
+                    reported.append(output.key)
                 for flow_id in output.flows:
                     self._update_flow(flow_id, flow_marks.record_outcome, output)
-                self._on_loop(functools.partial(self._concluded, output))
+                if self.loop is not None:
+                    self.flow_updates.put(functools.partial(self._concluded, output))
             elif isinstance(output, Recovered):
                 self._recovered(output)
             elif isinstance(output, Held):
@@ -745,10 +781,20 @@ class OatfAddon:
                         self._unpin(flow_id)
                 for flow_id in placed:
                     self._maybe_save(flow_id)
+        if reported and self.journal is not None:
+            self._journal(self.journal.concluded, *reported)
+        if unremarkable:
+            log.info("oatf: %s run(s) concluded while stopping (in the summary table; a report each in %s): %s",
+                     f"{unremarkable.total():,}", printable(str(self.report_dir), 300),
+                     ", ".join(f"{n:,} {outcome} ({status})" for (outcome, status), n in unremarkable.items()))
+        self._to_loop()
 
-    def _reported(self, output: Reported) -> None:
-        """A run the monitor process concluded and reported: its report is written and durable, or could not
-        be written (its run stays in the journal; each kind of failure is logged once)."""
+    def _reported(self, output: Reported, unremarkable: Counter[tuple[str, str]]) -> bool:
+        """A run the monitor process concluded and reported: its report is written and durable (True: the caller
+        journals it), or could not be written (its run stays in the journal; each kind of failure is logged
+        once). Logged, unless the proxy is stopping and its outcome needs no attention (not `ATTENTION`): then
+        it is counted in `unremarkable` (outcome, status), which the caller logs in one line — a shutdown
+        concludes every open run at once, thousands, and each log line costs mitmproxy's event loop a hook."""
         with self.concluded_lock:
             self.concluded.append(output)
             self.outcomes[output.summary.outcome] += 1
@@ -757,10 +803,13 @@ class OatfAddon:
             if self.once.first("report", (output.error or "").partition(":")[0]):
                 log.error("oatf: report not written (each kind of failure is logged once; the journal keeps the "
                           "runs): %s", printable(output.error or "", 300))
-        elif self.journal is not None:
-            self._journal(self.journal.concluded, output.key)
-        log.log(logging.WARNING if output.summary.outcome in ATTENTION else logging.INFO, "oatf %s: %s (%s) -> %s",
-                printable(output.run), output.summary.outcome, printable(output.summary.status), output.path or "-")
+        outcome = output.summary.outcome
+        if output.path is not None and outcome not in ATTENTION and self.stopping.is_set():
+            unremarkable[outcome, printable(output.summary.status, 20)] += 1
+        else:
+            log.log(logging.WARNING if outcome in ATTENTION else logging.INFO, "oatf %s: %s (%s) -> %s",
+                    printable(output.run), outcome, printable(output.summary.status), output.path or "-")
+        return output.path is not None
 
     def _recovered(self, output: Recovered) -> None:
         """The monitor process concluded the runs of a recovery (`_recover`): the segments are dropped once every
@@ -793,7 +842,8 @@ class OatfAddon:
 
     def _update_flow[T](self, flow_id: str, record: Callable[[http.HTTPFlow, T], None], output: T) -> None:
         """`record` what the monitor told of a flow on the flow (`addon.flow_marks`: mark, comment, metadata),
-        on the event loop; counted in `marking` until done (a flow's saving waits for it)."""
+        on the event loop (queued for `_to_loop`); counted in `marking` until done (a flow's saving waits for
+        it)."""
         flow = self.flows.get(flow_id)
         if flow is None or self.loop is None:
             return
@@ -811,12 +861,11 @@ class OatfAddon:
 
         with self.flight_lock:
             self.marking[flow_id] += 1
-        self._on_loop(apply)
+        self.flow_updates.put(apply)
 
-    def _on_loop(self, update: Callable[[], None]) -> None:
-        """Run `update` on the event loop after the flow updates queued before it."""
-        if self.loop is not None:
-            self.flow_updates.put(update)
+    def _to_loop(self) -> None:
+        """Have the event loop apply the flow updates queued so far (`flow_updates`, in order), with one call."""
+        if self.loop is not None and not self.flow_updates.empty():
             with contextlib.suppress(RuntimeError):  # the loop is closed: `done` applies what is queued
                 self.loop.call_soon_threadsafe(self._apply_flow_updates)
 
@@ -863,23 +912,51 @@ class OatfAddon:
         return stamps
 
     def reload(self) -> None:
-        """Load (again) every document named by `oatf_attacks`; report each problem once."""
-        self.watched = self._snapshot()
-        library = load_library(self._paths(), ctx.options.oatf_lenient)
-        seen = {str(p) for p in (*self.library.problems, *self.library.waived)}
-        # Warnings, not errors: mitmdump exits on errors logged at start-up, and one bad document must not
-        # stop the proxy or the other attacks.
-        for problem in library.problems:
-            if str(problem) not in seen:
-                log.warning("oatf: not loaded: %s", problem)
-        for waived in library.waived:
-            if str(waived) not in seen:
-                log.warning("oatf: loaded anyway (oatf_lenient): %s", waived)
-        self.library = library
-        with self.lock:
-            if self.monitor is not None:
-                self._flush()  # the traffic so far is evaluated with the library it came under
-                self.monitor.replace_attacks(list(library.attacks))
+        """Load (again) every document named by `oatf_attacks`; report each problem once. On mitmproxy's event
+        loop (start-up, an option set, `oatf.reload`), on a thread of its own: the proxy forwards traffic while
+        the documents load (seconds for thousands), and what it sees meanwhile is evaluated with the library
+        it comes under — the new one at start-up (the worker hands nothing to the monitor before: `_work`),
+        the previous one at a reload. Elsewhere (the worker's watch of the files), now."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            self._load()
+            return
+        if not self.library_ready.is_set():
+            log.info("oatf: loading the attack documents; traffic is forwarded meanwhile and evaluated once they are")
+        self.loaders = [loader for loader in self.loaders if loader.is_alive()]
+        loader = threading.Thread(target=self._load, name="oatf-load", daemon=True)
+        self.loaders.append(loader)
+        loader.start()
+
+    def _load(self) -> None:
+        """`reload`, in the calling thread."""
+        with self.load_lock:
+            self.watched = self._snapshot()
+            try:
+                library = load_library(self._paths(), ctx.options.oatf_lenient)
+            except Exception as exc:  # a bug, not a bad document (those are problems): the proxy goes on
+                log.error("oatf: loading the attack documents failed: %s", describe(exc))
+                library = self.library
+            seen = {str(p) for p in (*self.library.problems, *self.library.waived)}
+            # Warnings, not errors: mitmdump exits on errors logged at start-up, and one bad document must not
+            # stop the proxy or the other attacks.
+            for problem in library.problems:
+                if str(problem) not in seen:
+                    log.warning("oatf: not loaded: %s", problem)
+            for waived in library.waived:
+                if str(waived) not in seen:
+                    log.warning("oatf: loaded anyway (oatf_lenient): %s", waived)
+            self.library = library
+            with self.lock:
+                if self.monitor is not None:
+                    if self.library_ready.is_set():
+                        self._flush()  # the traffic so far is evaluated with the library it came under
+                    self.monitor.replace_attacks(list(library.attacks))
+                self.library_ready.set()
+                recoveries, self.deferred_recoveries = self.deferred_recoveries, []
+                for segments, origin, unreleased in recoveries:
+                    self._recover_segments(segments, origin, unreleased)
         log.info("oatf: %d attack(s) loaded, %d problem(s)", len(library.attacks), len(library.problems))
         if not library.attacks:
             log.warning("oatf: no attack loaded: the proxy evaluates nothing%s",

@@ -48,7 +48,6 @@ import io
 import json
 import os
 import pstats
-import re
 import subprocess
 import sys
 import tempfile
@@ -58,34 +57,21 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+os.environ["OATF_CACHE_DIR"] = "off"  # the load column is a load without the cache (`bench_library_load`: with it)
 ROOT = Path(os.environ.get("OATF_ENGINE_ROOT") or Path(__file__).resolve().parents[1])
 """The checkout whose engine is measured (`--against` sets it for its child process)."""
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.append(str(Path(__file__).resolve().parents[1] / "testing"))  # its `library_copies`, whatever the engine
 
 from bench_replay import library_flows, mcp_loop_flows  # noqa: E402
+from library_copies import write_library  # noqa: E402
 
 from addon.recordings import decode_flows  # noqa: E402
 from oatf_engine.events import ObservedEvent  # noqa: E402
 from oatf_engine.monitor import LoadedAttack, Monitor, MonitorOptions, RunConcluded, load_library  # noqa: E402
-from oatf_engine.monitor.library import document_files  # noqa: E402
 from oatf_engine.replay import collector_paused, place_events  # noqa: E402
 from oatf_engine.wire import WireDecoder  # noqa: E402
-
-ATTACKS = ROOT / "attacks"
-_ID = re.compile(r"\bOW-(\d{3})\b")
-
-
-def write_library(size: int, directory: Path) -> None:
-    """`size` documents written to `directory`: re-identified copies of `attacks/` (see the module docstring)."""
-    files, _ = document_files([str(ATTACKS)])
-    texts = [(path, path.read_text()) for path in files]
-    for n in range(size):
-        path, text = texts[n % len(texts)]
-        copy = n // len(texts)
-        if copy:
-            text = _ID.sub(lambda m, c=copy: f"OW-{m.group(1)}{c}", text)
-        (directory / f"{n:05d}-{path.name}").write_text(text)
 
 
 def library_of(size: int) -> tuple[list[LoadedAttack], float]:

@@ -1,6 +1,6 @@
 """Shutdown with many runs open: how long mitmdump + the addon takes to exit after SIGINT, reporting every run.
 
-    .venv/bin/python benchmarks/bench_shutdown.py [--sessions 1000] [--concurrency 50]
+    .venv/bin/python benchmarks/bench_shutdown.py [--sessions 1000] [--concurrency 50] [--against DIR] [--rounds N]
 
 A FastMCP server (Streamable HTTP, `tests/e2e/wire/peers.py`) behind mitmdump with the addon; `--sessions` MCP
 sessions opened through the proxy with raw HTTP JSON-RPC (`initialize`, `notifications/initialized`,
@@ -12,8 +12,9 @@ mitmdump, measured in the same run:
 - library: the addon with the whole `attacks/` library (every MCP attack opens a run per session).
 Printed per configuration: runs open at SIGINT and reports with status `interrupted`, reports written (per-run
 files, `verdicts.jsonl` lines, distinct runs in them) and the seconds from SIGINT to exit; and the library's
-shutdown time against the baseline's. To measure an older version, copy this script into its checkout and run
-it there (the proxy imports the `addon` package of the checkout the script is in).
+shutdown time against the baseline's. `--against DIR` also measures the library with the addon of the checkout
+at `DIR` (e.g. `/work/main`: its `addon/oatf_addon.py` imports that checkout's engine, and its monitor process
+runs it) right after this checkout's, `--rounds` times alternating, and prints both shutdown times.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import asyncio
 import json
 import re
 import signal
+import statistics
 import sys
 import tempfile
 import time
@@ -84,9 +86,9 @@ def status(proxy: OatfProxy) -> tuple[int, int, int]:
 
 
 def measure(workdir: Path, name: str, attacks: str, url: str, sessions: int,
-            concurrency: int) -> dict[str, float]:
+            concurrency: int, addon: Path = ADDON) -> dict[str, float]:
     report_dir = workdir / f"{name}-reports"
-    extra = ("--set", "termlog_verbosity=warn", "-s", str(ADDON), "-s", str(COMMAND_SCRIPT),
+    extra = ("--set", "termlog_verbosity=warn", "-s", str(addon), "-s", str(COMMAND_SCRIPT),
              "--set", f"oatf_attacks={attacks}", "--set", f"oatf_report_dir={report_dir}",
              "--set", "oatf_grace_period=1h", "--set", "oatf_watch=false", "--set", "oatf_max_runs=1000000")
     with mitmdump(workdir, tap=False, name=name, extra=extra) as running:
@@ -119,6 +121,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=50, help="sessions being opened at once")
+    parser.add_argument("--against", metavar="DIR", help="also measure the addon of the checkout at DIR")
+    parser.add_argument("--rounds", type=int, default=1, help="with --against: library measurements of each")
     args = parser.parse_args()
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
     print(f"{args.sessions} MCP sessions (raw JSON-RPC through the proxy, {args.concurrency} at a time), grace "
@@ -128,6 +132,18 @@ def main() -> None:
         url = running.url("mcp_http", "/mcp")
         baseline = measure(workdir, "baseline", "", url, args.sessions, args.concurrency)
         library = measure(workdir, "library", str(ATTACKS), url, args.sessions, args.concurrency)
+        if args.against:
+            theirs, mine = [], [library["seconds"]]
+            other = Path(args.against).resolve() / "addon" / "oatf_addon.py"
+            for n in range(args.rounds):
+                if n:
+                    mine.append(measure(workdir, f"library{n}", str(ATTACKS), url, args.sessions,
+                                        args.concurrency)["seconds"])
+                theirs.append(measure(workdir, f"against{n}", str(ATTACKS), url, args.sessions, args.concurrency,
+                                      other)["seconds"])
+            print(f"  SIGINT to exit, library: this checkout {', '.join(f'{s:.2f}' for s in mine)} s; "
+                  f"{args.against} {', '.join(f'{s:.2f}' for s in theirs)} s (alternating); ratio of the "
+                  f"medians {statistics.median(theirs) / statistics.median(mine):.2f}")
     complete = library["interrupted"] == library["live"] and library["files"] == library["lines"] == library["runs"]
     print(f"  library vs baseline: shutdown {library['seconds'] / baseline['seconds']:.1f}x the baseline's "
           f"({library['seconds'] - baseline['seconds']:+.2f} s for {library['live']:.0f} runs); every open run "

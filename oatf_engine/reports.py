@@ -5,6 +5,7 @@ output applies unless asked to show secrets. Files only; no mitmproxy."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import json
@@ -15,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import oatf
 from oatf.evaluation import QUOTED_VALUE, unquote
@@ -111,34 +112,43 @@ class ReportWriter:
     def __init__(self, directory: str | os.PathLike[str], show_secrets: bool = False):
         self.directory = Path(directory)
         self.show_secrets = show_secrets
-        self._written: list[Path] = []
-        self._jsonl: IO[str] | None = None
+        self._folder = os.fspath(directory)
+        self._written: list[str] = []
+        self._jsonl: int | None = None
+        """`verdicts.jsonl`'s descriptor, open between a write and the next `commit`."""
 
     def write(self, report: dict[str, Any]) -> Path:
-        self.directory.mkdir(parents=True, exist_ok=True)
         if not self.show_secrets:
             report = redact_report(report)
-        path = self.directory / report_filename(report)
+        name = report_filename(report)
         # Encoded once, compact, for the file and `verdicts.jsonl` alike: the C encoder (which `indent` turns off)
         # is several times faster, and shutdown writes thousands of reports at once (`jq .` indents a report).
-        data = json.dumps(report, separators=(",", ":"), default=str) + "\n"
-        # One writer per process and directory: a name of its own, no random name to draw and retry.
-        tmp = self.directory / f".tmp-{os.getpid()}-{path.name}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        data = (json.dumps(report, separators=(",", ":"), default=str) + "\n").encode()
+        # One writer per process and directory: a name of its own, no random name to draw and retry. Plain
+        # descriptors and string paths: creating the file is most of a report's cost, so nothing is added to it.
+        path = os.path.join(self._folder, name)
+        tmp = os.path.join(self._folder, f".tmp-{os.getpid()}-{name}")
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(data)
+            fd = os.open(tmp, _CREATE, 0o600)
+        except FileNotFoundError:  # the first write, or the directory was removed meanwhile
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(tmp, _CREATE, 0o600)
+        try:
+            try:
+                _write_all(fd, data)
+            finally:
+                os.close(fd)
             os.replace(tmp, path)
         except BaseException:
-            tmp.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
             raise
         self._written.append(path)
         if self._jsonl is None:
-            fd = os.open(self.directory / JSONL_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            self._jsonl = os.fdopen(fd, "a", encoding="utf-8")  # closed by `commit`
-        self._jsonl.write(data)
-        self._jsonl.flush()
-        return path
+            self._jsonl = os.open(os.path.join(self._folder, JSONL_NAME), os.O_WRONLY | os.O_APPEND | os.O_CREAT,
+                                  0o600)  # closed by `commit`
+        _write_all(self._jsonl, data)
+        return Path(path)
 
     def commit(self) -> None:
         """Make every report written since the last commit, `verdicts.jsonl` and the directory durable."""
@@ -146,12 +156,23 @@ class ReportWriter:
         jsonl, self._jsonl = self._jsonl, None
         if jsonl is None:
             return
-        jsonl.close()
+        os.close(jsonl)
         if SYNCFS is not None:
             _syncfs(self.directory)
             return
-        for path in [self.directory / JSONL_NAME, *written, self.directory]:
-            fsync_path(path)
+        for path in [os.path.join(self._folder, JSONL_NAME), *written, self._folder]:
+            fsync_path(Path(path))
+
+
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """All of `data` to `fd` (a write may take part of it), in one call when it can; `verdicts.jsonl` is opened
+    to append, so each report is one line, whole, whoever else appends."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _load_syncfs() -> Callable[[int], int] | None:

@@ -211,10 +211,12 @@ class OatfProxy:
 @contextlib.contextmanager
 def oatf_proxy(workdir: Path, name: str, attacks: list[Path], *, grace: str = "1s", record: bool = True,
                watch: bool = False, options: dict[str, str] | None = None,
-               scripts: tuple[Path, ...] = (), modes: tuple[str, ...] = ()) -> Iterator[OatfProxy]:
+               scripts: tuple[Path, ...] = (), modes: tuple[str, ...] = (), loaded: bool = True,
+               environment: dict[str, str] | None = None) -> Iterator[OatfProxy]:
     """mitmdump + the addon (+ the remote control), loading `attacks`, on a free loopback port; `scripts`
     are loaded before the addon (their hooks run first); `modes`: its `--mode`s, e.g. `regular` there and a
-    `reverse:URL@PORT` listener beside it (default: regular only)."""
+    `reverse:URL@PORT` listener beside it (default: regular only). Given once the attacks are loaded, or (not
+    `loaded`) as soon as the port accepts connections; `environment`: more environment variables."""
     report_dir = workdir / f"{name}-reports"
     flows = workdir / f"{name}.mitm" if record else None
     settings = {"oatf_attacks": ",".join(map(str, attacks)), "oatf_report_dir": str(report_dir),
@@ -225,9 +227,10 @@ def oatf_proxy(workdir: Path, name: str, attacks: list[Path], *, grace: str = "1
         extra += ["--set", f"{key}={value}"]
     if flows is not None:
         extra += ["-w", str(flows), "--set", "store_streamed_bodies=true"]
-    with mitmdump(workdir, tap=False, name=name, extra=tuple(extra)) as proxy:
+    with mitmdump(workdir, tap=False, name=name, extra=tuple(extra), environment=environment) as proxy:
         running = OatfProxy(proxy, report_dir, flows, attacks)
-        running.wait_for_log(lambda text: "attack(s) loaded" in text)
+        if loaded:
+            running.wait_for_log(lambda text: "attack(s) loaded" in text)
         yield running
 
 

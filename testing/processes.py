@@ -139,13 +139,15 @@ class Proxy:
 
 @contextlib.contextmanager
 def mitmdump(workdir: Path, tap: bool = True, flows: Path | None = None, name: str = "proxy",
-             extra: tuple[str, ...] = (), record_events: bool = True) -> Iterator[Proxy]:
+             extra: tuple[str, ...] = (), record_events: bool = True,
+             environment: dict[str, str] | None = None) -> Iterator[Proxy]:
     """mitmdump on a free loopback port; with `tap`, running `tap_script.py` (events to a JSONL file unless
-    not `record_events`, and the flows, streamed bodies included, to `flows` when given)."""
+    not `record_events`, and the flows, streamed bodies included, to `flows` when given); `environment`: more
+    environment variables."""
     port = free_port()
     args = [str(MITMDUMP), "--listen-host", "127.0.0.1", "--listen-port", str(port),
             "--set", "flow_detail=0", "--set", "connection_strategy=lazy", *extra]
-    env: dict[str, str] = {}
+    env: dict[str, str] = dict(environment or {})
     events_file = None
     if tap:
         args += ["-s", str(WIRE_PEERS / "tap_script.py")]

@@ -95,11 +95,21 @@ class IndicatorTracker:
     def verdict(self, timestamp: str, examined: int) -> oatf.IndicatorVerdict:
         """Matched, else error, else skipped (no evaluator), else not_matched with how many messages the filter
         kept (`examined`)."""
+        if self.unavailable is None:
+            for found in (self.matched, self.error, self.skipped):
+                if found is not None:
+                    return found
+        return oatf.IndicatorVerdict(self.id, self.unmatched_result, timestamp, self.unmatched_evidence(examined))
+
+    @property
+    def unmatched_result(self) -> oatf.IndicatorResult:
+        """`verdict`'s result while nothing matched, failed or was skipped: skipped when the indicator cannot be
+        evaluated here, else not_matched."""
+        return oatf.IndicatorResult.SKIPPED if self.unavailable is not None else oatf.IndicatorResult.NOT_MATCHED
+
+    def unmatched_evidence(self, examined: int) -> str:
+        """`verdict`'s evidence while nothing matched, failed or was skipped (`unmatched_result`)."""
         if self.unavailable is not None:
-            return oatf.IndicatorVerdict(self.id, oatf.IndicatorResult.SKIPPED, timestamp, self.unavailable)
-        for found in (self.matched, self.error, self.skipped):
-            if found is not None:
-                return found
-        evidence = (f"no matching message among {examined} examined" if examined
-                    else "no message passed this indicator's filter (protocol, surface, actor, direction)")
-        return oatf.IndicatorVerdict(self.id, oatf.IndicatorResult.NOT_MATCHED, timestamp, evidence)
+            return self.unavailable
+        return (f"no matching message among {examined} examined" if examined
+                else "no message passed this indicator's filter (protocol, surface, actor, direction)")

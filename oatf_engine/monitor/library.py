@@ -14,10 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import oatf
 
+from ..collector import collector_paused
 from ..progress import Progress
+from .document_cache import DocumentCache
 from .plan import AttackPlan
 
 DOCUMENT_SUFFIXES = (".yaml", ".yml")
@@ -101,29 +104,53 @@ def document_files(paths: list[str]) -> tuple[list[Path], list[LoadProblem]]:
     return files, problems
 
 
-def load_attack(path: Path, lenient: bool = False) -> tuple[LoadedAttack | None, list[LoadProblem]]:
+def load_document(path: str, data: bytes, lenient: bool = False) -> tuple[LoadedAttack | None, list[LoadProblem]]:
+    """`load_attack` of a document's bytes `data`, read from `path`, without a cache."""
+    try:
+        document = oatf.parse(data)
+    except oatf.OATFParseError as exc:
+        return None, [_problem(path, e) for e in exc.errors]
+    result = oatf.validate(document)
+    strict = list(oatf.strict_errors(document))
+    refused = [] if lenient else [_problem(path, e, LENIENT_HINT) for e in strict]
+    if result.errors or refused:
+        return None, [_problem(path, e) for e in result.errors] + refused
+    attack = document.attack
+    if attack is None or not attack.indicators:
+        return None, [LoadProblem(path, "no-indicators",
+                                  "the document has no indicators: it can be simulated but not evaluated "
+                                  "(format spec §11.4), so it is not loaded")]
+    return LoadedAttack(path, oatf.normalize(document), tuple(result.warnings)), [_problem(path, e) for e in strict]
+
+
+def load_attack(path: Path, lenient: bool = False,
+                cache: DocumentCache | None = None) -> tuple[LoadedAttack | None, list[LoadProblem]]:
     """One document, parsed, validated, strictly checked and normalized, and its problems: when the attack is
-    None they are why it is not loaded, else (only with `lenient`) the strict findings it was loaded despite."""
+    None they are why it is not loaded, else (only with `lenient`) the strict findings it was loaded despite.
+    Through `cache` when there is one: an entry of this path, text, `lenient` and code is used when it holds a
+    loading result of this path, else the document is loaded and the entry written (`document_cache`)."""
     try:
         data = path.read_bytes()
     except OSError as exc:
         return None, [LoadProblem(str(path), "unreadable", exc.strerror or str(exc))]
-    try:
-        document = oatf.parse(data)
-    except oatf.OATFParseError as exc:
-        return None, [_problem(str(path), e) for e in exc.errors]
-    result = oatf.validate(document)
-    strict = list(oatf.strict_errors(document))
-    refused = [] if lenient else [_problem(str(path), e, LENIENT_HINT) for e in strict]
-    if result.errors or refused:
-        return None, [_problem(str(path), e) for e in result.errors] + refused
-    attack = document.attack
-    if attack is None or not attack.indicators:
-        return None, [LoadProblem(str(path), "no-indicators",
-                                  "the document has no indicators: it can be simulated but not evaluated "
-                                  "(format spec §11.4), so it is not loaded")]
-    return LoadedAttack(str(path), oatf.normalize(document), tuple(result.warnings)), [
-        _problem(str(path), e) for e in strict]
+    if cache is None:
+        return load_document(str(path), data, lenient)
+    key = cache.key(str(path), data, lenient)
+    stored = cache.get(key)
+    if _is_result(stored, str(path)):
+        return stored  # checked by `_is_result`
+    result = load_document(str(path), data, lenient)
+    cache.put(key, result)
+    return result
+
+
+def _is_result(stored: object, path: str) -> bool:
+    """Whether a cache entry holds what `load_document` gives for `path`."""
+    if not isinstance(stored, tuple) or len(stored) != 2:
+        return False
+    attack, problems = stored
+    return ((attack is None or (isinstance(attack, LoadedAttack) and attack.path == path))
+            and isinstance(problems, list) and all(isinstance(p, LoadProblem) and p.path == path for p in problems))
 
 
 def _problem(path: str, error: oatf.OATFError, hint: str = "") -> LoadProblem:
@@ -133,30 +160,37 @@ def _problem(path: str, error: oatf.OATFError, hint: str = "") -> LoadProblem:
     return LoadProblem(path, error.rule, message, error.path, error.line, error.column)
 
 
-def load_library(paths: list[str], lenient: bool = False, progress: Progress | None = None) -> Library:
+def load_library(paths: list[str], lenient: bool = False, progress: Progress | None = None,
+                 cache: DocumentCache | Literal["default"] | None = "default") -> Library:
     """Every document under `paths` (strictly checked unless `lenient`); attacks with duplicate ids after the
-    first are reported, not loaded. `progress`: the stage `loading attacks`, in documents."""
+    first are reported, not loaded. `progress`: the stage `loading attacks`, in documents. `cache`: the loading
+    results kept from earlier loads (`document_cache`; by default `DocumentCache.default()`, None: none)."""
+    if cache == "default":
+        cache = DocumentCache.default()
     files, problems = document_files(paths)
     attacks: list[LoadedAttack] = []
     waived: list[LoadProblem] = []
     seen: dict[str, str] = {}
     if progress is not None:
         progress.start("loading attacks", len(files), "documents")
-    for count, path in enumerate(files):
-        if progress is not None:
-            progress.update(count)  # a document takes milliseconds to load: each one counts
-        result, found = load_attack(path, lenient)
-        if result is None:
-            problems.extend(found)
-            continue
-        if result.key in seen:
-            problems.append(LoadProblem(str(path), "duplicate-id", f"attack id {result.key} is already loaded "
-                                        f"from {seen[result.key]}"))
-            continue
-        seen[result.key] = str(path)
-        attacks.append(result)
-        waived.extend(found)
+    with collector_paused():  # documents and plans are long-lived, without cycles: a third of the time otherwise
+        for count, path in enumerate(files):
+            if progress is not None:
+                progress.update(count)  # a document takes milliseconds to load: each one counts
+            result, found = load_attack(path, lenient, cache)
+            if result is None:
+                problems.extend(found)
+                continue
+            if result.key in seen:
+                problems.append(LoadProblem(str(path), "duplicate-id", f"attack id {result.key} is already "
+                                            f"loaded from {seen[result.key]}"))
+                continue
+            seen[result.key] = str(path)
+            attacks.append(result)
+            waived.extend(found)
     if progress is not None:
         progress.update(len(files))
         progress.finish(f"loaded {len(attacks):,} attack(s) from {len(files):,} document(s)")
+    if cache is not None:
+        cache.prune()
     return Library(tuple(attacks), tuple(problems), tuple(waived))

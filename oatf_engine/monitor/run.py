@@ -30,9 +30,9 @@ from typing import Any
 
 import oatf
 
-from ..events import ObservedEvent
+from ..events import Call, ObservedEvent
 from .actors import ActorMachine, PhaseChange, peer_of
-from .answers import Call, Unanswered
+from .answers import Unanswered
 from .delivery import CUT_SHORT, Delivery, MessageText, PayloadText, outcome
 from .episodes import MAX_ANSWER_WAIT
 from .indicators import IndicatorTracker, Judged
@@ -64,6 +64,9 @@ class RunBlank:
     aggregate: tuple[oatf.AttackResult, oatf.EvaluationSummary, oatf.Tier | None] | None = None
     """What `oatf.compute_verdict` makes of these indicators' verdicts (result, summary, highest tier): the same
     for every run on paper, worked out by the first that reports (`AttackRun.verdict`)."""
+    verdict_form: dict[str, Any] | None = None
+    """The plain form of the first verdict of a run on paper (`AttackRun.verdict_form`): every other one is the
+    same but for its time and each indicator's evidence (how many messages its filter kept), stamped in."""
 
     @classmethod
     def of(cls, loaded: LoadedAttack, semantic_available: bool) -> RunBlank:
@@ -230,7 +233,6 @@ class AttackRun:
         if self._own is None:
             awaiting: Unanswered[None] = Unanswered(MAX_AWAITING)
             awaiting.calls = {call: (at, None) for call, at in self._awaited().items()}
-            awaiting.early = dict(self.traffic.awaiting.early)
             self._own = _OwnCounts(self.last_event_at, {id(a): self.actor_messages(a) for a in self.actors},
                                    [self.examined(t) for t in self.indicators], awaiting, self.messages)
 
@@ -375,6 +377,13 @@ class AttackRun:
             self._check_terminal(self.last_event_at)
         return changes, newly
 
+    def release(self, call: Call) -> None:
+        """`call`, a request of the run's traffic, ended without its answer (`ExchangeEnded`): the run no longer
+        waits for it (a run that counts its own messages follows its own requests; the others read the
+        session's, `SessionTraffic.release`)."""
+        if self._own is not None:
+            self._own.awaiting.release(call)
+
     def note_injected(self, event: ObservedEvent) -> None:
         """An event of this run's traffic (some actor takes it) that the proxy's inject mode altered
         (`ObservedEvent.injected`): listed in the report, once per flow. Fed by `Monitor` to every run that
@@ -507,6 +516,23 @@ class AttackRun:
             blank.aggregate = (verdict.result, verdict.evaluation_summary, verdict.max_tier)  # ids unique: reusable
         return verdict
 
+    def verdict_form(self, at: float) -> dict[str, Any]:
+        """`verdict(at)`'s plain form (`to_dict`). A run on paper's is its blank's first (`RunBlank.verdict_form`)
+        with the time and each indicator's evidence stamped in: nothing of a blank is ever matched, failed or
+        skipped by traffic, so its indicators' verdicts differ from run to run only there (`IndicatorTracker.
+        unmatched_evidence`) — made without the verdict objects (a shutdown reports thousands of runs on paper)."""
+        blank = self.blank
+        form = None if blank is None else blank.verdict_form
+        if form is None:
+            form = self.verdict(at).to_dict()
+            if blank is None or blank.aggregate is None:
+                return form
+            blank.verdict_form = form  # kept as it is: each run on paper gets dicts of its own
+        timestamp = oatf.timestamp_at(at)
+        return {**form, "timestamp": timestamp, "indicator_verdicts": [
+            {**plain, "timestamp": timestamp, "evidence": tracker.unmatched_evidence(self.examined(tracker))}
+            for plain, tracker in zip(form["indicator_verdicts"], self.indicators, strict=True)]}
+
     def cut_short(self, status: str, ended_at: float) -> bool:
         """Whether the run ended before the agent was done, as far as an observer can tell: the tool ended
         it (`delivery.CUT_SHORT`: evicted, reloaded), or it ended before a grace period of quiet followed its
@@ -519,7 +545,7 @@ class AttackRun:
         `evidence` (beside it: each matched indicator's evidence as fields, `evidence`), `outcome` (what a
         person reads: exploited, partial, error, resisted, not_delivered or inconclusive) and
         `execution_summary`."""
-        verdict = self.verdict(ended_at).to_dict()
+        verdict = self.verdict_form(ended_at)
         delivered = self.delivered
         return {
             "attack": dict(self.loaded.plan.header),

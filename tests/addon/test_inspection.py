@@ -188,8 +188,7 @@ def test_with_w_a_flow_evaluated_before_its_end_is_written_after_the_mark_alread
     async def proxy() -> None:
         addon.loop = asyncio.get_running_loop()
         addon.flows[flow.id] = flow
-        addon._update_flow(flow.id, flow_marks.record_match,
-                           IndicatorMatched("TEST-001@s", "TEST-001", "TEST-001-01", flow.id, "matched"))
+        addon._handle([IndicatorMatched("TEST-001@s", "TEST-001", "TEST-001-01", flow.id, "matched")])
         save.response(flow)
         assert flow.id in addon.saving.deferred and flow.marked == ""
         await until(lambda: not addon.saving.deferred)

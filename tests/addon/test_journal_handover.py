@@ -57,6 +57,7 @@ class Proxy:
         self.directory = directory
         addon.journal = Journal(directory)
         addon.monitor = self.monitor = Recorder()  # type: ignore[assignment]
+        addon.library_ready.set()  # its library (none) is in place: a recovery is made at once
         self.lost: list[Inputs] = []
         """What each lost monitor process had been given."""
         self.recovered: list[Inputs] = []

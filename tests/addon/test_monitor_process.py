@@ -191,3 +191,24 @@ def test_the_semantic_evaluator_is_loaded_in_the_child_from_where_the_proxy_find
     assert monitor.shutdown(timeout=30) and collector.failures == []
     [report] = collector.reports()
     assert report["verdict"]["indicator_verdicts"][0]["result"] == "matched"
+
+
+def test_after_its_shutdown_the_child_ends_without_tearing_down_what_it_held(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once every run is reported and the answer sent, the child ends at once (`os._exit`): no teardown of the
+    monitor's objects — thousands of runs after a big shutdown, which the proxy's exit would wait for. Seen
+    here through a module it loaded (the semantic evaluator's) whose exit handler never runs; every run is
+    still reported."""
+    marker = tmp_path / "torn-down"
+    (tmp_path / "oatf_test_exit_judge.py").write_text(
+        f"import atexit, pathlib\natexit.register(pathlib.Path({str(marker)!r}).touch)\n{SEMANTIC_MODULE}",
+        encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    collector = Collector()
+    monitor = MonitorProcess(MonitorOptions(grace_period=60), "oatf_test_exit_judge:Judge", str(tmp_path),
+                             collector.on_outputs, collector.on_evaluated, collector.on_failure)
+    monitor.replace_attacks([attack(POISONED_TOOL)])
+    monitor.observe([call("nothing", 0.0, session=f"s{n}") for n in range(3)])
+    assert monitor.shutdown(timeout=30) and collector.failures == []
+    assert len(collector.reports()) == 3
+    assert monitor._process.returncode == 0 and not marker.exists()

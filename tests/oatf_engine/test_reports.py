@@ -134,3 +134,47 @@ def test_summary_table_is_sorted_by_severity_with_totals_and_whole_session_keys(
     pieces = [wrapped[1][start:].split()[0]] + [line.strip() for line in wrapped[2:] if line.startswith(" ")]
     assert "".join(pieces) == long_session
     assert wrapped[1 + len(pieces)].split()[:3] == ["ZETA-1", "s9", "exploited"]
+
+
+def test_a_report_file_and_its_jsonl_line_are_the_redacted_report_as_compact_json(tmp_path: Path) -> None:
+    """What `write` puts on disk, byte for byte: the redacted report, compact JSON (non-ASCII escaped), a
+    newline — in the report's file and as its `verdicts.jsonl` line; a report directory removed meanwhile is
+    created again."""
+    secret = report("exploited", session="mcp_session:é/1")
+    secret["verdict"]["indicator_verdicts"] = [{"indicator_id": "ACME-001-01", "result": "matched",
+                                                "evidence": 'tools/call request: "AKIAABCDEFGHIJKLMNOP"'}]
+    expected = (json.dumps(reports.redact_report(secret), separators=(",", ":")) + "\n").encode()
+    assert b"AKIAABCDEFGHIJKLMNOP" not in expected and b"\\u00e9" in expected
+    directory = tmp_path / "reports"
+    writer = ReportWriter(directory)
+    first = writer.write(secret)
+    writer.commit()
+    for path in directory.iterdir():
+        path.unlink()
+    directory.rmdir()
+    second = writer.write(secret)
+    writer.commit()
+    assert first == second and first.read_bytes() == expected
+    assert (directory / JSONL_NAME).read_bytes() == expected
+    assert (first.stat().st_mode & 0o777) == 0o600 == ((directory / JSONL_NAME).stat().st_mode & 0o777)
+
+
+def test_every_recorded_session_s_reports_are_written_as_their_compact_json(tmp_path: Path) -> None:
+    """Differential, over the library's recorded sessions (each attack's complying and resisting agent: matched
+    evidence, extracted values, deliveries, secrets to redact): each report file and `verdicts.jsonl` line is
+    byte for byte `json.dumps` of the redacted report, compact — the encoding the writer always had."""
+    from testing import sessions
+    from tests.attacks.harness import monitor_reports
+
+    writer = ReportWriter(tmp_path)
+    expected = []
+    scripted = set(sessions.script_ids())
+    for attack_id, path in sorted(sessions.attack_files().items()):
+        for variant in sessions.VARIANTS if attack_id in scripted else ():
+            for run in monitor_reports(path, variant):
+                data = (json.dumps(reports.redact_report(run), separators=(",", ":"), default=str) + "\n").encode()
+                assert writer.write(run).read_bytes() == data
+                expected.append(data)
+    writer.commit()
+    assert len(expected) > 60
+    assert (tmp_path / JSONL_NAME).read_bytes() == b"".join(expected)

@@ -233,6 +233,7 @@ def test_matched_indicator_shown_first() -> None:
     with taddons.context():
         addon._update_flow(flow.id, record_match, IndicatorMatched(
             "run-1", "OATF-900", "OATF-900-01", flow.id, "content[0].text: model said: forty-two\x1b[31m"))
+        addon._to_loop()
     assert flow.metadata["oatf"] == [{"run": "run-1", "attack": "OATF-900", "indicator": "OATF-900-01",
                                       "evidence": "content[0].text: model said: forty-two\\x1b[31m",
                                       "path": None, "excerpt": None}]
@@ -253,11 +254,13 @@ def test_the_header_shows_each_runs_verdict_next_to_the_matches_and_an_open_run_
         for run in ("OATF-900@a", "OATF-901@b"):
             addon._update_flow(flow.id, record_match, IndicatorMatched(
                 run, run.partition("@")[0], f"{run.partition('@')[0]}-01", flow.id, "content[0].text: forty-two"))
+        addon._to_loop()
         live = show(flow, flow.response)[1].split("\n")
         run = report("exploited", session="b", attack_id="OATF-901")
         run["execution_summary"]["started_at"] = 1.0
         concluded = Reported.of("OATF-901@b", run, None)
         addon._update_flow(flow.id, record_outcome, dataclasses.replace(concluded, deliveries=(flow.id,)))
+        addon._to_loop()
     assert live[:5] == [
         "# OATF MATCH · attack OATF-900 · indicator OATF-900-01 · content[0].text: forty-two",
         "# OATF MATCH · attack OATF-901 · indicator OATF-901-01 · content[0].text: forty-two",

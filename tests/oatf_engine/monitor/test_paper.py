@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from typing import Any
 
 import oatf
@@ -135,6 +136,41 @@ def test_runs_on_paper_wait_for_slow_answers_of_every_kind_as_followed_runs_do()
                             event.session_keys.get("mcp_session", "\0"))):
                     sent, answer = oatf.timestamp_at(event.timestamp), oatf.timestamp_at(answered[event.flow_id])
                     assert not sent <= summary["ended_at"] < answer, (attack_id, report["attack"]["id"], event)
+
+
+def test_runs_on_paper_concluded_together_report_as_followed_runs_without_verdict_objects(monkeypatch: Any) -> None:
+    """A shutdown with many sessions open concludes thousands of runs on paper at once: after an attack's first,
+    each one's verdict is its blank's plain form with the time and the indicators' evidence stamped in
+    (`AttackRun.verdict_form`), no verdict object built — and every report is byte for byte the followed run's
+    (`prefilter=False`), over sessions of different lengths (different counts in the evidence), the semantic
+    indicators skipped (no evaluator), at the shutdown and at the end of the traffic."""
+    library = _library()
+    events = []
+    for n, attack_id in enumerate(sessions.script_ids()[:12]):
+        for event in _events(attack_id, sessions.VARIANTS[n % 2])[:3 + 2 * n]:
+            keys = {k: f"{v}-{n}" for k, v in event.session_keys.items()}
+            events.append(dataclasses.replace(event, session_keys=keys, flow_id=f"{event.flow_id}-{n}",
+                                              client=f"10.30.0.{n}:4000", timestamp=event.timestamp + n * 0.5))
+    events.sort(key=lambda e: e.timestamp)
+    built = []
+    real = oatf.AttackVerdict.to_dict
+    monkeypatch.setattr(oatf.AttackVerdict, "to_dict", lambda self: (built.append(self.attack_id), real(self))[1])
+    for end in ("shutdown", "end_of_traffic"):
+        reports = {}
+        for prefilter in (True, False):
+            monitor = Monitor(library, MonitorOptions(grace_period=3600.0), prefilter=prefilter)
+            for event in events:
+                monitor.observe(event)
+            built.clear()
+            outputs = monitor.shutdown() if end == "shutdown" else monitor.end_of_traffic(events[-1].timestamp)
+            reports[prefilter] = [json.dumps(o.report) for o in outputs if isinstance(o, RunConcluded)]
+            if prefilter:
+                on_paper = len(reports[True]) - len(built)
+                assert on_paper > len(reports[True]) // 2, "most runs reported from their blank's verdict form"
+        assert sorted(reports[True]) == sorted(reports[False]), end
+        counts = {n for r in reports[True] for n in re.findall(r"no matching message among (\d+) examined", r)}
+        assert len(counts) >= 2, "sessions of different lengths: evidence stamped per run"
+        assert any('"result": "skipped"' in r for r in reports[True])
 
 
 def test_runs_of_a_closed_session_conclude_at_once_as_the_clock_would_conclude_them() -> None:
