@@ -30,11 +30,12 @@ their reports at once and answers `reported` with them, then `outputs` with a `R
 
 The child runs in a session of its own: a Ctrl-C or a signal to the proxy's process group does not reach it, so it
 lives to conclude its runs when the proxy shuts down. It ends after `shutdown` — whose answer carries every run
-still open, concluded as `interrupted` and reported, so nothing observed is lost — or when the pipe closes (the
-proxy died; the reports written are made durable first), at once: what it held is not torn down. A report that
-cannot be written (a full or read-only disk) is answered as `Reported` without a path, with the error; evaluation
-goes on. One event that makes evaluation raise is reported as `failed` and the others go on. Every send goes
-through a sender thread: no caller (mitmproxy's event loop included) ever waits for the child.
+still open, reported, so nothing observed is lost: the runs of sessions the agent closed as the clock would have
+concluded them (`Monitor.conclude_closed_sessions`, as a recovery does), the others `interrupted` — or when the
+pipe closes (the proxy died; the reports written are made durable first), at once: what it held is not torn
+down. A report that cannot be written (a full or read-only disk) is answered as `Reported` without a path, with
+the error; evaluation goes on. One event that makes evaluation raise is reported as `failed` and the others go
+on. Every send goes through a sender thread: no caller (mitmproxy's event loop included) ever waits for the child.
 
 No thread dies silently: the sender, the receiver and the child's loops catch everything, report each kind of
 failure once, and go on. An event that cannot be pickled (the decoder cuts JSON at `MAX_DEPTH`, far below
@@ -216,8 +217,8 @@ def _read(inbox: Connection, work: queue.SimpleQueue[Message | None], answer: Ca
 def _handle(monitor: Monitor, reporting: Reporting, kind: str, payload: Any,
             answer: Callable[[Message], None], held: HeldFlows) -> bool:
     """Evaluate one message and answer it; False after `shutdown`."""
-    if kind == "shutdown":
-        last = reporting.conclude(monitor.shutdown())
+    if kind == "shutdown":  # closed sessions' runs as the clock (and recovery) would conclude them; the rest cut short
+        last = reporting.conclude([*monitor.conclude_closed_sessions(), *monitor.shutdown()])
         if last:
             answer(("outputs", last))
         answer(("done", reporting.commit()))

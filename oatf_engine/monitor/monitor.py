@@ -740,7 +740,7 @@ class Monitor:
         at = max(at, math.nextafter(self.now, math.inf) if not_before is None else not_before)
         run.scheduled = at
         heapq.heappush(self._timers, (at, next(self._timer_order), item))
-        if len(self._timers) > 4 * (len(self.runs) + self._paper_timer_count) + 1024:
+        if len(self._timers) > 2 * (len(self.runs) + self._paper_timer_count) + 1024:  # stale ones: at most as many
             self._timers = [t for t in self._timers if self._live_entry(t[0], t[2])]
             heapq.heapify(self._timers)
 

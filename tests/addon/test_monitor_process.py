@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from addon.monitor_process import MonitorProcess
-from oatf_engine.monitor import MonitorOptions, Output
+from oatf_engine.monitor import Monitor, MonitorOptions, Output, RunConcluded
 from oatf_engine.monitor.monitor import IndicatorMatched
 from oatf_engine.reports import Reported
 from tests.oatf_engine.monitor.test_monitor import POISONED_TOOL, TIMED, attack, call, event
@@ -77,6 +77,32 @@ def test_events_are_evaluated_in_the_child_and_shutdown_reports_every_run(tmp_pa
     assert {s: (r["verdict"]["result"], r["execution_summary"]["status"]) for s, r in reports.items()} == {
         "mcp_session:a": ("exploited", "interrupted"), "mcp_session:b": ("not_exploited", "interrupted")}
     assert not monitor.alive and collector.failures == []
+
+
+def test_shutdown_concludes_a_closed_session_as_the_clock_and_recovery_would(tmp_path: Path) -> None:
+    """A clean shutdown: the run of a session the agent closed concludes as a clock going on concludes it (here
+    `completed`, a grace period after its last message: `Monitor.conclude_closed_sessions`, as a crashed proxy's
+    recovery concludes it), not `interrupted`; a session still open is cut short."""
+    events = [call("-----BEGIN PRIVATE KEY-----", 0.0, session="a"), call("nothing", 1.0, session="b")]
+    clock = Monitor([attack(POISONED_TOOL)], MonitorOptions(grace_period=60.0))
+    for item in events:
+        clock.observe(item)
+    clock.close_session("mcp", "mcp_session", "a", 2.0)
+    [expected] = [o.report for o in clock.tick(3600.0) if isinstance(o, RunConcluded)
+                  and o.report["execution_summary"]["session"] == "mcp_session:a"]
+    collector = Collector()
+    monitor = start(collector, tmp_path)
+    monitor.observe(events)
+    monitor.close_session("mcp", "mcp_session", "a", 2.0)
+    assert collector.wait(lambda: collector.evaluated == 1)
+    assert monitor.shutdown(timeout=30)
+    reports = {r["execution_summary"]["session"]: r for r in collector.reports()}
+    assert {s: (r["verdict"]["result"], r["execution_summary"]["status"]) for s, r in reports.items()} == {
+        "mcp_session:a": ("exploited", expected["execution_summary"]["status"]),
+        "mcp_session:b": ("not_exploited", "interrupted")}
+    assert expected["execution_summary"]["status"] != "interrupted"
+    assert reports["mcp_session:a"]["execution_summary"]["ended_at"] == expected["execution_summary"]["ended_at"]
+    assert collector.failures == []
 
 
 def test_the_child_counts_what_it_holds_in_memory(tmp_path: Path) -> None:
