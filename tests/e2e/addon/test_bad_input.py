@@ -109,7 +109,8 @@ def test_bad_attack_files_reloads_and_unrelated_traffic(attackers: Peers, tmp_pa
     assert not [s for _, s in sessions if s.startswith(("a2a_context:", "ag_ui_thread:"))]
     assert a2a_context and thread
     fixed = sessions["E2E-FIXED-001", f"mcp_session:{second}"]
-    assert (fixed["execution_summary"]["status"], verdict_of(fixed)[0]) == ("interrupted", "exploited")
+    # The agent closed the session: at the stop its run concludes as the clock would.
+    assert (fixed["execution_summary"]["status"], verdict_of(fixed)[0]) == ("completed", "exploited")
     assert "Traceback" not in log
 
 

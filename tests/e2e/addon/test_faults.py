@@ -63,7 +63,10 @@ def test_deeply_nested_requests_do_not_turn_evaluation_off(attackers: Peers, tmp
         log = proxy.log()
     reports = {r["execution_summary"]["session"]: r for r in proxy.reports()}
     assert set(reports) == {"mcp_session:deep-800", "mcp_session:deep-1500", f"mcp_session:{session}"}
-    assert {r["execution_summary"]["status"] for r in reports.values()} == {"interrupted"}
+    # The raw sessions are still open at the stop; the agent closed its own, which concludes as the clock would.
+    assert [reports[f"mcp_session:deep-{n}"]["execution_summary"]["status"] for n in (800, 1_500)] == \
+        ["interrupted"] * 2
+    assert reports[f"mcp_session:{session}"]["execution_summary"]["status"] == "completed"
     assert verdict_of(reports[f"mcp_session:{session}"])[0] == "exploited"
     assert "Traceback" not in log and "failed" not in log
 

@@ -59,15 +59,18 @@ def test_every_session_of_a_loaded_proxy_is_reported_exactly_once(invoice_server
     assert counted.duplicated == counted.missing == counted.unknown == 0, counted.lines()
     [runs] = counted.runs_per_session  # every session followed by the same attacks
     assert runs > 20 and counted.reports == runs * 2 * AGENTS, counted.lines()
-    # Runs of attacks still waiting for traffic conclude a grace period after the agent's DELETE (session_closed)
-    # when that passed before the shutdown; the rest completed or were interrupted, never evicted.
-    assert counted.evicted == 0 and {"completed", "interrupted"} <= set(counted.statuses) \
-        <= {"completed", "interrupted", "session_closed"}, counted.lines()
+    # Every agent closed its session (DELETE): runs of attacks still waiting for traffic conclude a grace period
+    # after it (session_closed), the others completed — at the shutdown too, as the clock would — never evicted
+    # or interrupted.
+    assert counted.evicted == 0 and "completed" in counted.statuses \
+        and set(counted.statuses) <= {"completed", "session_closed"}, counted.lines()
     statuses = {session: summary["status"] for session, summary in own_runs(proxy).items()}
     assert {statuses[s.key] for s in first} == {"completed"}
-    assert {statuses[s.key] for s in second} == {"interrupted"}
-    # A resisting agent cut short by the shutdown is never read as having resisted.
-    assert set(counted.resisting) == {("completed", "resisted"), ("interrupted", "inconclusive")}
+    # The second wave's agents closed their sessions, still in their grace period at the stop: no later message
+    # can belong to them, so their runs conclude as the clock would have (README, "When the proxy dies"), not cut
+    # short — the sessions left open are, and say so: tests/e2e/addon/test_live_verdicts.py.
+    assert {statuses[s.key] for s in second} == {"completed"}
+    assert set(counted.resisting) == {("completed", "resisted")}
     assert len(proxy.reports()) == counted.reports, "one report file per run"
     summary = re.search(r"(\d+) run\(s\): (\d+) exploited", log)
     assert summary is not None and summary.groups() == (str(counted.reports), str(counted.exploit_sessions)), \
