@@ -58,11 +58,13 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 from typing import Any
 
+from oatf_engine.collector import collector_paused
 from oatf_engine.events import ObservedEvent
 from oatf_engine.journal import run_key
 from oatf_engine.monitor import Held, LoadedAttack, Monitor, MonitorOptions, Output, RunConcluded
@@ -103,28 +105,31 @@ Message = tuple[str, Any]
 
 
 class Reporting:
-    """The child's report writing: each concluded run's report written at once, made durable in batches."""
+    """The child's report writing: each concluded run's report encoded at once and handed to a writer thread,
+    which puts it in its files while the next runs are concluded and encoded (creating a file is mostly the
+    kernel's work, done without the interpreter lock: at shutdown, thousands of runs conclude at once); made
+    durable in batches (`commit`, once everything handed over is written)."""
 
     def __init__(self, directory: str) -> None:
         self.writer = ReportWriter(directory)
-        self.pending: list[Reported] = []
-        """Runs whose report is written (or failed) and not yet committed: the parent has not heard of them."""
+        self.files = ThreadPoolExecutor(max_workers=1, thread_name_prefix="oatf-report-writer")
+        """The writer thread: one, so reports reach `verdicts.jsonl` in the order their runs concluded."""
+        self.pending: list[tuple[Reported, Future[Path]]] = []
+        """Runs whose report is handed to the writer thread and not yet committed: the parent has not heard of
+        them."""
         self.committed = 0.0
         """When the last commit ran (monotonic)."""
 
     def conclude(self, outputs: list[Output]) -> list[Output]:
-        """Write the report of every concluded run among `outputs`; the other outputs."""
+        """Hand the report of every concluded run among `outputs` to the writer thread; the other outputs."""
         rest: list[Output] = []
         for output in outputs:
             if not isinstance(output, RunConcluded):
                 rest.append(output)
                 continue
-            try:
-                path = self.writer.write(output.report)
-            except OSError as exc:  # a full or read-only disk: the run is told without a path, the others go on
-                self.pending.append(Reported.of(output.run, output.report, None, describe(exc)))
-            else:
-                self.pending.append(Reported.of(output.run, output.report, path))
+            name, data = self.writer.encode(output.report)
+            reported = Reported.of(output.run, output.report, Path(self.writer.path(name)))
+            self.pending.append((reported, self.files.submit(self.writer.put, name, data)))
         return rest
 
     def wait(self) -> float | None:
@@ -134,9 +139,11 @@ class Reporting:
         return max(0.0, self.committed + COMMIT_SECONDS - time.monotonic())
 
     def commit(self) -> list[Reported]:
-        """Make the written reports durable; the runs to tell the parent (not written, when the fsync failed)."""
-        reported, self.pending = self.pending, []
+        """Once the writer thread has written every report handed to it, make them durable; the runs to tell the
+        parent (without a path, those whose report could not be written or made durable)."""
+        pending, self.pending = self.pending, []
         self.committed = time.monotonic()
+        reported = [_written(r, future) for r, future in pending]
         try:
             self.writer.commit()
         except OSError as exc:
@@ -148,6 +155,16 @@ class Reporting:
         reported = self.commit()
         self.writer = ReportWriter(directory)
         return reported
+
+
+def _written(reported: Reported, future: Future[Path]) -> Reported:
+    """`reported` once the writer thread has written its report, without a path if it could not (a full or
+    read-only disk: the run is told with the error, the others go on)."""
+    try:
+        future.result()
+    except OSError as exc:
+        return dataclasses.replace(reported, path=None, error=describe(exc))
+    return reported
 
 
 def serve(inbox: Connection, outbox: Connection) -> None:
@@ -217,10 +234,13 @@ def _handle(monitor: Monitor, reporting: Reporting, kind: str, payload: Any,
             answer: Callable[[Message], None], held: HeldFlows) -> bool:
     """Evaluate one message and answer it; False after `shutdown`."""
     if kind == "shutdown":
-        last = reporting.conclude(monitor.shutdown())
-        if last:
-            answer(("outputs", last))
-        answer(("done", reporting.commit()))
+        # The process ends after this answer (`main`): nothing it made here needs the cyclic collector, whose
+        # passes over the monitor's objects and thousands of reports would be wasted time.
+        with collector_paused():
+            last = reporting.conclude(monitor.shutdown())
+            if last:
+                answer(("outputs", last))
+            answer(("done", reporting.commit()))
         return False
     if kind == "status":
         answer(("status", monitor.status()))

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from addon.monitor_process import MonitorProcess
-from oatf_engine.monitor import MonitorOptions, Output
+from addon.monitor_process import MonitorProcess, Reporting
+from oatf_engine.monitor import Monitor, MonitorOptions, Output, RunConcluded
 from oatf_engine.monitor.monitor import IndicatorMatched
-from oatf_engine.reports import Reported
+from oatf_engine.reports import Reported, redact_report, report_filename
 from tests.oatf_engine.monitor.test_monitor import POISONED_TOOL, TIMED, attack, call, event
 
 
@@ -186,3 +186,53 @@ def test_after_its_shutdown_the_child_ends_without_tearing_down_what_it_held(
     assert monitor.shutdown(timeout=30) and collector.failures == []
     assert len(collector.reports()) == 3
     assert monitor._process.returncode == 0 and not marker.exists()
+
+
+def _concluded(sessions: int) -> list[RunConcluded]:
+    """The outputs of a monitor's shutdown with one run open in each of `sessions` sessions: a run concluded in
+    each."""
+    monitor = Monitor([attack(POISONED_TOOL)], MonitorOptions(grace_period=60.0))
+    for n in range(sessions):
+        monitor.observe(call("-----BEGIN PRIVATE KEY-----" if n % 2 else "nothing", 100.0 + n, session=f"s{n}"))
+    outputs = monitor.shutdown()
+    assert len(outputs) == sessions
+    return [o for o in outputs if isinstance(o, RunConcluded)]
+
+
+def test_reports_are_written_on_a_thread_of_their_own_and_committed_once_all_are_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child hands each concluded run's report to its writer thread and goes on (at shutdown, concluding and
+    encoding the next runs while the kernel creates the files); a commit waits until every report handed over
+    is written, then tells the runs, in order, and `verdicts.jsonl` has them in the order they concluded."""
+    outputs = _concluded(4)
+    reporting = Reporting(str(tmp_path))
+    release = threading.Event()
+    put = reporting.writer.put
+
+    def held_put(name: str, data: bytes) -> Path:
+        release.wait(30)
+        return put(name, data)
+
+    monkeypatch.setattr(reporting.writer, "put", held_put)
+    assert reporting.conclude(list(outputs)) == []
+    assert list(tmp_path.glob("*.json")) == []  # handed over, not written yet: `conclude` did not wait
+    threading.Timer(0.2, release.set).start()
+    reported = reporting.commit()
+    assert [r.run for r in reported] == [o.run for o in outputs]
+    assert all(Path(r.path or "").is_file() for r in reported)
+    lines = [json.loads(line) for line in (tmp_path / "verdicts.jsonl").read_text().splitlines()]
+    assert [(r["execution_summary"]["session"], r["outcome"]) for r in lines] == [
+        (r.summary.session, r.summary.outcome) for r in reported]
+
+
+def test_a_report_the_writer_thread_cannot_write_is_told_without_a_path(tmp_path: Path) -> None:
+    """A report that cannot be written (here: its name is taken by a folder) is told with the error and no path;
+    the other runs are written and told as usual."""
+    outputs = _concluded(3)
+    reporting = Reporting(str(tmp_path))
+    (tmp_path / report_filename(redact_report(outputs[1].report))).mkdir()
+    assert reporting.conclude(list(outputs)) == []
+    reported = reporting.commit()
+    assert [r.path is None for r in reported] == [False, True, False]
+    assert reported[1].error and "directory" in reported[1].error.lower()
+    assert len((tmp_path / "verdicts.jsonl").read_text().splitlines()) == 2
