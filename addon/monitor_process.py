@@ -57,7 +57,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler
@@ -120,7 +120,7 @@ class Reporting:
         self.committed = 0.0
         """When the last commit ran (monotonic)."""
 
-    def conclude(self, outputs: list[Output]) -> list[Output]:
+    def conclude(self, outputs: Iterable[Output]) -> list[Output]:
         """Hand the report of every concluded run among `outputs` to the writer thread; the other outputs."""
         rest: list[Output] = []
         for output in outputs:
@@ -237,7 +237,7 @@ def _handle(monitor: Monitor, reporting: Reporting, kind: str, payload: Any,
         # The process ends after this answer (`main`): nothing it made here needs the cyclic collector, whose
         # passes over the monitor's objects and thousands of reports would be wasted time.
         with collector_paused():
-            last = reporting.conclude(monitor.shutdown())
+            last = reporting.conclude(monitor.concluding())
             if last:
                 answer(("outputs", last))
             answer(("done", reporting.commit()))
