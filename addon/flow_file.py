@@ -23,7 +23,7 @@ import functools
 import io
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, BinaryIO, cast
 
 from mitmproxy import connection, http
 from mitmproxy.exceptions import FlowReadException
@@ -34,10 +34,11 @@ from mitmproxy.version import FLOW_FORMAT_VERSION
 from oatf_engine.progress import UPDATE_EVERY
 
 _BYTES, _TEXT, _INT, _FLOAT, _BOOL, _NULL, _LIST, _DICT = b",;#^!~]}"
-_COLON, _ZERO, _NINE = b":09"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _MAX_PREFIX = 12
 """Most digits of a record's length prefix (as `tnetstring.load`)."""
+_CHUNK = 1 << 20
+"""How many bytes of a flow file are read at a time."""
 
 Fields = tuple[tuple[bytes, bytes], ...]
 
@@ -106,46 +107,61 @@ _Span = tuple[int, int]
 """Where a tnetstring's payload is in the file: (start, end), its type tag at `end`."""
 
 
-def _layouts() -> tuple[tuple[bytes, ...], ...]:
+def _layouts() -> tuple[_Layout, ...]:
     """The keys of the flow, request, response, error and client connection states, as the installed mitmproxy
-    writes them: in order, each as its tnetstring (`<length>:<name>;`). Found by writing a sample flow's state
-    and reading it back (`tnetstring.loads` keeps a dict's keys in file order)."""
+    writes them: in order, each as its tnetstring (`<length>:<name>;`) and its length. Found by writing a sample
+    flow's state and reading it back (`tnetstring.loads` keeps a dict's keys in file order)."""
     sample = http.HTTPFlow(connection.Client(peername=("", 0), sockname=("", 0)), connection.Server(address=None))
     sample.request, sample.response = http.Request.make("GET", "http://x/"), http.Response.make()
     sample.error = Error("")
     state = cast(dict[str, Any], tnetstring.loads(tnetstring.dumps(sample.get_state())))
     dicts = [state, *(state[part] for part in ("request", "response", "error", "client_conn"))]
-    return tuple(tuple(tnetstring.dumps(key) for key in keys) for keys in dicts)
+    encoded = (tuple(tnetstring.dumps(key) for key in keys) for keys in dicts)
+    return tuple(tuple((key, len(key)) for key in keys) for keys in encoded)
 
 
+_Layout = tuple[tuple[bytes, int], ...]
+"""A dict's keys in order, each as its tnetstring and that tnetstring's length."""
 _FLOW, _REQUEST, _RESPONSE, _ERROR, _CLIENT = _layouts()
 _TIMES = (float, int)
 """The types of a timestamp (mitmproxy writes floats, and whatever number it was given)."""
 
 
-def read_flow_file(data: bytes, position: Callable[[int], None] | None = None) -> list[AnyHTTPFlow]:
-    """The HTTP flows of a flow file's (or a HAR file's) content, in file order; `position`, when given, is
-    told how many bytes are read every `UPDATE_EVERY` records of a flow file.
+def read_flow_file(source: bytes | BinaryIO, position: Callable[[int], None] | None = None) -> list[AnyHTTPFlow]:
+    """The HTTP flows of a flow file's (or a HAR file's) content, in file order; `source`: the content, or a
+    binary file read from its current position on. `position`, when given, is told how many bytes are read every
+    `UPDATE_EVERY` records of a flow file. A flow file is read `_CHUNK` bytes at a time (a record larger than
+    that at once): the file is never held whole, only the flows read from it.
 
     Raises `FlowReadException` when the content is neither."""
+    handle = io.BytesIO(source) if isinstance(source, bytes) else source
+    data = handle.read(_CHUNK)
     if data.startswith((b"{", b"\xef\xbb\xbf{")):  # HAR, as `FlowReader.stream` recognises it
-        return _read_by_mitmproxy(data)
+        return _read_by_mitmproxy(data + handle.read())
     flows: list[AnyHTTPFlow] = []
-    pos, size = 0, len(data)
-    while pos < size:
+    pos = dropped = 0  # where the next record starts in `data`; how many bytes of the file preceded `data`
+    while True:
+        if len(data) - pos <= _MAX_PREFIX:  # the next length prefix may not be in `data` whole
+            data, dropped, pos = data[pos:] + handle.read(max(_CHUNK, _MAX_PREFIX + 1)), dropped + pos, 0
+            if not data:
+                return flows
         if position is not None and len(flows) % UPDATE_EVERY == 0:
-            position(pos)
+            position(dropped + pos)
         colon = data.find(b":", pos, pos + _MAX_PREFIX + 1)
         prefix = data[pos:colon] if colon > pos else b""
-        end = colon + 1 + int(prefix) if prefix.isdigit() else size
-        if end >= size:  # no length prefix, or a truncated record: mitmproxy reads (and rejects) the rest
-            return flows + _read_by_mitmproxy(data[pos:])
+        if not prefix.isdigit():  # no length prefix: mitmproxy reads (and rejects) the rest
+            return flows + _read_by_mitmproxy(data[pos:] + handle.read())
+        end = colon + 1 + int(prefix)  # where the record's type tag is
+        if end >= len(data):  # the record goes on past `data`: read the rest of it
+            data = data[pos:] + handle.read(end + 1 - len(data))
+            dropped, colon, end, pos = dropped + pos, colon - pos, end - pos, 0
+            if end >= len(data):  # a truncated record: mitmproxy reads (and rejects) it
+                return flows + _read_by_mitmproxy(data)
         try:
             flows.append(_flow(data, (colon + 1, end)))
         except (ValueError, IndexError, RecursionError):
             flows += _read_by_mitmproxy(data[pos:end + 1])
         pos = end + 1
-    return flows
 
 
 def _read_by_mitmproxy(data: bytes) -> list[AnyHTTPFlow]:
@@ -249,11 +265,17 @@ def _fields(data: bytes, span: _Span) -> Fields:
     start, end = span
     if data[end] != _LIST:
         raise _Unrecognised
+    return _field_list(data[start:end])
+
+
+@functools.lru_cache(maxsize=4096)
+def _field_list(data: bytes) -> Fields:
+    """The header fields in a list's payload (cached: the header fields of a session's messages repeat)."""
     fields = []
     find = data.index
-    pos = start
+    pos, end = 0, len(data)
     while pos < end:  # each item: <length>:<name length>:<name>,<value length>:<value>,]
-        colon = find(b":", pos, end)
+        colon = find(b":", pos, pos + _MAX_PREFIX + 1)
         item_end = colon + 1 + int(data[pos:colon])
         name_colon = find(b":", colon + 1, item_end)
         name_end = name_colon + 1 + int(data[colon + 1:name_colon])
@@ -267,27 +289,24 @@ def _fields(data: bytes, span: _Span) -> Fields:
     return tuple(fields)
 
 
-def _entries(data: bytes, span: _Span, keys: tuple[bytes, ...]) -> list[_Span]:
-    """The value spans of the dict at `span`, whose keys must be exactly `keys` (tnetstrings), in this order;
-    the values unparsed."""
+def _entries(data: bytes, span: _Span, keys: _Layout) -> list[_Span]:
+    """The value spans of the dict at `span`, whose keys must be exactly `keys`, in this order; the values
+    unparsed."""
     start, end = span
     if data[end] != _DICT:
         raise _Unrecognised
-    values = []
-    find, starts = data.index, data.startswith
+    values: list[_Span] = []
+    append, find, starts = values.append, data.index, data.startswith
     pos = start
-    for key in keys:
+    for key, length in keys:
         if not starts(key, pos):
             raise _Unrecognised
-        pos += len(key)
-        if data[pos + 1] == _COLON and _ZERO <= data[pos] <= _NINE:  # a one-digit length, the commonest
-            colon, value_end = pos + 1, pos + 2 + data[pos] - _ZERO
-        else:
-            colon = find(b":", pos, end)
-            value_end = colon + 1 + int(data[pos:colon])
+        pos += length
+        colon = find(b":", pos, pos + _MAX_PREFIX + 1)
+        value_end = colon + 1 + int(data[pos:colon])
         if not colon < value_end < end:
             raise _Unrecognised
-        values.append((colon + 1, value_end))
+        append((colon + 1, value_end))
         pos = value_end + 1
     if pos != end:
         raise _Unrecognised
@@ -299,15 +318,15 @@ def _items(data: bytes, span: _Span) -> list[_Span]:
     start, end = span
     if data[end] != _LIST:
         raise _Unrecognised
-    items = []
-    find = data.index
+    items: list[_Span] = []
+    append, find = items.append, data.index
     pos = start
     while pos < end:
-        colon = find(b":", pos, end)
+        colon = find(b":", pos, pos + _MAX_PREFIX + 1)
         item_end = colon + 1 + int(data[pos:colon])
         if not colon < item_end < end:
             raise _Unrecognised
-        items.append((colon + 1, item_end))
+        append((colon + 1, item_end))
         pos = item_end + 1
     return items
 

@@ -1,4 +1,6 @@
-"""mitmproxy glue for the wire decoders: hooks in, `ObservedEvent`s out through `on_event`. Decoding only.
+"""mitmproxy glue for the wire decoders: hooks in, `ObservedEvent`s out through `on_event` (and the ends of
+exchanges that left requests unanswered, `ExchangeEnded`, through `on_ended`: at `response`, at `error`, and at the
+end of a streamed response, which is its `response` or `error`). Decoding only.
 
 `MitmTap` is owned by an addon, which forwards its hooks (`load`, `configure`, `requestheaders`, `request`,
 `responseheaders`, `response`, `error`). Guarantees:
@@ -28,16 +30,17 @@ import dataclasses
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mitmproxy import ctx, exceptions, http
 
 from addon.flow_file import client_address
 from oatf_engine.engine_config import SETTINGS, ConfigError, engine_config
-from oatf_engine.events import ObservedEvent
+from oatf_engine.events import ExchangeEnded, ObservedEvent
 from oatf_engine.text import printable
 from oatf_engine.wire import DecoderConfig, Diagnostic, WireDecoder, is_streamed
+from oatf_engine.wire.decoder import Decoded
 
 if TYPE_CHECKING:
     pass
@@ -56,8 +59,10 @@ class MitmTap:
     """Feeds mitmproxy flows to a `WireDecoder` and each decoded event to `on_event`."""
 
     def __init__(self, on_event: Callable[[ObservedEvent], None], config: DecoderConfig | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 on_ended: Callable[[ExchangeEnded], None] | None = None) -> None:
         self.on_event = on_event
+        self.on_ended = on_ended
         self.clock = clock
         self.decoder = WireDecoder(config, on_diagnostic=self._diagnostic)
         self.diagnostics: Counter[str] = Counter()
@@ -135,7 +140,7 @@ class MitmTap:
             ended = self._at(flow.response.timestamp_end if flow.response is not None else None)
             if flow.id in self._failed:
                 self._failed.discard(flow.id)
-                self.decoder.abort(flow.id, ended)
+                self._emit(self.decoder.abort(flow.id, ended))
                 return
             streamed = (flow.id, "response") in self._streamed
             self._streamed.discard((flow.id, "response"))
@@ -146,7 +151,8 @@ class MitmTap:
             self._fail("response", flow.id, exc)
 
     def error(self, flow: http.HTTPFlow) -> None:
-        """The flow failed (connection lost, killed, refused): forget it."""
+        """The flow failed (connection lost, killed, refused, timed out): forget it; its end is reported if it
+        left requests unanswered."""
         try:
             self._keep_streamed_body(flow)
             self._failed.discard(flow.id)
@@ -205,10 +211,13 @@ class MitmTap:
         if kept is not None and response is not None and response.raw_content is None:
             response.raw_content = bytes(kept)
 
-    def _emit(self, events: list[ObservedEvent]) -> None:
+    def _emit(self, events: Sequence[Decoded]) -> None:
         for event in events:
             try:
-                self.on_event(event)
+                if isinstance(event, ObservedEvent):
+                    self.on_event(event)
+                elif self.on_ended is not None:
+                    self.on_ended(event)
             except Exception as exc:
                 self._log_once("on_event", event.flow_id, exc)
 

@@ -10,7 +10,7 @@ path — not the report), which the parent handles (logs, flow marks, summary ta
 Pickled messages, in order, one pipe each way:
 
     parent → child: ("start", (MonitorOptions, semantic spec, report directory)) first, then
-                    ("events", [event, ...]) | ("tick", now) | ("options", MonitorOptions)
+                    ("events", [event or end of exchange, ...]) | ("tick", now) | ("options", MonitorOptions)
                     | ("reports", report directory) | ("attacks", [LoadedAttack, ...]) | ("status", None)
                     | ("close", (protocol, session key name, value, time))
                     | ("recover", (report directory, [journal segment, ...], origin, unreleased))
@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import Any
 
 from oatf_engine.collector import collector_paused
-from oatf_engine.events import ObservedEvent
+from oatf_engine.events import ExchangeEnded, ObservedEvent
 from oatf_engine.journal import run_key
 from oatf_engine.monitor import Held, LoadedAttack, Monitor, MonitorOptions, Output, RunConcluded
 from oatf_engine.recovery import Recovered, recover_runs
@@ -260,7 +260,8 @@ def _handle(monitor: Monitor, reporting: Reporting, kind: str, payload: Any,
     try:
         if kind == "events":
             for event in payload:
-                outputs.extend(monitor.observe(event))
+                outputs.extend(monitor.observe(event) if isinstance(event, ObservedEvent) else
+                               monitor.exchange_ended(event))
         elif kind == "tick":
             outputs = monitor.tick(payload)
         elif kind == "options":
@@ -380,7 +381,7 @@ class MonitorProcess:
         before)."""
         self._outbox.put(("counts", None))
 
-    def observe(self, events: list[ObservedEvent]) -> None:
+    def observe(self, events: list[ObservedEvent | ExchangeEnded]) -> None:
         self._outbox.put(("events", events))
 
     def tick(self, now: float) -> None:
@@ -464,11 +465,14 @@ class MonitorProcess:
             self._fail_once("sending events to the monitor process", exc)
             self._to_child.send(("events", self._sendable(message[1])))  # the child answers every batch
 
-    def _sendable(self, events: list[ObservedEvent]) -> list[ObservedEvent]:
+    def _sendable(self, events: list[ObservedEvent | ExchangeEnded]) -> list[ObservedEvent | ExchangeEnded]:
         """The events of a batch that could not be sent whole, each one that cannot be pickled cut at
         `MAX_DEPTH`, or else left out (counted in `unsent`)."""
-        sendable = []
+        sendable: list[ObservedEvent | ExchangeEnded] = []
         for event in events:
+            if isinstance(event, ExchangeEnded):  # plain values: it pickles
+                sendable.append(event)
+                continue
             for candidate in (event, dataclasses.replace(event, content=cut(event.content)[0],
                                                          envelope=cut(event.envelope)[0])):
                 try:

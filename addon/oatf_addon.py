@@ -25,6 +25,10 @@ that do one thing, commands for users):
 - an MCP session the agent closed (a `DELETE` with its `Mcp-Session-Id`, accepted by the server) concludes
   its runs a grace period later (`Monitor.close_session`) rather than at the end of their lifetime; the close
   is journaled like an event, so after a crash those runs conclude as closed (`session_closed`), not `recovered`;
+- an exchange that ended without the answer to a request of it (an HTTP error without a JSON-RPC body, a stream
+  closed early, a connection reset: `MitmTap`'s `on_ended`) is queued, journaled and handed over in its place
+  among the events (`oatf_engine.events.ExchangeEnded`): the runs stop waiting for that answer
+  (`Monitor.exchange_ended`), as a replay of the recording does;
 - `oatf_listen`: the events of `oatf tap --monitor PATH` (stdio servers, `oatf_engine.feed`) join the same queue,
   so one monitor judges an agent's stdio and HTTP traffic in one episode;
 - on shutdown every open run is concluded and reported: nothing observed is lost; the summary table is logged,
@@ -68,7 +72,7 @@ from addon.views import ContentViews
 from addon.watermark import TICK_SECONDS, ClockMark, SessionClosed, Steps
 from oatf_engine.attest_traces import TraceCollector, write_traces
 from oatf_engine.engine_config import SETTINGS, engine_config
-from oatf_engine.events import ObservedEvent
+from oatf_engine.events import ExchangeEnded, ObservedEvent
 from oatf_engine.feed import SOCKET_NAME, FeedServer
 from oatf_engine.journal import Journal, RunKey, take_lock
 from oatf_engine.monitor import (
@@ -114,14 +118,15 @@ class OatfAddon:
         # sub-addons: mitmproxy runs a parent's hook before its sub-addons', and the tap must decode what inject
         # mode rewrote (what the agent received). The content views have no such order: a sub-addon (`addons`).
         self.inject = Inject()
-        self.tap = MitmTap(on_event=lambda event: self._enqueue(self.inject.tag(event)))
-        self.events: queue.Queue[ObservedEvent | ClockMark | SessionClosed | None] = queue.Queue()
-        """What the hooks (and the feed) queue for the worker: events, the MCP sessions closed, and the event
-        loop's clock marks (`addon.watermark`)."""
+        self.tap = MitmTap(on_event=lambda event: self._enqueue(self.inject.tag(event)), on_ended=self._exchange_ended)
+        self.events: queue.Queue[ObservedEvent | ExchangeEnded | ClockMark | SessionClosed | None] = queue.Queue()
+        """What the hooks (and the feed) queue for the worker: events, the ends of exchanges that left requests
+        unanswered, the MCP sessions closed, and the event loop's clock marks (`addon.watermark`)."""
         self.steps = Steps()
         """Steps of flows under way whose hook has not run yet: they hold the watermark back (event loop only)."""
-        self.order: Reorder[ObservedEvent | SessionClosed] = Reorder()
-        """Events and closes the worker holds until the watermark passes them (with `lock` held)."""
+        self.order: Reorder[ObservedEvent | ExchangeEnded | SessionClosed] = Reorder()
+        """Events, ends of exchanges and closes the worker holds until the watermark passes them (with `lock`
+        held)."""
         self.clock_due = 0.0
         """When (the event loop's time) the next clock mark is due."""
         self.backlog_warned = 0
@@ -360,7 +365,7 @@ class OatfAddon:
         if segments:
             held = self.order.held()
             if held:
-                self._journal(self.journal.held, [item for item in held if isinstance(item, ObservedEvent)],
+                self._journal(self.journal.held, [item for item in held if not isinstance(item, SessionClosed)],
                               [(item.session, item.at) for item in held if isinstance(item, SessionClosed)])
         self._recover_segments(segments, origin, unreleased)
 
@@ -504,6 +509,11 @@ class OatfAddon:
             # mitmproxy's time, saved with the flow: replay closes the session at the same moment
             self.events.put_nowait(SessionClosed(session, response.timestamp_end or time.time()))
 
+    def _exchange_ended(self, item: ExchangeEnded) -> None:
+        """Queue the end of an exchange that left requests unanswered (`addon.mitm_tap`) for the worker, in its
+        place among the events (its requests' waits end: `Monitor.exchange_ended`)."""
+        self.events.put_nowait(item)
+
     def _busy(self, flow_id: str) -> bool:
         """Whether OATF is not done with the flow: events of it not evaluated yet (queued, in flight, or held by
         the monitor), or updates of it not applied yet."""
@@ -569,10 +579,10 @@ class OatfAddon:
         self.monitor = self._start_monitor()
         self._recover("a monitor process that was lost", unreleased=False)
 
-    def _hand_over(self, items: list[ObservedEvent | ClockMark | SessionClosed]) -> None:
-        """Journal and hold events, hold closes; at each clock mark, hand the monitor what its watermark releases,
-        then move the monitor's clock to it (`addon.watermark`). Called with `lock` held."""
-        received: list[ObservedEvent] = []
+    def _hand_over(self, items: list[ObservedEvent | ExchangeEnded | ClockMark | SessionClosed]) -> None:
+        """Journal and hold events and ends of exchanges, hold closes; at each clock mark, hand the monitor what its
+        watermark releases, then move the monitor's clock to it (`addon.watermark`). Called with `lock` held."""
+        received: list[ObservedEvent | ExchangeEnded] = []
         for item in items:
             if isinstance(item, ClockMark):
                 self._receive(received)
@@ -586,9 +596,10 @@ class OatfAddon:
                 received.append(item)
         self._receive(received)
 
-    def _receive(self, events: list[ObservedEvent]) -> None:
-        """Journal these events, in one record (`received`: a crash loses none of them, however far the watermark
-        is behind), and hold them until the watermark passes them. Called with `lock` held."""
+    def _receive(self, events: list[ObservedEvent | ExchangeEnded]) -> None:
+        """Journal these events (and ends of exchanges), in one record (`received`: a crash loses none of them,
+        however far the watermark is behind), and hold them until the watermark passes them. Called with `lock`
+        held."""
         if events and self.journal is not None:
             self._journal(self.journal.received, events)
         for event in events:
@@ -603,10 +614,10 @@ class OatfAddon:
                 self._journal(self.journal.tick, self.order.watermark)
             self.monitor.tick(self.order.watermark)
 
-    def _hand(self, released: list[ObservedEvent | SessionClosed]) -> None:
-        """Send the monitor these events and closes, in this order (both were journaled as they were taken in,
-        `_hand_over`). Called with `lock` held."""
-        batch: list[ObservedEvent] = []
+    def _hand(self, released: list[ObservedEvent | ExchangeEnded | SessionClosed]) -> None:
+        """Send the monitor these events, ends of exchanges and closes, in this order (all were journaled as they
+        were taken in, `_hand_over`). Called with `lock` held."""
+        batch: list[ObservedEvent | ExchangeEnded] = []
         for item in released:
             if isinstance(item, SessionClosed):
                 self._send(batch)
@@ -629,9 +640,9 @@ class OatfAddon:
         if drained and self.journal is not None:
             self._journal(self.journal.drained)
 
-    def _drain(self, limit: int | None = None) -> list[ObservedEvent | ClockMark | SessionClosed]:
+    def _drain(self, limit: int | None = None) -> list[ObservedEvent | ExchangeEnded | ClockMark | SessionClosed]:
         """What waits in the queue (at most `limit` items), without blocking."""
-        items: list[ObservedEvent | ClockMark | SessionClosed] = []
+        items: list[ObservedEvent | ExchangeEnded | ClockMark | SessionClosed] = []
         while limit is None or len(items) < limit:
             try:
                 item = self.events.get_nowait()
@@ -641,10 +652,12 @@ class OatfAddon:
                 items.append(item)
         return items
 
-    def _send(self, events: list[ObservedEvent]) -> None:
-        """Hand events to the monitor (and to the Attest trace collector when traces are wanted)."""
-        if not events:
+    def _send(self, batch: list[ObservedEvent | ExchangeEnded]) -> None:
+        """Hand events (and ends of exchanges, in their place) to the monitor (and the events to the Attest trace
+        collector when traces are wanted)."""
+        if not batch:
             return
+        events = [item for item in batch if isinstance(item, ObservedEvent)]
         per_flow = Counter(event.flow_id for event in events)
         if self.monitor is None:
             with self.flight_lock:
@@ -661,7 +674,7 @@ class OatfAddon:
         with self.flight_lock:
             self.in_evaluation.append(per_flow)
             self.events_in_flight += len(events)
-        self.monitor.observe(events)
+        self.monitor.observe(batch)
 
     def _write_evicted_trace(self, trace: dict[str, Any]) -> None:
         """A session the trace collector evicts to bound its memory: its trace is written now, not lost (the

@@ -10,7 +10,10 @@ flow formats are read through mitmproxy. `decode_flows` feeds recorded flows thr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import bisect
+import math
+import operator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from mitmproxy.exceptions import FlowReadException
@@ -19,12 +22,21 @@ from addon.flow_file import AnyHTTPFlow, client_address, read_flow_file
 from addon.inject_tags import METADATA_KEY as INJECTED
 from addon.inject_tags import tagged
 from oatf_engine.engine_config import EngineConfig, engine_config
-from oatf_engine.events import ObservedEvent
+from oatf_engine.events import ExchangeEnded, ObservedEvent
 from oatf_engine.monitor import load_library
 from oatf_engine.progress import UPDATE_EVERY, Progress, file_size, size
-from oatf_engine.replay import ReplayResult, SessionClose, collector_paused, evaluate_events, worker_count
+from oatf_engine.replay import (
+    ReplayResult,
+    SessionClose,
+    collector_paused,
+    evaluate_events,
+    evaluate_stream,
+    may_fork,
+    worker_count,
+)
 from oatf_engine.semantic import load_semantic_evaluator
 from oatf_engine.wire import DecoderConfig, WireDecoder, is_streamed, kept_header
+from oatf_engine.wire.decoder import Decoded
 from oatf_engine.wire.mcp import SESSION_HEADER, closed_session
 from oatf_engine.wire.ndjson import Capture, decode_capture, is_capture, read_capture
 
@@ -38,7 +50,7 @@ def read_flows(path: str, position: Callable[[int], None] | None = None) -> list
     the bytes read so far, as it goes)."""
     try:
         with open(path, "rb") as handle:
-            flows = read_flow_file(handle.read(), position)
+            flows = read_flow_file(handle, position)
     except OSError as exc:
         raise ReplayError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except FlowReadException as exc:
@@ -53,6 +65,10 @@ def read_capture_file(path: str) -> Capture | None:
     """The `oatf tap --record` capture at `path` (`oatf_engine.wire.ndjson`), or None when it is not one."""
     try:
         with open(path, "rb") as handle:
+            head = handle.read(4096).lstrip()
+            if head and not head.startswith(b"{"):  # a flow file: not read line by line (it may hold no line break)
+                return None
+            handle.seek(0)
             if not is_capture(handle.readline()):
                 return None
             handle.seek(0)
@@ -63,15 +79,11 @@ def read_capture_file(path: str) -> Capture | None:
         raise ReplayError(f"{path}: not an oatf tap capture: {exc}") from None
 
 
-def decode_recordings(flow_paths: list[str], config: DecoderConfig | None = None,
-                      origins: dict[str, str] | None = None, progress: Progress | None = None,
-                      closes: list[SessionClose] | None = None) -> tuple[list[ObservedEvent], int]:
-    """Every event of every recording, in time order, and the number of flows (`config`: the decoder's
-    limits and protocol pins, as the live tap has them). A recording is a mitmproxy flow file, a HAR, or an
-    `oatf tap --record` capture of a stdio session (each of its messages counts as a flow). `origins`, when
-    given, receives each flow's recording (flow id → path); `progress` the stages `reading recordings` (in
-    bytes) and `decoding` (in flows); `closes` the MCP sessions the agent closed (`session_closes`)."""
-    decoder = WireDecoder(config or engine_config({}).decoder)
+def read_recordings(flow_paths: list[str], origins: dict[str, str] | None = None,
+                    progress: Progress | None = None,
+                    closes: list[SessionClose] | None = None) -> tuple[list[AnyHTTPFlow], list[Capture]]:
+    """The flows and the stdio captures of the recordings (see `decode_recordings`), in the order of the paths;
+    `progress`: the stage `reading recordings` (in bytes)."""
     captures = []
     flows: list[AnyHTTPFlow] = []
     if progress is not None:
@@ -91,22 +103,45 @@ def decode_recordings(flow_paths: list[str], config: DecoderConfig | None = None
         read_bytes += file_size(path)
         if progress is not None:
             progress.update(read_bytes)
-    messages = sum(len(capture.messages) for capture in captures)
     if progress is not None:
+        messages = sum(len(capture.messages) for capture in captures)
         stdio = f" and {messages:,} stdio message(s)" if captures else ""
         progress.finish(f"read {len(flows):,} flow(s){stdio} from {len(flow_paths):,} recording(s), "
                         f"{size(read_bytes)}")
+    return flows, captures
+
+
+def decode_recordings(flow_paths: list[str], config: DecoderConfig | None = None,
+                      origins: dict[str, str] | None = None, progress: Progress | None = None,
+                      closes: list[SessionClose] | None = None,
+                      endings: list[ExchangeEnded] | None = None) -> tuple[list[ObservedEvent], int]:
+    """Every event of every recording, in time order, and the number of flows (`config`: the decoder's
+    limits and protocol pins, as the live tap has them). A recording is a mitmproxy flow file, a HAR, or an
+    `oatf tap --record` capture of a stdio session (each of its messages counts as a flow). `origins`, when
+    given, receives each flow's recording (flow id → path); `progress` the stages `reading recordings` (in
+    bytes) and `decoding` (in flows); `closes` the MCP sessions the agent closed (`session_closes`); `endings`
+    the ends of exchanges that left requests unanswered, as the live tap reports them (`decode_flows`)."""
+    flows, captures = read_recordings(flow_paths, origins, progress, closes)
+    return _decoded_recordings(WireDecoder(config or engine_config({}).decoder), flows, captures, progress, endings)
+
+
+def _decoded_recordings(decoder: WireDecoder, flows: list[AnyHTTPFlow], captures: list[Capture],
+                        progress: Progress | None,
+                        endings: list[ExchangeEnded] | None = None) -> tuple[list[ObservedEvent], int]:
+    """`decode_recordings` of recordings read."""
+    messages = sum(len(capture.messages) for capture in captures)
+    if progress is not None:
         progress.start("decoding", len(flows) + messages, "flows")
     # One decoder over all flows, interleaved by recorded time: exchanges answer each other (the legacy MCP
     # transport answers POSTs on its SSE stream), so flows cannot be decoded one by one.
-    events = decode_flows(decoder, flows, progress.update if progress is not None else None)
+    events = decode_flows(decoder, flows, progress.update if progress is not None else None, endings)
     decoded = len(flows)
     for capture in captures:
         events.extend(decode_capture(decoder, capture))
         decoded += len(capture.messages)
         if progress is not None:
             progress.update(decoded)
-    events.sort(key=lambda e: (e.timestamp, e.seq))
+    events.sort(key=_event_order)
     if progress is not None:
         progress.finish(f"decoded {len(events):,} event(s) from {decoded:,} flow(s)")
     return events, decoded
@@ -135,19 +170,38 @@ def replay(attack_paths: list[str], flow_paths: list[str], config: EngineConfig 
     """Evaluate the attacks under `attack_paths` over the recordings in `flow_paths`, with the engine built as
     the live addon builds it from the same settings (`oatf_engine.engine_config`; `workers`: see `evaluate_events`;
     `progress`: each stage as it goes: loading, reading, decoding, evaluating). Raises ImportError/AttributeError
-    when the configured semantic evaluator does not load."""
+    when the configured semantic evaluator does not load.
+
+    In one process (`workers` 1, or forking unavailable) over flow files, events go from the decoder to the
+    monitor as they come (`events_in_order`, `oatf_engine.replay.evaluate_stream`: the stage `evaluating`, in
+    flows), so memory is bounded by the flows read and the live runs, not by the events of the recording; with
+    more processes, or stdio captures, every event is decoded first (`decode_recordings`), then evaluated."""
     config = config or engine_config({})
     semantic = load_semantic_evaluator(config.semantic_evaluator)
     origins: dict[str, str] = {}
     with collector_paused():
         library = load_library(attack_paths, config.lenient, progress)
+        attacks = list(library.attacks)
         closes: list[SessionClose] = []
-        events, flow_count = decode_recordings(flow_paths, config.decoder, origins, progress, closes)
-        reports = evaluate_events(list(library.attacks), events, config.monitor, workers, semantic, progress, closes)
-    return ReplayResult(reports, list(library.problems), len(events), flow_count,
-                        worker_count(len(events), workers), attack_ids=tuple(a.key for a in library.attacks),
-                        waived=list(library.waived), attacks={a.key: a.attack for a in library.attacks},
-                        flow_files=origins)
+        flows, captures = read_recordings(flow_paths, origins, progress, closes)
+        decoder = WireDecoder(config.decoder)
+        if captures or may_fork(workers):
+            endings: list[ExchangeEnded] = []
+            events, flow_count = _decoded_recordings(decoder, flows, captures, progress, endings)
+            reports = evaluate_events(attacks, events, config.monitor, workers, semantic, progress, closes, endings)
+            event_count, used = len(events), worker_count(len(events), workers)
+        else:
+            if progress is not None:
+                progress.start("evaluating", len(flows), "flows")
+            stream = events_in_order(decoder, flows, progress.update if progress is not None else None)
+            flow_count, used = len(flows), 1
+            reports, event_count = evaluate_stream(attacks, stream, config.monitor, semantic, closes)
+            if progress is not None:
+                progress.finish(f"decoded and evaluated {event_count:,} event(s) from {flow_count:,} flow(s) in 1 "
+                                f"process: {len(reports):,} run(s) concluded")
+    return ReplayResult(reports, list(library.problems), event_count, flow_count, used,
+                        attack_ids=tuple(a.key for a in library.attacks), waived=list(library.waived),
+                        attacks={a.key: a.attack for a in library.attacks}, flow_files=origins)
 
 
 def replay_flows(attack_paths: list[str], flow_paths: list[str], *, grace_period: float | None = None) -> list[dict]:
@@ -156,8 +210,8 @@ def replay_flows(attack_paths: list[str], flow_paths: list[str], *, grace_period
     return replay(attack_paths, flow_paths, config).reports
 
 
-def decode_flows(decoder: WireDecoder, flows: Iterable[AnyHTTPFlow],
-                 decoded: Callable[[int], None] | None = None) -> list[ObservedEvent]:
+def decode_flows(decoder: WireDecoder, flows: Iterable[AnyHTTPFlow], decoded: Callable[[int], None] | None = None,
+                 endings: list[ExchangeEnded] | None = None) -> list[ObservedEvent]:
     """All events of recorded flows (offline replay), each timestamped as recorded, fed to `decoder` in the
     order things happened on the wire across flows: request start, request end, response start, each
     streamed chunk at its recorded arrival (`flow.metadata["wire_chunks"]`, written by `MitmTap`; else the
@@ -167,26 +221,124 @@ def decode_flows(decoder: WireDecoder, flows: Iterable[AnyHTTPFlow],
     with `store_streamed_bodies`; a stream that ended early holds the bytes forwarded (`MitmTap`).
     `flows` are mitmproxy's or `addon.flow_file`'s views of them; steps at the same time keep flow order. A flow
     inject mode altered carries what it injected on its answer, as live (`addon.inject_tags.tagged`). `decoded`,
-    when given, is told how many flows are through (their last step fed) every `UPDATE_EVERY` flows."""
-    steps: list[_Step] = []
-    injected: dict[str, Any] = {}
-    for flow in flows:
-        steps += _flow_steps(decoder, flow)
-        if flow.metadata.get(INJECTED):
-            injected[flow.id] = flow.metadata[INJECTED]
-    steps.sort(key=_step_time)  # stable
+    when given, is told how many flows are through (their last step fed) every `UPDATE_EVERY` flows; `endings`, when
+    given, receives the ends of exchanges that left requests unanswered (`oatf_engine.events.ExchangeEnded`: a
+    response or stream that ended without the answer, a flow that failed), as the live tap reports them."""
     events: list[ObservedEvent] = []
+    for items, _ in _decoded_windows(decoder, list(flows), decoded):
+        for item in items:
+            if isinstance(item, ObservedEvent):
+                events.append(item)
+            elif endings is not None:
+                endings.append(item)
+    return events
+
+
+def events_in_order(decoder: WireDecoder, flows: list[AnyHTTPFlow],
+                    decoded: Callable[[int], None] | None = None) -> Iterator[Decoded]:
+    """`decode_flows` sorted by (timestamp, seq), as replay evaluates them (the ends of exchanges among them, each
+    after the event it follows: `ExchangeEnded.seq`), each yielded as soon as no later step
+    can give an earlier event: a step's events carry the step's own recorded time, which may be earlier than the
+    time the step is fed at (`_flow_steps`), so an event waits until every flow with steps still to feed is
+    known to carry no earlier time (its lowest: `_times`). Memory is then bounded by the flows in progress, not
+    by the recording's size."""
+    waiting: list[Decoded] = []
+    for events, bound in _decoded_windows(decoder, flows, decoded):
+        waiting += events
+        waiting.sort(key=_event_order)
+        ready = bisect.bisect_right(waiting, bound, key=_timestamp)
+        yield from waiting[:ready]
+        del waiting[:ready]
+    yield from waiting
+
+
+def _event_order(item: Decoded) -> tuple[float, int, bool]:
+    return item.timestamp, item.seq, isinstance(item, ExchangeEnded)
+
+
+
+_timestamp = operator.attrgetter("timestamp")
+
+
+def _times(flow: AnyHTTPFlow) -> list[float]:
+    """The recorded times `_flow_steps` feeds the steps of `flow` with (each event carries one of them)."""
+    request, response, error = flow.request, flow.response, flow.error
+    times = [request.timestamp_start, request.timestamp_end or request.timestamp_start]
+    if response is not None:
+        times += [response.timestamp_start, response.timestamp_end or response.timestamp_start]
+        times += [at for at, _ in flow.metadata.get("wire_chunks") or ()]
+    if error is not None:
+        times.append(error.timestamp)
+    return times
+
+
+def _decoded_windows(decoder: WireDecoder, flows: list[AnyHTTPFlow],
+                     decoded: Callable[[int], None] | None) -> Iterator[tuple[list[Decoded], float]]:
+    """The events of the steps of each `_wire_windows` window (`decode_flows`), tagged, and the time no event of
+    a later window can be earlier than."""
+    injected = {flow.id: flow.metadata[INJECTED] for flow in flows if flow.metadata.get(INJECTED)}
     last_steps = (decoder.response_end, decoder.abort)  # a flow's last step is one of these, and only its last
     through = 0
-    for _, feed, args in steps:
-        events += feed(*args)
-        if decoded is not None and feed in last_steps:
-            through += 1
-            if through % UPDATE_EVERY == 0:
-                decoded(through)
+    for steps, bound in _wire_windows(decoder, flows):
+        events: list[Decoded] = []
+        for _, _, feed, args in steps:
+            events += feed(*args)
+            if decoded is not None and feed in last_steps:
+                through += 1
+                if through % UPDATE_EVERY == 0:
+                    decoded(through)
+        if injected:
+            events = [tagged(event, injected[event.flow_id])
+                      if isinstance(event, ObservedEvent) and event.flow_id in injected else event for event in events]
+        yield events, bound
     if decoded is not None:
         decoded(through)
-    return [tagged(event, injected[event.flow_id]) if event.flow_id in injected else event for event in events]
+
+
+_WINDOW = 512
+"""How many flows (by request start) `_wire_windows` makes the steps of at a time."""
+_Placed = tuple[float, int, Callable[..., Sequence[Decoded]], tuple[Any, ...]]
+"""A step (`_Step`) with the position of its flow."""
+_step_order = operator.itemgetter(0, 1)
+
+
+def _wire_steps(decoder: WireDecoder, flows: list[AnyHTTPFlow]) -> list[_Placed]:
+    """Every step of `flows` (with its flow's position) in wire order: by time, then flow order, then a flow's own
+    order (the sort is stable)."""
+    steps = [(at, n, feed, args) for n, flow in enumerate(flows) for at, feed, args in _flow_steps(decoder, flow)]
+    steps.sort(key=_step_time)
+    return steps
+
+
+def _wire_windows(decoder: WireDecoder, flows: list[AnyHTTPFlow]) -> Iterator[tuple[list[_Placed], float]]:
+    """`_wire_steps` in windows, each with the lowest time any event of a later window can carry: the flows are
+    taken `_WINDOW` at a time by request start, the earliest of their steps' times, so a step earlier than the
+    next window's first start can come from no later flow and is fed in this window (the others wait for the
+    next one). Only the steps of the flows in progress are held. Times that do not compare (NaN) are sorted
+    whole, as a list would be."""
+    times = [_times(flow) for flow in flows]
+    if any(total != total for total in map(sum, times)):  # a NaN (or both infinities: sorted whole too)
+        yield _wire_steps(decoder, flows), math.inf
+        return
+    order = sorted(range(len(flows)), key=lambda n: flows[n].request.timestamp_start)
+    lows = [min(flow_times) for flow_times in times]
+    later = [*(lows[n] for n in order), math.inf]  # later[k]: the lowest time of the k-th flow to start and after
+    for k in range(len(order) - 1, -1, -1):
+        later[k] = min(later[k], later[k + 1])
+    del times
+    pending: list[_Placed] = []
+    for first in range(0, len(order), _WINDOW):
+        window = order[first:first + _WINDOW]
+        pending += [(at, n, feed, args) for n in window for at, feed, args in _flow_steps(decoder, flows[n])]
+        pending.sort(key=_step_order)
+        following = first + len(window)
+        start = flows[order[following]].request.timestamp_start if following < len(order) else math.inf
+        ready = bisect.bisect_left(pending, start, key=_step_time)
+        steps, pending = pending[:ready], pending[ready:]
+        yield steps, min(later[following], min((lows[n] for _, n, _, _ in pending), default=math.inf))
+
+
+_step_time = operator.itemgetter(0)
 
 
 def decode_flow(decoder: WireDecoder, flow: AnyHTTPFlow) -> list[ObservedEvent]:
@@ -194,12 +346,8 @@ def decode_flow(decoder: WireDecoder, flow: AnyHTTPFlow) -> list[ObservedEvent]:
     return decode_flows(decoder, [flow])
 
 
-_Step = tuple[float, Callable[..., list[ObservedEvent]], tuple[Any, ...]]
+_Step = tuple[float, Callable[..., Sequence[Decoded]], tuple[Any, ...]]
 """When, which decoder call, and its arguments."""
-
-
-def _step_time(step: _Step) -> float:
-    return step[0]
 
 
 def _flow_steps(decoder: WireDecoder, flow: AnyHTTPFlow) -> list[_Step]:
@@ -262,5 +410,6 @@ def _last_event_start(stream: bytes, content_type: str) -> int:
     return max((body.rfind(sep) + len(sep) for sep in separators if sep in body), default=0)
 
 
-__all__ = ["ReplayError", "decode_flow", "decode_flows", "decode_recordings", "read_capture_file", "read_flows",
+__all__ = ["ReplayError", "decode_flow", "decode_flows", "decode_recordings", "events_in_order", "read_capture_file",
+           "read_flows", "read_recordings",
            "replay", "replay_flows", "session_closes"]

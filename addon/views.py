@@ -148,7 +148,8 @@ def decode(flow: http.HTTPFlow) -> tuple[list[ObservedEvent], set[str]]:
         body = response.raw_content or b""
         events += decoder.response_headers(fid, response.status_code, response.headers.fields, 0.0)
         events += decoder.response_data(fid, body[:MAX_INPUT], 0.0)
-        events += decoder.response_end(fid, 0.0) if len(body) <= MAX_INPUT else decoder.abort(fid, 0.0)
+        ended = decoder.response_end(fid, 0.0) if len(body) <= MAX_INPUT else decoder.abort(fid, 0.0)
+        events += [event for event in ended if isinstance(event, ObservedEvent)]  # not its end: no message
     return events, codes
 
 

@@ -23,6 +23,10 @@ unless said otherwise:
   `replay`: `Monitor.observe` per event, a final tick past the grace period, `shutdown`), and the monitor
   with an empty library (the per-event floor);
 - for `library`, the verdicts per copy, which must be the same for every copy (the copies did not merge).
+`--against DIR` (e.g. `/work/main`) also measures another checkout's engine over the same recordings (the same
+library: this checkout's `attacks/`): each checkout in a fresh process, alternately, `--rounds` times; it prints
+the CPU per message of each stage (end to end, reading, decoding, the monitor) as ranges with the ratios of the
+medians, the peak RSS of `replay()` end to end, and whether both give identical reports.
 Also the start-up: the CPU a fresh interpreter spends importing `addon.recordings` (next to one importing nothing).
 `--profile N` prints the N most expensive functions of the monitor stage (cProfile, by own time).
 """
@@ -32,7 +36,9 @@ from __future__ import annotations
 import argparse
 import cProfile
 import dataclasses
+import hashlib
 import io
+import json
 import pstats
 import resource
 import subprocess
@@ -45,7 +51,16 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+
+
+def _code_checkout() -> Path:
+    """The checkout whose engine this process measures: its own, or `--code DIR`'s (a child of `--against`)."""
+    if "--code" in sys.argv:
+        return Path(sys.argv[sys.argv.index("--code") + 1]).resolve()
+    return ROOT
+
+
+sys.path.insert(0, str(_code_checkout()))
 
 from addon.recordings import (  # noqa: E402
     decode_flows,
@@ -139,6 +154,19 @@ def timed[T](function: Callable[..., T], *args: Any) -> tuple[T, float, float]:
         return result, time.perf_counter() - wall, time.process_time() - cpu
 
 
+def read_and_decode(path: Path) -> tuple[list[ObservedEvent], float, float]:
+    """The events of the recording at `path` in time order, and the CPU seconds reading and decoding took."""
+    flows, _, read_cpu = timed(read_flows, str(path))
+
+    def decode() -> list[ObservedEvent]:
+        events = decode_flows(WireDecoder(), flows)
+        events.sort(key=lambda e: (e.timestamp, e.seq))
+        return events
+
+    events, _, decode_cpu = timed(decode)
+    return events, read_cpu, decode_cpu
+
+
 def measure(label: str, path: Path, library_size: int, repeats: int, workers: int, profile: int) -> None:
     """replay() end to end (one process, then `workers`), then its stages one by one, over the recording at
     `path`."""
@@ -156,14 +184,7 @@ def measure(label: str, path: Path, library_size: int, repeats: int, workers: in
     if len(runs) > 1:
         print(f"    same runs, verdicts and statuses with {workers} processes as with one: "
               f"{runs[1] == runs[workers]}")
-    flows, _, read_cpu = timed(read_flows, str(path))
-
-    def decode() -> list[ObservedEvent]:
-        events = decode_flows(WireDecoder(), flows)
-        events.sort(key=lambda e: (e.timestamp, e.seq))
-        return events
-
-    events, _, decode_cpu = timed(decode)
+    events, read_cpu, decode_cpu = read_and_decode(path)
     library, _, load_cpu = timed(load_library, [ATTACKS])
     _, _, empty_cpu = timed(evaluate_events, [], events)
     profiler = cProfile.Profile() if profile else None
@@ -194,6 +215,57 @@ def measure(label: str, path: Path, library_size: int, repeats: int, workers: in
         print(out.getvalue())
 
 
+def peak_rss() -> float:
+    """This process's peak resident memory in MB since it started its program (`VmHWM`: `ru_maxrss` would count
+    the peak of the process it was forked from)."""
+    status = Path("/proc/self/status").read_text()
+    return int(status.split("VmHWM:")[1].split()[0]) / 1024
+
+
+def stage_figures(path: Path) -> dict[str, Any]:
+    """In a fresh process (a child of `--against`): `replay` end to end over the recording at `path` (its CPU and
+    the process's peak RSS after it, before anything else runs), then the stages: reading, decoding and the
+    monitor's CPU, and a digest of the reports (sorted, as JSON)."""
+    result, _, cpu = timed(replay, [ATTACKS], [str(path)], None, 1)
+    rss = peak_rss()
+    digest = hashlib.sha256(json.dumps(sorted(json.dumps(r, sort_keys=True) for r in result.reports)).encode())
+    del result
+    events, read_cpu, decode_cpu = read_and_decode(path)
+    library = load_library([ATTACKS])
+    _, _, monitor_cpu = timed(evaluate_events, list(library.attacks), events)
+    return {"messages": len(events), "end to end": cpu, "read": read_cpu, "decode": decode_cpu,
+            "monitor": monitor_cpu, "rss": rss, "reports": digest.hexdigest()}
+
+
+def compare(path: Path, against: Path, rounds: int) -> None:
+    """This checkout's engine and `against`'s over the recording at `path`, each in a fresh process
+    (`stage_figures`), alternately `rounds` times: CPU per message of each stage (ranges), the ratios of the
+    medians, peak RSS, and whether the reports are identical."""
+    figures: dict[Path, list[dict[str, Any]]] = {ROOT: [], against: []}
+    for _ in range(rounds):
+        for code in figures:
+            child = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--code", str(code),
+                                    "--stages-of", str(path)], check=True, capture_output=True, text=True,
+                                   cwd=code)
+            figures[code].append(json.loads(child.stdout.splitlines()[-1]))
+    ours, theirs = figures[ROOT], figures[against]
+    messages = ours[0]["messages"]
+    print(f"  this checkout against {against}, each in a fresh process, alternately, {rounds} round(s) "
+          f"({messages:,} messages; CPU us per message, min-max; ratio of the medians, > 1: this checkout faster):")
+    for stage in ("end to end", "read", "decode", "monitor"):
+        mine = sorted(f[stage] / messages * 1e6 for f in ours)
+        other = sorted(f[stage] / messages * 1e6 for f in theirs)
+        ratio = other[len(other) // 2] / mine[len(mine) // 2]
+        print(f"    {stage:<11} {mine[0]:6.1f}-{mine[-1]:6.1f} us (= {1e6 / mine[len(mine) // 2]:>7,.0f} messages/s)"
+              f"   against {other[0]:6.1f}-{other[-1]:6.1f} us (= {1e6 / other[len(other) // 2]:>7,.0f}/s)"
+              f"   ratio {ratio:.2f}")
+    print(f"    peak RSS of replay() end to end: {min(f['rss'] for f in ours):,.0f} MB   against "
+          f"{min(f['rss'] for f in theirs):,.0f} MB")
+    same = {f["reports"] for f in ours} == {f["reports"] for f in theirs} and len({f["reports"] for f in ours}) == 1
+    print(f"    identical reports (every round, both checkouts): {same}; same messages: "
+          f"{ {f['messages'] for f in ours + theirs} == {messages} }")
+
+
 def start_up() -> None:
     """CPU seconds a fresh interpreter spends importing the replay reader (`addon.recordings`, what `oatf
     evaluate` imports before it reads anything), next to an interpreter that imports nothing (least of three)."""
@@ -220,7 +292,15 @@ def main() -> None:
                         help="processes for the parallel end-to-end replay (default: the CPUs available)")
     parser.add_argument("--profile", type=int, default=0, metavar="N", help="print the N costliest functions "
                         "of the monitor stage")
+    parser.add_argument("--against", type=Path, metavar="DIR", help="also measure the checkout at DIR (e.g. "
+                        "/work/main) over the same recordings, alternately with this one, each in a fresh process")
+    parser.add_argument("--rounds", type=int, default=3, help="--against: measurements of each checkout")
+    parser.add_argument("--code", type=Path, help=argparse.SUPPRESS)  # the checkout measured (`_code_checkout`)
+    parser.add_argument("--stages-of", type=Path, help=argparse.SUPPRESS)  # a child of --against
     args = parser.parse_args()
+    if args.stages_of is not None:
+        print(json.dumps(stage_figures(args.stages_of)))
+        return
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
     library = load_library([ATTACKS])
     print(f"library: {len(library.attacks)} attacks, {len(library.problems)} problem(s)")
@@ -244,8 +324,11 @@ def main() -> None:
             print(f"{name}: {what}: {count:,} sessions, {path.stat().st_size / 1e6:.1f} MB flow file "
                   f"(built in {build_wall:.1f} s)")
             measure(name, path, len(library.attacks), repeats, args.workers, args.profile)
+            if args.against is not None:
+                compare(path, args.against.resolve(), args.rounds)
     print(f"peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB "
-          "(replay holds every flow and event of a recording)")
+          "(it holds the flows it built and every event of a recording for the stages; --against prints the peak "
+          "of replay() alone)")
 
 
 if __name__ == "__main__":

@@ -84,3 +84,45 @@ class ObservedEvent:
     injected: tuple[str, ...] = ()
     """What the proxy's inject mode altered in the exchange this message belongs to (`addon.inject`), one
     printable line each; empty for traffic that passed as sent. Listed in the run's report."""
+
+
+Call = tuple[str, str, str | int | None]
+"""(flow id, the requesting side, JSON-RPC id): one request waiting for its answer, as its answer names it (an
+HTTP request that is not JSON-RPC: its side, id None)."""
+
+
+def awaits_answer(event: ObservedEvent) -> bool:
+    """Whether a message is a request that expects an answer: a JSON-RPC request (both `method` and `id`, either
+    side: a server's `sampling/createMessage` waits for the agent's answer), or any other message an HTTP client
+    sends that is not MCP (an A2A REST call or Agent Card fetch, an AG-UI `RunAgentInput`: each HTTP request is
+    answered by its response; an MCP message without its JSON-RPC envelope could be a notification, and the
+    decoder never makes one)."""
+    envelope = event.envelope
+    if isinstance(envelope, dict) and "jsonrpc" in envelope:
+        return "method" in envelope and "id" in envelope
+    return event.sender == "client" and event.protocol != "mcp"
+
+
+def may_answer(event: ObservedEvent) -> bool:
+    """Whether a message can be an answer: anything but a JSON-RPC request or notification."""
+    envelope = event.envelope
+    return not (isinstance(envelope, dict) and "jsonrpc" in envelope and "method" in envelope)
+
+
+@dataclass(frozen=True, slots=True)
+class ExchangeEnded:
+    """An HTTP exchange is over and requests of it were left without their answer: its response ended without
+    one (an HTTP error without a JSON-RPC body — a 502 text, a 401 —, a stream closed before the answer), or the
+    exchange failed (connection reset, timeout). Handed to the monitor in order with the events (`seq`), it only
+    ends the waits of those requests (`oatf_engine.monitor.answers`): it is not a message, never evidence, and
+    changes no verdict by itself. The decoder reports one only when something is left unanswered."""
+
+    flow_id: str
+    """The exchange that ended."""
+    timestamp: float
+    """When it ended (the response's end, or the failure's time, as mitmproxy stamped it)."""
+    seq: int
+    """The `seq` of the last event decoded before it: it comes after that event and before the next."""
+    unanswered: tuple[Call, ...]
+    """The requests left waiting: those its client sent in it, or, when a legacy HTTP+SSE stream closes, the
+    requests POSTed to that session whose answers were still to come on the stream."""

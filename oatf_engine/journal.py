@@ -10,7 +10,9 @@ status `recovered`, evidence included.
 Files, in `<report dir>/journal/`: segments `NNNNNNNN.jsonl`, one JSON object per line, created with mode 0600:
 - `{"events": [...]}`: events handed to the monitor as they came (`oatf tap`, `oatf monitor`);
 - `{"received": [...]}`: events the proxy took in, journaled at once and held until the watermark releases them
-  (`addon.watermark`): a crash right after the traffic loses none of them, however far the watermark is behind;
+  (`addon.watermark`): a crash right after the traffic loses none of them, however far the watermark is behind.
+  Among them, in their place, the ends of exchanges that left requests unanswered (`ExchangeEnded`, an object
+  `{"ended": [flow, time, seq, [[flow, side, id], ...]]}`: `encode_item`), which end those requests' waits;
 - `{"tick": t}`: the monitor's clock moved to `t` — for the proxy, also the "released up to" marker: every held
   event stamped up to `t` (the highest tick so far) was handed to the monitor first, in time order
   (`oatf_engine.reorder.Reorder`, ties in the order received);
@@ -72,7 +74,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from oatf_engine.events import Endpoint, ObservedEvent
+from oatf_engine.events import Call, Endpoint, ExchangeEnded, ObservedEvent
 from oatf_engine.progress import UPDATE_EVERY
 
 JOURNAL_DIR = "journal"
@@ -133,6 +135,36 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+Item = ObservedEvent | ExchangeEnded
+"""What the proxy holds for the monitor and journals as it comes (`received`, `held`)."""
+
+
+def encode_item(item: Item) -> list[Any] | dict[str, Any]:
+    """An event as `encode_event`'s list, or the end of an exchange as `{"ended": [flow, time, seq, calls]}`."""
+    if isinstance(item, ObservedEvent):
+        return encode_event(item)
+    return {"ended": [item.flow_id, item.timestamp, item.seq, [list(call) for call in item.unanswered]]}
+
+
+def decode_item(fields: Any) -> Item:
+    """An event or the end of an exchange from `encode_item`'s JSON; ValueError when it is neither."""
+    if not isinstance(fields, dict):
+        return decode_event(fields)
+    ended = fields.get("ended")
+    if not (isinstance(ended, list) and len(ended) == 4 and isinstance(ended[0], str)
+            and isinstance(ended[1], int | float) and not isinstance(ended[1], bool) and _is_int(ended[2])
+            and isinstance(ended[3], list)):
+        raise ValueError("the end of an exchange is {\"ended\": [flow, time, seq, calls]}")
+    calls: list[Call] = []
+    for call in ended[3]:
+        if not (isinstance(call, list) and len(call) == 3 and isinstance(call[0], str)
+                and call[1] in ("client", "server") and (call[2] is None or isinstance(call[2], str)
+                                                         or _is_int(call[2]))):
+            raise ValueError("an unanswered request is [flow, side, id]")
+        calls.append((call[0], call[1], call[2]))
+    return ExchangeEnded(ended[0], float(ended[1]), ended[2], tuple(calls))
+
+
 class Journal:
     """Appends the monitor's inputs and the concluded runs to `<directory>/journal/` (see the module
     docstring). Thread-safe: the addon's worker journals inputs while its receiver journals conclusions."""
@@ -153,9 +185,9 @@ class Journal:
         """Events handed to the monitor as they came."""
         self._write({"events": [encode_event(e) for e in events]})
 
-    def received(self, events: Sequence[ObservedEvent]) -> None:
-        """Events taken in and held until a `tick` (or `drained`) releases them."""
-        self._write({"received": [encode_event(e) for e in events]})
+    def received(self, events: Sequence[Item]) -> None:
+        """Events (and ends of exchanges) taken in and held until a `tick` (or `drained`) releases them."""
+        self._write({"received": [encode_item(e) for e in events]})
 
     def drained(self) -> None:
         """Every held event was handed to the monitor, in time order."""
@@ -165,9 +197,10 @@ class Journal:
         """The agent closed the MCP session `session` at `at`: held like a received event until a tick passes it."""
         self._write({"closed": [session, at]})
 
-    def held(self, events: Sequence[ObservedEvent], closes: Sequence[tuple[str, float]] = ()) -> None:
-        """The events and the closes held at a `cut`, in time order (written first in the segment after it)."""
-        self._write({"held": [encode_event(e) for e in events], "closed": [list(close) for close in closes]})
+    def held(self, events: Sequence[Item], closes: Sequence[tuple[str, float]] = ()) -> None:
+        """The events (and ends of exchanges) and the closes held at a `cut`, in time order (written first in the
+        segment after it)."""
+        self._write({"held": [encode_item(e) for e in events], "closed": [list(close) for close in closes]})
 
     def tick(self, now: float) -> None:
         self._write({"tick": now})

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import oatf
-from oatf_engine.events import ObservedEvent
-from oatf_engine.journal import JOURNAL_DIR, RunKey, clear, decode_event, records, run_key
+from oatf_engine.events import ExchangeEnded
+from oatf_engine.journal import JOURNAL_DIR, Item, RunKey, clear, decode_item, records, run_key
 from oatf_engine.journal import segments as journal_segments
 from oatf_engine.monitor import LoadedAttack, Monitor, MonitorOptions, Output, RunConcluded
 from oatf_engine.progress import UPDATE_EVERY, Progress, file_size, size
@@ -82,6 +82,8 @@ def recover_runs(report_dir: str | Path, attacks: list[LoadedAttack], options: M
         if isinstance(item, float):
             ticks += 1
             outputs.extend(monitor.tick(item))
+        elif isinstance(item, ExchangeEnded):
+            outputs.extend(monitor.exchange_ended(item))
         elif isinstance(item, tuple):
             monitor.close_session("mcp", "mcp_session", *item)
         else:
@@ -99,15 +101,16 @@ def recover_runs(report_dir: str | Path, attacks: list[LoadedAttack], options: M
 
 
 def monitor_inputs(journal: Iterable[dict[str, Any]], unreleased: bool = True,
-                   reported: set[RunKey] | None = None) -> Iterator[ObservedEvent | SessionClose | float]:
+                   reported: set[RunKey] | None = None) -> Iterator[Item | SessionClose | float]:
     """What the live monitor was given, as the journal's records tell (`oatf_engine.journal`), in the order it was
-    given: events, the MCP sessions the agent closed (`(session, at)`), and its clock's ticks (floats). Held events
-    and closes are released as the proxy released them: at each tick up to it (the highest so far), in time order,
-    a close before the events of its time, ties in the order received; all of them at `drained`.
+    given: events, ends of exchanges, the MCP sessions the agent closed (`(session, at)`), and its clock's ticks
+    (floats). Held events, ends and closes are released as the proxy released them: at each tick up to it (the
+    highest so far), in time order, a close before the events of its time, ties in the order received; all of
+    them at `drained`.
     `unreleased`: whether the events still held at the end — received and not released — come last, in time
     order (a crash of the proxy: yes; the loss of its monitor process only: no, the proxy hands them to the new
     one). A damaged event or close is skipped; the runs the journal shows reported are added to `reported`."""
-    held: Reorder[ObservedEvent | SessionClose] = Reorder()
+    held: Reorder[Item | SessionClose] = Reorder()
     for record in journal:
         if "events" in record:
             yield from _events(record["events"])
@@ -136,10 +139,10 @@ def monitor_inputs(journal: Iterable[dict[str, Any]], unreleased: bool = True,
         yield from held.drain()
 
 
-def _events(journaled: Any) -> Iterator[ObservedEvent]:
+def _events(journaled: Any) -> Iterator[Item]:
     for fields in journaled:
         try:
-            yield decode_event(fields)
+            yield decode_item(fields)
         except (TypeError, ValueError):
             continue  # a damaged record: the others still count
 

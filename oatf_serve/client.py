@@ -54,7 +54,8 @@ class ClientTap(httpx.AsyncBaseTransport):
     def _feed(self, step: str, *args: Any) -> None:
         self.judge.put(self.key, getattr(self.judge.decoder, step), *args)
         for event in getattr(self.decoder, step)(*args):
-            self.observe(event)
+            if isinstance(event, ObservedEvent):  # an exchange's end (`ExchangeEnded`) moves no player
+                self.observe(event)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         exchange = self.judge.exchange_id()

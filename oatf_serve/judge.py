@@ -22,7 +22,7 @@ import itertools
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -32,11 +32,12 @@ from oatf_engine.monitor import Monitor, RunConcluded
 from oatf_engine.reports import ReportWriter
 from oatf_engine.text import Once, describe, printable
 from oatf_engine.wire import DecoderConfig, Diagnostic, WireDecoder
+from oatf_engine.wire.decoder import Decoded
 
 TICK_SECONDS = 0.5
 """How often the clocks advance while no traffic comes."""
 
-Call = tuple[int, Callable[..., list[ObservedEvent]], tuple[Any, ...]]
+Call = tuple[int, Callable[..., Sequence[Decoded]], tuple[Any, ...]]
 
 
 
@@ -66,7 +67,7 @@ class Judge:
         """A new exchange's id, unique across every endpoint (the decoder is shared)."""
         return f"serve-{next(self._exchanges)}"
 
-    def put(self, key: int, feed: Callable[..., list[ObservedEvent]], *args: Any) -> None:
+    def put(self, key: int, feed: Callable[..., Sequence[Decoded]], *args: Any) -> None:
         """Queue one decoder call whose events go to document `key`'s monitor (never blocks)."""
         self._queue.put((key, feed, args))
 
@@ -109,11 +110,14 @@ class Judge:
     def _shutdown(self, monitor: Monitor) -> None:
         self._report(monitor.shutdown())
 
-    def _decode(self, key: int, feed: Callable[..., list[ObservedEvent]], args: tuple[Any, ...]) -> None:
+    def _decode(self, key: int, feed: Callable[..., Sequence[Decoded]], args: tuple[Any, ...]) -> None:
         monitor = self.monitors[key]
         for event in feed(*args):
-            self.events += 1
-            self._report(monitor.observe(event))
+            if isinstance(event, ObservedEvent):
+                self.events += 1
+                self._report(monitor.observe(event))
+            else:  # an exchange that ended unanswered: its requests' waits end
+                self._report(monitor.exchange_ended(event))
 
     def _report(self, outputs: list[Any]) -> None:
         concluded = [output.report for output in outputs if isinstance(output, RunConcluded)]

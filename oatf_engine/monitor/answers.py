@@ -6,9 +6,7 @@ takes a minute, an A2A `message/send` to an agent that answers after its work, a
 whose stream starts late. The answer is often where the evidence is (a tool's result, an agent's reply), so a
 run that concluded while the request was in flight would judge without it — and the answer would open, or
 fall into, the next run. So a run's grace period does not end while a request it saw waits for its answer, up
-to `episodes.MAX_ANSWER_WAIT` after it was sent (an answer that never comes — a connection reset, an HTTP
-error without a body, a lost stream — holds the run that long at most: the decoder reports no message for a
-failed exchange).
+to `episodes.MAX_ANSWER_WAIT` after it was sent, or until its exchange ends without it (below).
 
 What is a request waiting for an answer (`awaits_answer`): a JSON-RPC request (MCP, A2A; `method` and `id`,
 either side: a server's `sampling/createMessage` waits for the agent's answer as a `tools/call` waits for the
@@ -24,35 +22,37 @@ id in another flow of the session (the legacy HTTP+SSE transport answers a POST 
 answers a server's request in a POST of its own). A server's notification in the exchange (progress, a log
 line) answers nothing: the result is still to come.
 
-An answer in another flow may be placed before its request: the session resolver holds a keyless POST of
-the legacy transport until its own exchange answers (`sessions` rule 1), while the answer on the GET stream
-is placed at once. So a JSON-RPC response that answers no followed request is remembered (its requester, id
-and time; the latest `limit`), and a request of that side and id sent no later than it is answered already:
-it is not followed (else it would hold its run `MAX_ANSWER_WAIT` for an answer that came).
+What else ends a wait:
+- the end of its exchange without an answer (`oatf_engine.events.ExchangeEnded`: an HTTP error without a
+  JSON-RPC body, a stream closed before the answer, a connection reset or timeout), which the decoder reports
+  with the requests it left unanswered (`Unanswered.release`);
+- a JSON-RPC cancellation: `notifications/cancelled` whose `requestId` names a request its sender sent (MCP
+  "Cancellation": the receiver does not answer a cancelled request).
+Neither is an answer: the run is then quiet from its last message, as if the request had been answered then.
+
+A request is placed before its answer when the answer is in another flow: the episode rules place a JSON-RPC
+answer of another flow where its request's exchange was placed, with it (`episodes`, rule 1 across flows).
 """
 
 from __future__ import annotations
 
-from ..events import ObservedEvent
+from typing import Any
+
+from ..events import Call, ObservedEvent, awaits_answer, may_answer
 from .episodes import MAX_ANSWER_WAIT
 
-Call = tuple[str, str, str | int | None]
-"""(flow id, the requesting side, JSON-RPC id): one request, as its answer names it."""
+CANCELLED = "notifications/cancelled"
 
 
-def awaits_answer(event: ObservedEvent) -> bool:
-    """Whether a message is a request that expects an answer (see the module docstring): a JSON-RPC request
-    (both `method` and `id`), or any message an HTTP client sends that is not JSON-RPC."""
-    envelope = event.envelope
-    if isinstance(envelope, dict) and "jsonrpc" in envelope:
-        return "method" in envelope and "id" in envelope
-    return event.sender == "client" and event.protocol != "mcp"
-
-
-def _may_answer(event: ObservedEvent) -> bool:
-    """Whether a message can be an answer: anything but a JSON-RPC request or notification."""
-    envelope = event.envelope
-    return not (isinstance(envelope, dict) and "jsonrpc" in envelope and "method" in envelope)
+def cancelled(event: ObservedEvent) -> str | int | None:
+    """The id of the request a JSON-RPC cancellation cancels (`notifications/cancelled` with its `requestId`,
+    a request of the cancellation's sender), else None."""
+    envelope: Any = event.envelope
+    if event.event_type != CANCELLED or not isinstance(envelope, dict) or "id" in envelope:
+        return None
+    params = envelope.get("params")
+    found = params.get("requestId") if isinstance(params, dict) else None
+    return found if isinstance(found, str | int) and not isinstance(found, bool) else None
 
 
 class Unanswered[V]:
@@ -60,46 +60,41 @@ class Unanswered[V]:
     At most `limit`; with `forget_stale`, the requests that waited `MAX_ANSWER_WAIT` already (they hold nothing
     any more: an answer that never came) are forgotten to make room; beyond that a request is not followed."""
 
-    __slots__ = ("calls", "early", "forget_stale", "limit")
+    __slots__ = ("calls", "forget_stale", "limit")
 
     def __init__(self, limit: int, forget_stale: bool = False) -> None:
         self.limit = limit
         self.forget_stale = forget_stale
         self.calls: dict[Call, tuple[float, V]] = {}
-        self.early: dict[tuple[str, str | int], float] = {}
-        """JSON-RPC answers placed before their request (see the module docstring), by (requester, id): when
-        each was sent."""
 
     def answered(self, event: ObservedEvent) -> bool:
-        """Forget the request `event` answers, if it is followed; True when there was one."""
-        if not _may_answer(event):
-            return False
-        requester = "client" if event.sender == "server" else "server"
+        """Forget the request `event` answers, or cancels, if it is followed; True when there was one."""
         calls = self.calls
-        if calls and calls.pop((event.flow_id, requester, event.jsonrpc_id), None) is not None:
-            return True
-        if event.jsonrpc_id is None:
+        if not calls:
             return False
-        other = next((call for call in calls if call[1] == requester and call[2] == event.jsonrpc_id), None)
-        if other is not None and calls.pop(other, None) is not None:
+        if not may_answer(event):
+            cancelled_id = cancelled(event)
+            return cancelled_id is not None and self._pop_other(event.sender, cancelled_id)
+        requester = "client" if event.sender == "server" else "server"
+        if calls.pop((event.flow_id, requester, event.jsonrpc_id), None) is not None:
             return True
-        early = self.early
-        early.pop((requester, event.jsonrpc_id), None)
-        early[requester, event.jsonrpc_id] = event.timestamp
-        if len(early) > self.limit:
-            del early[next(iter(early))]
-        return False
+        return event.jsonrpc_id is not None and self._pop_other(requester, event.jsonrpc_id)
+
+    def _pop_other(self, requester: str, jsonrpc_id: str | int) -> bool:
+        """Forget the followed request of `requester` with `jsonrpc_id`, in any flow; True when there was one."""
+        calls = self.calls
+        other = next((call for call in calls if call[1] == requester and call[2] == jsonrpc_id), None)
+        return other is not None and calls.pop(other, None) is not None
+
+    def release(self, call: Call) -> bool:
+        """Stop following `call`: its exchange ended without its answer (`ExchangeEnded`); True when it was
+        followed."""
+        return self.calls.pop(call, None) is not None
 
     def admit(self, event: ObservedEvent, value: V) -> None:
         """Follow `event` if it is a request waiting for its answer (see the module docstring)."""
         if not awaits_answer(event):
             return
-        if event.jsonrpc_id is not None:
-            answered_at = self.early.pop((event.sender, event.jsonrpc_id), None)
-            if answered_at is not None:
-                if answered_at >= event.timestamp:
-                    return
-                self.early[event.sender, event.jsonrpc_id] = answered_at  # an answer to an earlier request
         call = (event.flow_id, event.sender, event.jsonrpc_id)
         calls = self.calls
         if call in calls:

@@ -55,6 +55,16 @@ run; an outbound exchange that comes while both are open cannot be told apart on
 episode whose user asked for it: a false `not_exploited` for an exploited agent, the worst error this tool
 can make. Joining both can at worst show one exchange in two runs' evidence.
 
+**An answer in another flow follows its request** (rule 1 across exchanges): the legacy HTTP+SSE transport
+answers a POST on its GET stream, and the GET stream is an exchange of its own, opened at start-up. A JSON-RPC
+response in a server's stream (a flow whose first message the server sent) is placed where the exchange of the
+request it answers (same session, same id) was placed:
+with a parked set-up exchange (so a `tools/list` answer joins the episodes its listing serves, after its
+request), with a deferred one, in the windows it joined. So a request is always placed before its answer.
+
+An exchange that ended without the answer of its request (`ExchangeEnded`, `ended`) no longer keeps the task it
+opened from going quiet.
+
 Sans-I/O: events (already placed in their protocol session) in, (event, episode) pairs out; bounded
 (`MAX_AGENTS`, `MAX_FLOWS`, `MAX_OPEN_RUNS` and `CLOSED_KEPT` windows per agent, `MAX_DEFERRED`,
 `MAX_ROUTES` × `SETUP_FLOWS`): what a bound pushes out is placed early, never dropped.
@@ -68,7 +78,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..events import ObservedEvent
+from ..events import ExchangeEnded, ObservedEvent, awaits_answer, may_answer
 from ..wire.a2a import FINAL_STATES
 
 MAX_AGENTS = 10_000
@@ -234,6 +244,14 @@ class AgentEpisodes:
         self.setup_flows: dict[str, _Setup] = {}
         self.acting: OrderedDict[Route, bool] = OrderedDict()
         """Routes that acted outside any window: their set-up is their session's at once (rule 6)."""
+        self.requests: OrderedDict[tuple[str, str | int], str] = OrderedDict()
+        """(session, JSON-RPC id) → the flow of a request whose exchange is not simply placed in its session (set-up,
+        deferred, or in windows), until its answer: an answer in another flow follows it there."""
+        self.streams: OrderedDict[str, None] = OrderedDict()
+        """Flows whose first message the server sent (a GET stream): the only ones whose answers may follow
+        requests of other flows (`_request_flow`)."""
+        self.awaiting_tasks: OrderedDict[str, _Window] = OrderedDict()
+        """A2A tasks whose opening request waits for its answer, by its flow."""
         self._parked: list[tuple[float, int, _Setup]] = []
         """(parked since, order, set-up exchange) of the parked ones, a heap; entries of released ones are
         dropped lazily."""
@@ -274,6 +292,14 @@ class AgentEpisodes:
         self._trim(agent, at)
         remember(self.agents, agent_id, agent, MAX_AGENTS)
         remember(self.opening, event.flow_id, window, MAX_FLOWS)
+        remember(self.awaiting_tasks, event.flow_id, window, MAX_FLOWS)
+
+    def ended(self, ended: ExchangeEnded) -> None:
+        """An exchange ended leaving requests unanswered: a task whose opening request it was waits no more."""
+        for flow, _side, _id in ended.unanswered:
+            window = self.awaiting_tasks.pop(flow, None)
+            if window is not None:
+                window.awaiting = False
 
     def link(self, event: ObservedEvent, session: str) -> list[Placed]:
         """The placements of `event`, which the session rules placed in `session`, in the order events are
@@ -285,21 +311,28 @@ class AgentEpisodes:
         if event.protocol not in _OUTBOUND:
             return [(event, session)]
         flow = event.flow_id
+        if self.requests and event.sender == "server" and may_answer(event):
+            flow = self._request_flow(event, session)
         deferred = self.deferred.get(flow)
         if deferred is not None:
             deferred.events.append((event, session))
+            self._follow_answer(event, session)
             return []
         setup = self.setup_flows.get(flow)
         if setup is not None:
             if len(setup.events) < SETUP_EVENTS_KEPT:
                 setup.events.append((event, session))
+            self._follow_answer(event, session)
             return [(event, episode) for episode in setup.placed_in]
         placed: list[Placed] = []
         joined = self.flows.get(flow)
         if joined is None:
+            if event.sender == "server":  # a server's stream: answers in it may follow their requests' exchanges
+                remember(self.streams, flow, None, MAX_FLOWS)
             agent_id = self.client_agent(event.client)
             joined, undecided = self._open_at(event, agent_id)
             if undecided:
+                self._follow_answer(event, session)
                 return self._defer(flow, undecided, event, session)
             remember(self.flows, flow, joined, MAX_FLOWS)
             route = None if agent_id is None else (agent_id, _host(event.endpoint.host), event.endpoint.port,
@@ -307,16 +340,46 @@ class AgentEpisodes:
             if route is not None and joined:
                 placed += self._setup_into(route, joined)
             elif route is not None and event.sender == "client" and event.event_type in SETUP_EVENTS[event.protocol]:
+                self._follow_answer(event, session)
                 return self._new_setup(route, event, session)
             elif route is not None and event.sender == "client":
                 placed += self._acted(route)
         episodes = joined or (session,)
         if joined:
             self._seen(event, joined)
+            self._follow_answer(event, session)
         placed += [(event, episode) for episode in episodes]
         if event.protocol == "a2a":
             placed += self._follow_task(event, episodes)
         return placed
+
+    def _request_flow(self, event: ObservedEvent, session: str) -> str:
+        """The flow whose placement a server's JSON-RPC response follows: its own; or, in a server's stream (a flow
+        whose first message the server sent: the legacy transport's GET stream), the flow of the registered
+        request it answers (see the module docstring). Ids are reused across exchanges (each HTTP exchange
+        answers its own), so an exchange that carried requests keeps its answers."""
+        flow, answered = event.flow_id, event.jsonrpc_id
+        if answered is None:
+            return flow
+        key = (session, answered)
+        owner = self.requests.get(key)
+        if owner is None:
+            return flow
+        if owner != flow:
+            if flow not in self.streams:
+                if flow in self.flows or flow in self.setup_flows or flow in self.deferred:
+                    return flow  # an exchange with requests of its own
+                remember(self.streams, flow, None, MAX_FLOWS)
+            else:
+                self.streams.move_to_end(flow)
+        del self.requests[key]
+        return owner
+
+    def _follow_answer(self, event: ObservedEvent, session: str) -> None:
+        """A client's JSON-RPC request in an exchange not simply placed in its session: its answer, should it come
+        in another flow, follows it (see the module docstring)."""
+        if event.sender == "client" and event.jsonrpc_id is not None and awaits_answer(event):
+            remember(self.requests, (session, event.jsonrpc_id), event.flow_id, MAX_FLOWS)
 
     # --- time and the end -----------------------------------------------------------------------------------
 
@@ -386,10 +449,13 @@ class AgentEpisodes:
                 continue
             run.run_id = task or run.run_id
             run.last_seen = max(run.last_seen, event.timestamp)
-            if event.sender == "server":
-                run.awaiting = run.awaiting and run.opener != event.flow_id
-                if _ends_task(event):
-                    run.closed = event.timestamp
+            if event.sender != "server":
+                continue
+            if run.opener == event.flow_id:
+                run.awaiting = False
+                self.awaiting_tasks.pop(event.flow_id, None)
+            if _ends_task(event):
+                run.closed = event.timestamp
         return released
 
     def _open_at(self, event: ObservedEvent, agent_id: str | None) -> tuple[tuple[str, ...], set[str]]:

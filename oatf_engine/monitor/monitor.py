@@ -16,10 +16,11 @@ import re2
 import oatf
 from oatf.model import IndicatorResult
 
-from ..events import ObservedEvent
+from ..events import Call, ExchangeEnded, ObservedEvent, awaits_answer
 from . import prefilter
 from .actors import PhaseChange
 from .delivery import MessageText
+from .episodes import MAX_FLOWS, remember
 from .indicators import Judged
 from .library import LoadedAttack
 from .options import MonitorOptions, session_named
@@ -60,6 +61,9 @@ class RunConcluded:
 Output = PhaseChanged | IndicatorMatched | RunConcluded
 
 NOT_MATCHED = IndicatorResult.NOT_MATCHED
+
+MAX_ENDED_CALLS = 10_000
+"""Requests of ended exchanges remembered for their late placement (`Monitor.exchange_ended`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +198,12 @@ class Monitor:
         """`PaperTimer`s with members left, over every session."""
         self._paper_count = 0
         """Runs on paper, over every session."""
+        self._awaiting_flows: OrderedDict[str, list[str]] = OrderedDict()
+        """Flow → the sessions a request of it was counted in while it waited for its answer, the latest
+        `MAX_FLOWS` flows: where an `ExchangeEnded` of the flow releases it (`exchange_ended`)."""
+        self._ended_calls: OrderedDict[Call, None] = OrderedDict()
+        """The requests of the latest `MAX_ENDED_CALLS` ends of exchanges: one the session rules place after its
+        exchange ended (held for its answer, parked set-up, or copied into a later episode) waits for nothing."""
         self._shortest_grace = self.options.grace_period
         """The shortest grace period of any run so far or to come (the options' and every loaded attack's, ever:
         a run keeps its own): no run ends sooner than that after its last message (`Recheck`)."""
@@ -342,6 +352,35 @@ class Monitor:
             outputs.extend(self._observe(item, item_session))
         return outputs
 
+    def exchange_ended(self, ended: ExchangeEnded, placed: bool = False) -> list[Output]:
+        """An exchange ended leaving requests unanswered (`oatf_engine.events.ExchangeEnded`): the session rules
+        stop holding them for their answer (`SessionResolver.end_exchange`: what that releases is observed, as in
+        `observe`), and the runs that waited for them may end sooner — a grace period after their last message,
+        as if they had been answered then (`answers`). Nothing else changes: it is no message, and no evidence.
+        `placed`: the caller's own resolver was told already (offline replay's `place_events`). The clock does
+        not move."""
+        outputs: list[Output] = []
+        for call in ended.unanswered:
+            remember(self._ended_calls, call, None, MAX_ENDED_CALLS)
+        if not placed:
+            for item, item_session in self.sessions.end_exchange(ended):
+                outputs.extend(self._advance(min(item.timestamp, self.sessions.oldest_held())))
+                outputs.extend(self._observe(item, item_session))
+        flows = self._awaiting_flows
+        for flow in dict.fromkeys(call[0] for call in ended.unanswered):
+            for session in flows.pop(flow, ()):
+                state = self._sessions.get(session)
+                if state is None:
+                    continue
+                calls = [call for call in ended.unanswered if call[0] == flow]
+                released = [state.traffic.release(call) for call in calls]
+                for run in state.exact.values():
+                    for call in calls:
+                        run.release(call)
+                if any(released) or state.exact:
+                    self._answered(state, session, ended.timestamp)
+        return outputs
+
     def _observe(self, event: ObservedEvent, session: str) -> list[Output]:
         protocol = event.protocol
         if protocol not in self._by_protocol:
@@ -355,6 +394,15 @@ class Monitor:
         bindings = self.options.bindings
         bound = sum(1 << n for n, b in enumerate(bindings) if b.accepts(event)) if bindings else 0
         answered = state.traffic.note(event, event.event_type if event.event_type in self._surfaces else OTHER, bound)
+        late: Call | None = None
+        if awaits_answer(event):
+            call = (event.flow_id, event.sender, event.jsonrpc_id)
+            if call in self._ended_calls:
+                late = call  # its exchange ended before it was placed: released once the runs have taken it
+            elif (flows := self._awaiting_flows.get(event.flow_id)) is None:
+                remember(self._awaiting_flows, event.flow_id, [session], MAX_FLOWS)
+            elif session not in flows:
+                flows.append(session)
         if event.injected:  # inject mode: rare, and every run that takes the event lists it
             for number in bits(state.paper & self._of_protocol[protocol]):
                 outputs.extend(self._materialise(state, session, number))
@@ -395,7 +443,11 @@ class Monitor:
             if matched:
                 outputs.extend(IndicatorMatched(run.id, run.loaded.key, t.id, event.flow_id, t.matched.evidence or "",
                                                 *_where(t.found)) for t in matched if t.matched is not None)
-        if answered:
+        if late is not None:
+            answered = state.traffic.release(late) or answered
+            for run in state.exact.values():
+                run.release(late)
+        if answered or late is not None:
             self._answered(state, session, event.timestamp)
         if state.idle:
             self._sessions.pop(session, None)

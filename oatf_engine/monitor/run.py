@@ -30,9 +30,9 @@ from typing import Any
 
 import oatf
 
-from ..events import ObservedEvent
+from ..events import Call, ObservedEvent
 from .actors import ActorMachine, PhaseChange, peer_of
-from .answers import Call, Unanswered
+from .answers import Unanswered
 from .delivery import CUT_SHORT, Delivery, MessageText, PayloadText, outcome
 from .episodes import MAX_ANSWER_WAIT
 from .indicators import IndicatorTracker, Judged
@@ -233,7 +233,6 @@ class AttackRun:
         if self._own is None:
             awaiting: Unanswered[None] = Unanswered(MAX_AWAITING)
             awaiting.calls = {call: (at, None) for call, at in self._awaited().items()}
-            awaiting.early = dict(self.traffic.awaiting.early)
             self._own = _OwnCounts(self.last_event_at, {id(a): self.actor_messages(a) for a in self.actors},
                                    [self.examined(t) for t in self.indicators], awaiting, self.messages)
 
@@ -377,6 +376,13 @@ class AttackRun:
             self._cite(event.flow_id)
             self._check_terminal(self.last_event_at)
         return changes, newly
+
+    def release(self, call: Call) -> None:
+        """`call`, a request of the run's traffic, ended without its answer (`ExchangeEnded`): the run no longer
+        waits for it (a run that counts its own messages follows its own requests; the others read the
+        session's, `SessionTraffic.release`)."""
+        if self._own is not None:
+            self._own.awaiting.release(call)
 
     def note_injected(self, event: ObservedEvent) -> None:
         """An event of this run's traffic (some actor takes it) that the proxy's inject mode altered

@@ -26,7 +26,9 @@ The rules, in order:
    episode instead (in every such episode when several were open); an A2A task is known from its request's
    arrival (`AgentEpisodes.arrived`), and exchanges wait for its episode (`oldest_held` counts them); the
    agent's set-up exchanges join the episodes their server serves later.
-A request still waiting for its answer after `MAX_PENDING_SECONDS` is placed by rule 2. Held events are
+A request still waiting for its answer after `MAX_PENDING_SECONDS` is placed by rule 2, and so, at once, is one
+whose exchange ended without its answer (`end_exchange`: an HTTP error without a JSON-RPC body, a stream closed
+early, a connection reset) or that its client cancelled (`notifications/cancelled`). Held events are
 released in their original order (`seq`). Everything held is bounded (`HOLD_EVENTS` per hold,
 `MAX_PENDING_FLOWS`, `MAX_ROUTES`, `MAX_FLOWS`); what a bound pushes out is placed early, never dropped.
 """
@@ -38,7 +40,8 @@ from collections import Counter, OrderedDict
 from collections.abc import KeysView
 from dataclasses import dataclass, field
 
-from ..events import ObservedEvent
+from ..events import ExchangeEnded, ObservedEvent
+from .answers import cancelled
 from .episodes import MAX_ANSWER_WAIT, AgentEpisodes, AgentName, Placed, remember
 from .options import DEFAULT_IDLE_GAP, SessionKey, session_of
 
@@ -111,7 +114,35 @@ class SessionResolver:
 
     def resolve(self, event: ObservedEvent) -> list[Placed]:
         """The events that can be placed now (this one and any it releases), with their session."""
-        return self._placed(self._resolve(event))
+        request = cancelled(event) if self.pending else None
+        released = self._cancel(event, request) if request is not None else []
+        return self._placed([*released, *self._resolve(event)])
+
+    def end_exchange(self, ended: ExchangeEnded) -> list[Placed]:
+        """The events that can be placed once the exchange `ended` is over (holds the clock has passed first):
+        a keyless request it left unanswered waits for its answer no more and joins its route (rule 2), as after
+        `MAX_PENDING_SECONDS`; a task it opened stops waiting for its answer (`AgentEpisodes.ended`)."""
+        if self.policy in (SessionKey.GLOBAL, SessionKey.CONNECTION):
+            return []
+        self._clock = max(self._clock, ended.timestamp)
+        released = self.expire(self._clock) if self.next_release() <= self._clock else []
+        unheld: list[Placed] = []
+        for flow in dict.fromkeys(call[0] for call in ended.unanswered):
+            if flow in self.pending:
+                unheld.extend(self._hold_events(self._unpend(flow).events, self._clock))
+        if (linker := self._linker()) is not None:
+            linker.ended(ended)
+        return released + self._placed(unheld)
+
+    def _cancel(self, event: ObservedEvent, request: str | int) -> list[Placed]:
+        """The client cancelled its request `request` (`event`, a `notifications/cancelled`): if that request waits
+        for its answer (rule 1), its exchange joins its route (rule 2) now."""
+        route = _route(event)
+        for flow, held in self.pending.items():
+            first = held.events[0]
+            if first.sender == event.sender and first.jsonrpc_id == request and _route(first) == route:
+                return self._hold_events(self._unpend(flow).events, self._clock)
+        return []
 
     def _resolve(self, event: ObservedEvent) -> list[Placed]:
         if self.policy in (SessionKey.GLOBAL, SessionKey.CONNECTION):

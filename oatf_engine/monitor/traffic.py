@@ -39,8 +39,8 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from ..events import ObservedEvent
-from .answers import Call, Unanswered
+from ..events import Call, ObservedEvent
+from .answers import Unanswered
 
 OTHER = ""
 """The event type of `TrafficKey`s for event types no loaded indicator names as its surface."""
@@ -111,7 +111,8 @@ class SessionTraffic:
         self.counts: dict[TrafficKey, int] = {}
         self.last_at: dict[tuple[str, int], float] = {}
         self.noted = 0
-        """Events counted so far: what a run's counters read from `counts` stay valid while it is unchanged."""
+        """Events counted so far, and requests released (`release`): what a run's counters read from `counts` and
+        `awaiting` stay valid while it is unchanged."""
         self.awaiting: Unanswered[tuple[int, TrafficKey]] = Unanswered(MAX_AWAITED, forget_stale=True)
         """The requests waiting for their answer (see the module docstring), with `noted` once each was counted
         and its key."""
@@ -134,6 +135,14 @@ class SessionTraffic:
         answered = self.awaiting.answered(event)
         self.awaiting.admit(event, (self.noted, key))
         return answered
+
+    def release(self, call: Call) -> bool:
+        """Stop following `call`, whose exchange ended without its answer (`ExchangeEnded`); True when it was
+        followed (runs' ends may come closer). `noted` moves on: what runs read of the requests changed."""
+        if not self.awaiting.release(call):
+            return False
+        self.noted += 1
+        return True
 
     def snapshot(self) -> Baseline:
         """The counts now (what a run created before the next `note` starts from)."""

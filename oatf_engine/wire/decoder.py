@@ -10,6 +10,13 @@ returning the events the call completed:
     response_data(exchange_id, data, timestamp)*
     response_end(exchange_id, timestamp)               # or abort(exchange_id, timestamp) at any point
 
+The last call also returns an `ExchangeEnded` (after the exchange's events) when requests its client sent in it
+were left without their answer (`oatf_engine.events.awaits_answer`: no message of the server in it that may
+answer them, `may_answer`): an HTTP error without a JSON-RPC body, a stream closed before the answer, a failed
+exchange (but not a stream that gave an SSE event ID: its client may resume it and get the answer there). The
+legacy HTTP+SSE transport answers a POST on its GET stream: a POST the server accepted (2xx) leaves
+its requests to the stream, and the stream's end reports those still unanswered then.
+
 A transport that frames whole messages (MCP stdio: `oatf_engine.wire.ndjson`) is one long session instead:
 
     open_stream(stream_id, endpoint, client, keys)
@@ -51,7 +58,17 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
 from urllib.parse import parse_qsl, urlsplit
 
-from oatf_engine.events import DIRECTION, Endpoint, ObservedEvent, Protocol, Side
+from oatf_engine.events import (
+    DIRECTION,
+    Call,
+    Endpoint,
+    ExchangeEnded,
+    ObservedEvent,
+    Protocol,
+    Side,
+    awaits_answer,
+    may_answer,
+)
 
 from . import a2a, a2a_rest, ag_ui, mcp
 from .encoding import ContentDecoder, TooLarge, UndecodableBody
@@ -75,6 +92,10 @@ Headers = Mapping[str, str] | Iterable[tuple[str, str]] | Iterable[tuple[bytes, 
 text or raw bytes as on the wire (decoded as UTF-8, undecodable bytes surrogate-escaped, as mitmproxy decodes
 them); mitmproxy's `Headers` are read through their raw `fields`. A repeated field's values are joined by ", "
 (RFC 9110 §5.3), as mitmproxy's `Headers` mapping joins them."""
+
+Decoded = ObservedEvent | ExchangeEnded
+"""What the last call of an exchange (`response_end`, `abort`) returns: its events, then its end if it left
+requests unanswered."""
 
 _KEPT_HEADERS = frozenset({
     "content-type", "content-encoding", mcp.SESSION_HEADER, mcp.VERSION_HEADER, "a2a-version", "x-a2a-version",
@@ -172,12 +193,17 @@ class _Body:
         self.buffer = bytearray()
 
 
+def _resumable(body: _Body | None) -> bool:
+    """Whether a response's SSE stream gave an event ID (a client may resume it: `WireDecoder._ended`)."""
+    return body is not None and body.sse is not None and body.sse.last_event_id != ""
+
+
 class _Exchange:
     """Everything known about one HTTP exchange while it is open."""
 
     __slots__ = (
         "card", "client", "endpoint", "events", "id", "ignored", "keys", "method", "null_id", "proto", "request",
-        "request_headers", "requests", "response", "rest", "scope", "status", "tool_names", "url",
+        "request_headers", "requests", "response", "rest", "scope", "status", "tool_names", "unanswered", "url",
     )
 
     def __init__(self, exchange_id: str, method: str, url: str, endpoint: Endpoint, client: str) -> None:
@@ -203,6 +229,9 @@ class _Exchange:
         answer it."""
         self.tool_names: dict[str, str] = {}  # AG-UI toolCallId → toolCallName on this stream
         self.events = 0  # events of this exchange so far (a message stream numbers its flows with it)
+        self.unanswered: dict[JsonRpcId | None, None] = {}
+        """The requests its client sent in it still waiting for an answer in it (see the module docstring), by
+        JSON-RPC id (None: an HTTP request that is not JSON-RPC, or a JSON-RPC request with a null id)."""
 
 
 class WireDecoder:
@@ -220,6 +249,9 @@ class WireDecoder:
         self._endpoints: OrderedDict[tuple[str, int, str], Protocol] = OrderedDict()
         self._legacy: OrderedDict[tuple[str, int, str], tuple[str, str]] = OrderedDict()  # → (scope, session)
         self._tool_calls: OrderedDict[tuple[str, str], str] = OrderedDict()  # (threadId, toolCallId) → name
+        self._legacy_waiting: OrderedDict[str, dict[JsonRpcId | None, str]] = OrderedDict()
+        """Legacy HTTP+SSE sessions (by scope): the requests of POSTs the server accepted that still wait for
+        their answer on the GET stream, by JSON-RPC id → the POST's flow."""
 
     @property
     def open_exchanges(self) -> int:
@@ -336,13 +368,20 @@ class WireDecoder:
             self._diagnose("oversize_event", ex, f"SSE event over {self.config.max_event_size} characters skipped")
         return events
 
-    def response_end(self, exchange_id: str, timestamp: float) -> list[ObservedEvent]:
-        """The response is complete: a buffered body is decoded, the exchange closed."""
+    def response_end(self, exchange_id: str, timestamp: float) -> list[Decoded]:
+        """The response is complete: a buffered body is decoded, the exchange closed (and its end reported if it
+        left requests unanswered: see the module docstring)."""
         ex = self._exchanges.pop(exchange_id, None)
         if ex is None:
             return []
         body = ex.response
+        resumable = _resumable(body)
         self._close(ex)
+        events = self._response_body(ex, body, timestamp)
+        return [*events, *self._ended(ex, timestamp, 200 <= ex.status < 300, resumable)]
+
+    def _response_body(self, ex: _Exchange, body: _Body | None, timestamp: float) -> list[ObservedEvent]:
+        """The events of a buffered response body, complete."""
         if body is None or body.sse is not None or not body.buffer:
             return []
         value = self._parse(ex, body.buffer, "response body", quiet=False)
@@ -357,6 +396,28 @@ class WireDecoder:
         if looks_like_jsonrpc(value):
             return self._jsonrpc(ex, value, "server", False, timestamp)
         return []
+
+    def _ended(self, ex: _Exchange, timestamp: float, accepted: bool, resumable: bool) -> list[ExchangeEnded]:
+        """The end of `ex` when it leaves requests unanswered (see the module docstring; `accepted`: the server
+        answered it with a 2xx status; `resumable`: its SSE stream gave an event ID, so its answers may still
+        come on a stream the client resumes from it — MCP Streamable HTTP 2025-11-25, "Resumability and
+        Redelivery": a server may close the stream before the response once it sent an event ID — and its
+        requests are not reported)."""
+        legacy = ex.scope.startswith("mcp-legacy|")
+        calls: list[Call] = [] if resumable else [(ex.id, "client", request) for request in ex.unanswered]
+        if legacy and ex.method == "GET":
+            waiting = self._legacy_waiting.pop(ex.scope, {})
+            calls += [(flow, "client", request) for request, flow in waiting.items()]
+        elif legacy and accepted and calls:  # the answers come on the session's stream
+            waiting = self._legacy_waiting.setdefault(ex.scope, {})
+            self._legacy_waiting.move_to_end(ex.scope)
+            for request in ex.unanswered:
+                if len(waiting) < self.config.max_pending:
+                    waiting[request] = ex.id
+            if len(self._legacy_waiting) > self.config.max_sessions:
+                self._legacy_waiting.popitem(last=False)
+            return []
+        return [ExchangeEnded(ex.id, timestamp, self._seq, tuple(calls))] if calls else []
 
     # --- the message stream API (transports that frame whole messages: MCP stdio) ------------------------------
 
@@ -388,12 +449,15 @@ class WireDecoder:
         """The stream ended: forget it (its outstanding requests stay until evicted)."""
         self._streams.pop(stream_id, None)
 
-    def abort(self, exchange_id: str, timestamp: float) -> list[ObservedEvent]:
-        """The exchange failed (connection lost, killed): forget it; nothing half-received is reported."""
+    def abort(self, exchange_id: str, timestamp: float) -> list[Decoded]:
+        """The exchange failed (connection lost, killed): forget it; nothing half-received is reported, but its
+        end is, if it left requests unanswered."""
         ex = self._exchanges.pop(exchange_id, None)
-        if ex is not None:
-            self._close(ex)
-        return []
+        if ex is None:
+            return []
+        resumable = _resumable(ex.response)
+        self._close(ex)
+        return list(self._ended(ex, timestamp, False, resumable))
 
     # --- exchanges and bodies --------------------------------------------------------------------------------
 
@@ -668,12 +732,23 @@ class WireDecoder:
         §6.1 reading (`oatf_engine.events`)."""
         self._seq += 1
         ex.events += 1
-        return ObservedEvent(
+        event = ObservedEvent(
             protocol=protocol, event_type=name, direction=DIRECTION[sender], sender=sender, content=content,
             flow_id=flow or ex.id, seq=self._seq, timestamp=timestamp, endpoint=ex.endpoint, client=ex.client,
             session_keys={**ex.keys, **keys} if keys else ex.keys, jsonrpc_id=jsonrpc_id,
             is_error=is_error, envelope=envelope,
         )
+        if ex.method != _STREAM:  # a message stream's requests are flows of their own, which never end
+            if sender == "client":
+                if awaits_answer(event) and len(ex.unanswered) < self.config.max_pending:
+                    ex.unanswered[jsonrpc_id] = None
+            elif (ex.unanswered or self._legacy_waiting) and may_answer(event):
+                if ex.unanswered:
+                    ex.unanswered.pop(jsonrpc_id, None)
+                waiting = self._legacy_waiting.get(ex.scope) if self._legacy_waiting else None
+                if waiting:
+                    waiting.pop(jsonrpc_id, None)
+        return event
 
     def _diagnose(self, code: str, ex: _Exchange, message: str) -> None:
         if self._on_diagnostic is not None:
@@ -681,10 +756,25 @@ class WireDecoder:
 
 
 def _kept(headers: Headers) -> dict[str, str]:
-    """The request/response headers the decoder reads, by lower-case name (see `Headers`)."""
+    """The request/response headers the decoder reads, by lower-case name (see `Headers`); a new dict."""
     fields = getattr(headers, "fields", None)  # mitmproxy's `Headers`: its raw fields, not its (slow) mapping
     if fields is None:
         fields = headers.items() if isinstance(headers, Mapping) else headers
+    if type(fields) is tuple:  # raw fields (mitmproxy's, a recording's): a session's messages repeat them
+        try:
+            return dict(_kept_fields(fields))
+        except TypeError:  # an unhashable field
+            pass
+    return _kept_of(fields)
+
+
+@functools.lru_cache(maxsize=1024)
+def _kept_fields(fields: tuple[tuple[Any, Any], ...]) -> dict[str, str]:
+    """`_kept_of(fields)`, remembered (never altered: `_kept` hands out copies)."""
+    return _kept_of(fields)
+
+
+def _kept_of(fields: Iterable[tuple[Any, Any]]) -> dict[str, str]:
     kept: dict[str, str] = {}
     for name, value in fields:
         # A field's name and value are both text or both bytes (see `Headers`).

@@ -76,6 +76,11 @@ class SSEParser:
         """Whether an event has started but not been dispatched (what `close` would discard)."""
         return bool(self._data or self._event or self._pending or self._discarding or self._line_overflow)
 
+    @property
+    def last_event_id(self) -> str:
+        """The stream's last event ID so far ("" when none was set): what a client would resume from."""
+        return self._last_id
+
     def feed(self, data: bytes) -> list[SSEEvent]:
         """The events completed by `data` (the next bytes of the stream)."""
         text = self._decoder.decode(data)

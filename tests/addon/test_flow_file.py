@@ -8,8 +8,10 @@ import dataclasses
 import io
 import json
 import tempfile
+import tracemalloc
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -20,9 +22,11 @@ from mitmproxy.exceptions import FlowReadException
 from mitmproxy.io import FlowReader, FlowWriter, tnetstring
 from mitmproxy.test import tflow, tutils
 
+from addon import flow_file
 from addon.flow_file import AnyHTTPFlow, RecordedFlow, read_flow_file
-from addon.recordings import ReplayError, decode_flows, read_flows
+from addon.recordings import ReplayError, decode_flows, read_capture_file, read_flows
 from oatf_engine.wire import WireDecoder
+from oatf_engine.wire.ndjson import record_header, record_line
 from testing import sessions
 from tests.oatf_engine.wire.replay import FIXTURES
 
@@ -173,6 +177,58 @@ def test_unreadable_content(data: bytes) -> None:
         read_flow_file(data)
 
 
+class CountedReads(io.BytesIO):
+    """A file that remembers how many bytes each `read` asked for (-1: all)."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self.sizes: list[int] = []
+
+    def read(self, size: int | None = -1, /) -> bytes:
+        self.sizes.append(-1 if size is None else size)
+        return super().read(size)
+
+
+def test_read_in_chunks() -> None:
+    """A flow file is read a chunk at a time, never whole (memory bounded by the flows read, not the file):
+    records across chunk boundaries, records larger than a chunk, and prefixes cut by a boundary read as when
+    the content is read at once; `position` is told the bytes read so far, in order."""
+    flows = [f for attack_id in sessions.script_ids()[:6] for variant in sessions.VARIANTS
+             for f in sessions.to_flows(sessions.play(sessions.load_script(attack_id), variant), seed=attack_id)]
+    data = written([*flows, *edge_flows()])
+    whole = [replay_view(f) for f in read_flow_file(data)]
+    assert len(whole) == len(flows) + len(edge_flows())
+    for chunk in (1, 2, 13, 14, 100, 4096):
+        handle, positions = CountedReads(data), []
+        with mock.patch.object(flow_file, "_CHUNK", chunk):
+            assert [replay_view(f) for f in read_flow_file(handle, positions.append)] == whole
+        largest = max(len(written([f])) for f in [*flows, *edge_flows()])
+        assert -1 not in handle.sizes and max(handle.sizes) <= max(chunk, 13, largest), chunk
+        assert positions == sorted(positions) and positions[0] == 0 and positions[-1] < len(data)
+
+
+def test_a_flow_file_is_not_read_whole_to_tell_it_from_a_capture(tmp_path: Path) -> None:
+    """Telling a flow file from an `oatf tap --record` capture reads its first bytes, not its first line (a flow
+    file may hold no line break: it was read whole, over 400 MB of a 218 MB recording)."""
+    data = written([tflow.tflow(resp=True) for _ in range(2000)])
+    assert b"\n" not in data and len(data) > 2_000_000
+    path = tmp_path / "recording.mitm"
+    path.write_bytes(data)
+    tracemalloc.start()
+    try:
+        assert read_capture_file(str(path)) is None
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 100_000, peak
+    capture = tmp_path / "capture.jsonl"
+    for blank in ("", " " * 5000):  # a capture is still one, its header past the first bytes read or not
+        capture.write_text(blank + record_header("s", 42, ["server"], "stdio", 1.0)
+                           + record_line("client", b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}', 2.0))
+        read = read_capture_file(str(capture))
+        assert read is not None and len(read.messages) == 1
+
+
 def read_file(data: bytes) -> list[AnyHTTPFlow] | ReplayError:
     """`read_flows` of a file holding `data`: the flows, or the error."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -206,8 +262,14 @@ SAMPLE = written([tflow.tflow(resp=True), edge_flows()[-2], tflow.tflow(err=True
 
 
 def assert_read_or_refused(data: bytes) -> None:
-    """Reading gives flows or a `ReplayError`; whatever mitmproxy reads is read the same."""
+    """Reading gives flows or a `ReplayError`; whatever mitmproxy reads is read the same; reading in small
+    chunks reads the same."""
     result = read_file(data)
+    with mock.patch.object(flow_file, "_CHUNK", 7):
+        chunked = read_file(data)
+    assert type(chunked) is type(result)
+    if not isinstance(result, ReplayError):
+        assert isinstance(chunked, list) and [replay_view(f) for f in chunked] == [replay_view(f) for f in result]
     try:
         theirs: list[http.HTTPFlow] | None = read_by_mitmproxy(data)
     except Exception:

@@ -8,11 +8,12 @@ import logging
 
 import pytest
 from mitmproxy import exceptions, http
+from mitmproxy import flow as flow_module
 from mitmproxy.test import taddons, tflow
 
 from addon.mitm_tap import MitmTap
 from addon.recordings import decode_flow
-from oatf_engine.events import ObservedEvent
+from oatf_engine.events import ExchangeEnded, ObservedEvent
 from oatf_engine.wire import WireDecoder
 from tests.oatf_engine.wire.replay import load
 
@@ -198,3 +199,43 @@ def test_decode_flow_replays_a_recorded_flow() -> None:
     events = [e for f in flows for e in decode_flow(WireDecoder(), f)]
     assert events[0].event_type == "agent_card/get" and events[0].timestamp == flows[0].request.timestamp_start
     assert sum(e.event_type == "task/status" for e in events) == 2
+
+
+def test_the_ends_of_exchanges_that_left_requests_unanswered_are_handed_on() -> None:
+    """At `response` (a 502 without a JSON-RPC body; a streamed response closed before the answer) and at
+    `error` (a connection reset): `on_ended` gets the exchange's end, after its events; answered exchanges say
+    nothing."""
+    events: list[ObservedEvent] = []
+    ended: list[ExchangeEnded] = []
+    tap = MitmTap(on_event=events.append, on_ended=ended.append)
+    request = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "x"}}
+
+    bad_gateway = flow(request, path="/mcp")
+    run_request(tap, bad_gateway)
+    bad_gateway.response = http.Response.make(502, b"Bad Gateway", {"content-type": "text/plain"})
+    tap.responseheaders(bad_gateway)
+    tap.response(bad_gateway)
+
+    cut = flow(request, path="/mcp")
+    run_request(tap, cut)
+    respond(cut, b"", "text/event-stream")
+    tap.responseheaders(cut)
+    assert cut.response is not None and callable(cut.response.stream)
+    cut.response.stream(b'data: {"jsonrpc": "2.0", "method": "notifications/progress", "params": {}}\n\n')
+    tap.response(cut)
+
+    reset = flow(RUN)
+    run_request(tap, reset)
+    reset.error = flow_module.Error("connection reset")
+    tap.error(reset)
+
+    answered = flow(request, path="/mcp")
+    run_request(tap, answered)
+    respond(answered, b'{"jsonrpc": "2.0", "id": 1, "result": {"content": []}}', "application/json")
+    tap.responseheaders(answered)
+    tap.response(answered)
+
+    assert [(e.flow_id, e.unanswered) for e in ended] == [
+        (bad_gateway.id, ((bad_gateway.id, "client", 1),)), (cut.id, ((cut.id, "client", 1),)),
+        (reset.id, ((reset.id, "client", None),))]
+    assert ended[1].seq == next(e.seq for e in events if e.event_type == "notifications/progress")

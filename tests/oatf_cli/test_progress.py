@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from addon import flow_file
+from addon import flow_file, recordings
 from addon.recordings import replay
 from oatf_cli.progress import Bar, Lines
 from oatf_engine import journal as journal_module
@@ -67,20 +67,21 @@ def test_a_replay_reports_each_stage_with_its_total(captures: Path, monkeypatch:
     recording = captures / "OW-001.complying.mitm"
     monkeypatch.setattr(replay_module, "UPDATE_EVERY", 4)
     monkeypatch.setattr(flow_file, "UPDATE_EVERY", 2)
+    monkeypatch.setattr(recordings, "UPDATE_EVERY", 4)
     recorder = Recorder()
     result = replay([str(OW_001)], [str(recording)], progress=recorder)
     assert [(stage, total, unit) for stage, total, unit, _, _ in recorder.stages] == [
         ("loading attacks", 1, "documents"), ("reading recordings", recording.stat().st_size, "bytes"),
-        ("decoding", 8, "flows"), ("evaluating", 14, "events")]
+        ("evaluating", 8, "flows")]  # in one process, each event is evaluated as it is decoded
     check_counts(recorder)
-    reading, evaluating = recorder.stages[1][3], recorder.stages[3][3]
+    reading, evaluating = recorder.stages[1][3], recorder.stages[2][3]
     assert len(set(reading)) >= 4, f"positions inside the file as its records are read: {reading}"
-    assert evaluating == [4, 8, 12, 14]
+    assert evaluating == [4, 8, 8]
     assert [summary for *_, summary in recorder.stages] == [
         "loaded 1 attack(s) from 1 document(s)",
         f"read 8 flow(s) from 1 recording(s), {recording.stat().st_size / 1000:.1f} kB",
-        "decoded 14 event(s) from 8 flow(s)", "evaluated 14 event(s) in 1 process(es): 2 run(s) concluded"]
-    assert len(result.reports) == 2
+        "decoded and evaluated 14 event(s) from 8 flow(s) in 1 process: 2 run(s) concluded"]
+    assert len(result.reports) == 2 and result.events == 14 and result.flows == 8
 
 
 def test_forked_workers_count_the_events_they_evaluate(captures: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,8 +13,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from oatf_engine import journal as journal_module
-from oatf_engine.events import Endpoint, ObservedEvent
-from oatf_engine.journal import JOURNAL_DIR, Journal, decode_event, encode_event, records, run_key
+from oatf_engine.events import Endpoint, ExchangeEnded, ObservedEvent
+from oatf_engine.journal import (
+    JOURNAL_DIR,
+    Journal,
+    decode_event,
+    decode_item,
+    encode_event,
+    encode_item,
+    records,
+    run_key,
+)
 from oatf_engine.monitor import Monitor, MonitorOptions, RunConcluded
 from oatf_engine.recovery import monitor_inputs, pending_journal, recover, recover_runs
 from oatf_engine.reports import ReportWriter
@@ -161,6 +170,43 @@ def test_the_journaled_runs_reported_are_collected() -> None:
     reported: set[tuple[str, str, str]] = set()
     assert list(monitor_inputs([{"concluded": ["A", "s", "1"]}, {"tick": 1.0}], reported=reported)) == [1.0]
     assert reported == {("A", "s", "1")}
+
+
+calls = st.lists(st.tuples(st.text(max_size=5), st.sampled_from(["client", "server"]),
+                           st.none() | st.integers() | st.text(max_size=5)), max_size=4)
+
+
+@given(st.text(max_size=8), st.floats(0, 2e9), st.integers(0, 10**9), calls)
+def test_the_end_of_an_exchange_survives_the_journal(flow: str, at: float, seq: int,
+                                                     unanswered: list[tuple[str, str, Any]]) -> None:
+    original = ExchangeEnded(flow, at, seq, tuple(unanswered))
+    assert decode_item(json.loads(json.dumps(encode_item(original)))) == original
+    event = call("x", at)
+    assert decode_item(json.loads(json.dumps(encode_item(event)))) == event  # events pass through as before
+    for damaged in ({"ended": [flow, at, seq]}, {"ended": [flow, "late", seq, []]},
+                    {"ended": [flow, at, seq, [[flow, "both", 1]]]}, {"other": 1}):
+        with pytest.raises(ValueError):
+            decode_item(damaged)
+
+
+def test_a_crash_recovers_the_end_of_an_exchange_as_the_live_monitor_had_it(tmp_path: Path) -> None:
+    """The call at 0 s got a 502 at 1 s (its exchange ended without an answer): the live monitor concluded the run
+    a grace period after the call, at the tick of 10 s, and the proxy died before reporting it. Recovery, given
+    the journaled end, concludes it the same way (`completed` at 5 s), not as a run still waiting (`recovered`)."""
+    options = MonitorOptions(grace_period=5)
+    request = dataclasses.replace(call("-----BEGIN PRIVATE KEY", 0.0, session="b", flow="c"), jsonrpc_id=1,
+                                  envelope={"jsonrpc": "2.0", "id": 1, "method": "tools/call"})
+    live = Monitor([attack(POISONED_TOOL)], options)
+    journal = Journal(tmp_path)
+    journal.received([request, ExchangeEnded("c", 1.0, request.seq, (("c", "client", 1),))])
+    journal.tick(10.0)
+    journal.close()
+    outputs = [*live.observe(request), *live.exchange_ended(ExchangeEnded("c", 1.0, request.seq,
+                                                                          (("c", "client", 1),))), *live.tick(10.0)]
+    [concluded_live] = [o.report for o in outputs if isinstance(o, RunConcluded)]
+    [report] = recover(tmp_path, [attack(POISONED_TOOL)], options)
+    assert report == concluded_live
+    assert (report["verdict"]["result"], report["execution_summary"]["status"]) == ("exploited", "completed")
 
 
 def test_runs_reported_together_are_journaled_with_one_write_a_record_each(

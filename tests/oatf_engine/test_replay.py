@@ -7,10 +7,12 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import addon.recordings as recordings_module
+import oatf_engine.replay as replay_module
 from addon.recordings import replay
 from oatf_engine.replay import collector_paused
 from testing.paths import ROOT
@@ -32,18 +34,24 @@ def test_collector_paused_restores_the_previous_state_even_on_error() -> None:
 
 
 def test_replay_evaluates_with_the_collector_paused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """In one process (events streamed to the monitor) and with workers (decoded first)."""
     seen: list[bool] = []
-    evaluate = recordings_module.evaluate_events
+    for name in ("evaluate_events", "evaluate_stream"):
+        evaluate = getattr(recordings_module, name)
 
-    def spy(*args: object, **kwargs: object) -> list:
-        seen.append(gc.isenabled())
-        return evaluate(*args, **kwargs)  # type: ignore[arg-type]
+        def spy(*args: object, evaluate: Any = evaluate, **kwargs: object) -> Any:
+            seen.append(gc.isenabled())
+            return evaluate(*args, **kwargs)
 
-    monkeypatch.setattr(recordings_module, "evaluate_events", spy)
+        monkeypatch.setattr(recordings_module, name, spy)
     empty = tmp_path / "empty.mitm"
     empty.write_bytes(b"")
     result = replay([str(ROOT / "examples")], [str(empty)])
     assert seen == [False] and gc.isenabled() and result.events == 0
+    monkeypatch.setattr(replay_module, "PARALLEL_MIN_EVENTS", 0)
+    monkeypatch.setattr(replay_module.threading, "active_count", lambda: 1)
+    result = replay([str(ROOT / "examples")], [str(empty)], workers=2)
+    assert seen == [False, False] and gc.isenabled() and result.events == 0
 
 
 PARALLEL_CHECK = """

@@ -826,3 +826,52 @@ def test_set_up_rules_hold_over_random_traffic(runs: list[Any], exchanges: list[
     for n, (_start, _method, _key, host) in enumerate(exchanges):
         if host != AGENT:
             assert not any(e.startswith("ag_ui_thread:") for e in flows[f"x{n}"])
+
+
+# --- an answer in another flow follows its request (the legacy HTTP+SSE transport) ---------------------------------
+
+def _rpc(flow: str, at: float, sender: str, method: str, rpc_id: int) -> ObservedEvent:
+    """A JSON-RPC message of the agent's MCP session `s-1`: a client's request, or the server's response."""
+    envelope: dict[str, Any] = {"jsonrpc": "2.0", "id": rpc_id, **(
+        {"method": method, "params": {}} if sender == "client" else {"result": {}})}
+    return ObservedEvent("mcp", method, "request" if sender == "client" else "response", sender,  # type: ignore[arg-type]
+                         {}, flow, next(_seq), at, MCP, f"{AGENT}:50000", {"mcp_session": "s-1"}, jsonrpc_id=rpc_id,
+                         envelope=envelope)
+
+
+def _placements(events: list[ObservedEvent]) -> list[tuple[str, str, str]]:
+    """(flow, sender, episode) of every placement, in order."""
+    resolver = SessionResolver(SessionKey.AUTO, 120.0, ())
+    placed = [pair for event in events for pair in resolver.place(event)] + resolver.flush()
+    return [(event.flow_id, event.sender, session) for event, session in placed]
+
+
+def test_legacy_set_up_answered_on_the_stream_joins_the_episodes_its_listing_serves_after_its_request() -> None:
+    """The legacy transport: the start-up `tools/list` is POSTed, its answer (the tool descriptions: a poisoned
+    one is the delivery) comes on the GET stream, an exchange of its own opened at start-up. The answer is
+    parked with its request and placed after it in the AG-UI run the listing serves — not in the MCP session at
+    once, where the run's tool call is not; the call's answer on the stream joins the run too."""
+    placed = _placements([
+        _rpc("post-list", 0.0, "client", "tools/list", 1), _rpc("get", 0.2, "server", "tools/list", 1),
+        ag_ui("run", 10.0, "run_agent_input", "t1"), _rpc("post-call", 11.0, "client", "tools/call", 2),
+        _rpc("get", 11.5, "server", "tools/call", 2), ag_ui("run", 12.0, "run_finished", "t1")])
+    mcp = [item for item in placed if item[0] != "run"]
+    assert mcp == [("post-list", "client", "ag_ui_thread:t1"), ("get", "server", "ag_ui_thread:t1"),
+                   ("post-call", "client", "ag_ui_thread:t1"), ("get", "server", "ag_ui_thread:t1")]
+
+
+def test_an_answer_in_its_own_exchange_stays_there_whatever_other_exchanges_share_its_id() -> None:
+    """Clients reuse JSON-RPC ids across exchanges (each HTTP exchange answers its own): a set-up `tools/list`
+    with id 1 answered late in its own exchange, while the run's `tools/call` also has id 1, keeps its answer —
+    and so copies it into the next run its server serves."""
+    placed = _placements([
+        _rpc("list", 0.0, "client", "tools/list", 1),
+        ag_ui("a", 1.0, "run_agent_input", "t1", "run-1"), _rpc("call", 2.0, "client", "tools/call", 1),
+        _rpc("list", 2.5, "server", "tools/list", 1), _rpc("call", 3.0, "server", "tools/call", 1),
+        ag_ui("a", 4.0, "run_finished", "t1", "run-1"),
+        ag_ui("b", 10.0, "run_agent_input", "t2", "run-2"), _rpc("next", 11.0, "client", "tools/call", 2),
+        _rpc("next", 11.5, "server", "tools/call", 2), ag_ui("b", 12.0, "run_finished", "t2", "run-2")])
+    assert [session for flow, sender, session in placed if (flow, sender) == ("list", "server")] == [
+        "ag_ui_thread:t1", "ag_ui_thread:t2"]
+    assert [session for flow, sender, session in placed if (flow, sender) == ("call", "server")] == [
+        "ag_ui_thread:t1"]

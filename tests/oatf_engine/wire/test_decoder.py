@@ -7,8 +7,10 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from oatf_engine.events import ObservedEvent
+from oatf_engine.events import Endpoint, ExchangeEnded, ObservedEvent
 from oatf_engine.wire import DecoderConfig, Diagnostic, WireDecoder, parse_overrides
 
 JSON = {"content-type": "application/json"}
@@ -16,10 +18,12 @@ SSE = {"content-type": "text/event-stream"}
 
 
 class Harness:
-    """A decoder that collects diagnostics, and a helper running whole exchanges through it."""
+    """A decoder that collects diagnostics and the ends of exchanges that left requests unanswered (`ended`), and a
+    helper running whole exchanges through it."""
 
     def __init__(self, **config: Any) -> None:
         self.diagnostics: list[Diagnostic] = []
+        self.ended: list[ExchangeEnded] = []
         self.decoder = WireDecoder(DecoderConfig(**config), on_diagnostic=self.diagnostics.append)
         self.count = 0
 
@@ -45,7 +49,12 @@ class Harness:
             step = chunk or len(response)
             for start in range(0, len(response), step):
                 events += d.response_data(fid, response[start:start + step], 2.0)
-        return events + d.response_end(fid, 3.0)
+        for item in d.response_end(fid, 3.0):
+            if isinstance(item, ExchangeEnded):
+                self.ended.append(item)
+            else:
+                events.append(item)
+        return events
 
 
 def rpc(msg_id: Any, method: str, params: Any = None) -> dict[str, Any]:
@@ -98,9 +107,10 @@ def test_headers_in_every_form_read_the_same() -> None:
               (b"X-Other", b"x")]
     text = [(name.decode(), value.decode("utf-8", "surrogateescape")) for name, value in fields]
     forms = {"mapping": Headers(fields), "raw": Headers(fields).fields, "bytes": fields, "text": text,
-             "dict": {"content-type": "application/json", "mcp-session-id": "s1, \udcff"}}
+             "dict": {"content-type": "application/json", "mcp-session-id": "s1, \udcff"},
+             "byte tuple": tuple(fields), "text tuple": tuple(text), "unhashable": tuple(map(list, fields))}
     seen = {}
-    for form, headers in forms.items():
+    for form, headers in [*forms.items(), *forms.items()]:  # twice: raw fields read again are remembered
         h = Harness()
         events = h.exchange("POST", "http://mcp.local:8000/mcp", rpc(1, "tools/list"), request_headers=headers,
                             response_headers=headers, response=result(1, {"tools": []}))
@@ -379,7 +389,7 @@ def test_truncated_stream_reported() -> None:
     d.request_end("s", 1.0)
     d.response_headers("s", 200, SSE, 1.0)
     assert d.response_data("s", b'data: {"type": "RUN_STARTED"', 1.0) == []
-    assert d.abort("s", 2.0) == []
+    assert d.abort("s", 2.0) == [ExchangeEnded("s", 2.0, 1, (("s", "client", None),))], "its RunAgentInput unanswered"
     assert [x.code for x in h.diagnostics] == ["truncated_stream"]
 
 
@@ -433,3 +443,133 @@ def test_batch_members_beyond_the_limit_are_not_decoded_and_say_so() -> None:
     [diagnostic] = h.diagnostics
     assert diagnostic.code == "oversize_batch" and "batch of 5 messages" in diagnostic.message
     assert "2 not inspected" in diagnostic.message
+
+
+# --- the end of an exchange that left requests unanswered (`ExchangeEnded`) ---------------------------------------
+
+def unanswered(h: Harness) -> list[tuple[str, tuple[tuple[str, str, Any], ...]]]:
+    return [(ended.flow_id, ended.unanswered) for ended in h.ended]
+
+
+def test_an_answered_exchange_ends_without_a_word() -> None:
+    h = Harness()
+    h.exchange("POST", "http://m/mcp", rpc(1, "tools/call", {"name": "x"}), response=result(1, {"content": []}))
+    h.exchange("POST", "http://m/mcp", rpc(2, "tools/call", {"name": "x"}),
+               response={"jsonrpc": "2.0", "id": 2, "error": {"code": -1, "message": "an answer all the same"}})
+    h.exchange("POST", "http://m/mcp", {"jsonrpc": "2.0", "method": "notifications/initialized"}, status=202,
+               response_headers={})
+    h.exchange("POST", "http://ui/agent", RUN, response=[json.dumps({"type": "RUN_STARTED"})])
+    assert h.ended == []
+
+
+@pytest.mark.parametrize(("status", "headers", "response"), [
+    (502, {"content-type": "text/plain"}, b"Bad Gateway"),
+    (401, {}, b""),
+    (500, {"content-type": "text/html"}, b"<h1>oops</h1>"),
+    (200, SSE, [json.dumps({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}})]),
+])
+def test_a_request_whose_exchange_ends_without_its_answer_is_reported(status: int, headers: dict[str, str],
+                                                                       response: Any) -> None:
+    """An HTTP error without a JSON-RPC body, or a stream closed with only a notification: the request (and only
+    the unanswered one of a batch) is reported, after the exchange's events."""
+    h = Harness()
+    events = h.exchange("POST", "http://m/mcp", [rpc(1, "tools/call", {"name": "x"}), rpc("b", "ping")],
+                        status=status, response_headers=headers, response=response)
+    assert unanswered(h) == [("f1", (("f1", "client", 1), ("f1", "client", "b")))]
+    assert h.ended[0].seq == events[-1].seq, "it comes after the exchange's last event"
+    h.exchange("POST", "http://m/mcp", [rpc(3, "tools/call", {"name": "x"}), rpc(4, "ping")],
+               response=[json.dumps(result(4, {}))])
+    assert unanswered(h)[1:] == [("f2", (("f2", "client", 3),))]
+
+
+@pytest.mark.parametrize("ending", ["closed", "aborted"])
+def test_a_stream_that_gave_an_event_id_may_be_resumed_so_its_requests_are_not_reported(ending: str) -> None:
+    """MCP Streamable HTTP 2025-11-25 ("Resumability and Redelivery", SSE polling): a server that sent an event ID
+    may close the POST's stream before the answer, which comes on the stream the client resumes with
+    Last-Event-ID. Reporting the request unanswered would end its wait: the run could conclude before the answer
+    and its evidence (a false not_exploited)."""
+    h = Harness()
+    d = h.decoder
+    d.request_headers("x", "POST", "http://m/mcp", JSON, "c:1", 1.0)
+    d.request_data("x", json.dumps(rpc(1, "tools/call", {"name": "slow"})).encode(), 1.0)
+    d.request_end("x", 1.0)
+    d.response_headers("x", 200, SSE, 1.0)
+    d.response_data("x", b"id: stream-1/0\ndata: \n\n", 1.0)  # the priming event
+    out = d.abort("x", 2.0) if ending == "aborted" else d.response_end("x", 2.0)
+    assert out == [] and h.ended == []
+
+
+def test_http_requests_that_are_not_json_rpc_and_failed_exchanges_are_reported() -> None:
+    h = Harness()
+    h.exchange("POST", "http://ui/agent", RUN, status=502, response_headers={"content-type": "text/plain"},
+               response=b"upstream down")
+    h.exchange("GET", "http://a2a/.well-known/agent-card.json", status=404, response_headers={}, response=b"")
+    d = h.decoder
+    d.request_headers("x", "POST", "http://m/mcp", JSON, "c:1", 1.0)
+    d.request_data("x", json.dumps(rpc(9, "tools/call", {"name": "x"})).encode(), 1.0)
+    d.request_end("x", 1.0)
+    [ended] = d.abort("x", 4.0)  # connection reset, timeout: mitmproxy's `error`
+    assert unanswered(h) == [("f1", (("f1", "client", None),)), ("f2", (("f2", "client", None),))]
+    assert ended == ExchangeEnded("x", 4.0, ended.seq, (("x", "client", 9),))
+
+
+def test_legacy_sse_posts_leave_their_answers_to_the_stream_whose_end_reports_those_still_due() -> None:
+    """The server accepts a POST (202) and answers on the GET stream: the POST's end reports nothing; the answer
+    on the stream settles one request; the stream's end reports the other. A POST the server refuses is
+    reported at once."""
+    h = Harness()
+    d = h.decoder
+    d.request_headers("sse", "GET", "http://old.local:9000/sse", {"accept": "text/event-stream"}, "127.0.0.1:2", 1.0)
+    d.request_end("sse", 1.0)
+    d.response_headers("sse", 200, SSE, 1.0)
+    d.response_data("sse", b"event: endpoint\ndata: /messages/?session_id=abc\n\n", 1.0)
+    post = "http://old.local:9000/messages/?session_id=abc"
+    h.exchange("POST", post, rpc(5, "tools/list"), status=202, response_headers={}, response=b"Accepted")
+    h.exchange("POST", post, rpc(6, "tools/call", {"name": "x"}), status=202, response_headers={})
+    h.exchange("POST", post, rpc(7, "ping"), status=400, response_headers={}, response=b"no such session")
+    assert unanswered(h) == [("f3", (("f3", "client", 7),))]
+    d.response_data("sse", b"data: " + json.dumps(result(5, {"tools": []})).encode() + b"\n\n", 2.0)
+    assert d.response_end("sse", 3.0)[-1] == ExchangeEnded("sse", 3.0, 4, (("f2", "client", 6),))
+
+
+def test_a_message_stream_never_reports_an_end() -> None:
+    h = Harness()
+    h.decoder.open_stream("st", Endpoint("stdio", 1, "/srv"), "agent:1", {})
+    h.decoder.stream_message("st", json.dumps(rpc(1, "tools/call", {"name": "x"})), "client", 1.0)
+    h.decoder.close_stream("st")
+    assert h.ended == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(requests=st.lists(st.one_of(st.integers(0, 5), st.sampled_from(["a", "b"])), min_size=1, max_size=5,
+                         unique=True),
+       answered=st.lists(st.one_of(st.integers(0, 5), st.sampled_from(["a", "b"])), max_size=5, unique=True),
+       ending=st.sampled_from(["json", "sse", "sse-cut", "error", "abort"]))
+def test_an_exchanges_requests_are_answered_in_it_or_reported_unanswered_at_its_end(
+        requests: list[Any], answered: list[Any], ending: str) -> None:
+    """Property: whatever the requests, the answers and how the exchange ends, each request the decoder reported is
+    either answered by a message of the exchange or named by its end, never both, and nothing else is named."""
+    h = Harness()
+    d = h.decoder
+    d.request_headers("x", "POST", "http://m/mcp", JSON, "c:1", 1.0)
+    d.request_data("x", json.dumps([rpc(n, "tools/call", {"name": "t"}) for n in requests]).encode(), 1.0)
+    sent = [e.jsonrpc_id for e in d.request_end("x", 1.0)]
+    answers = [result(n, {"content": []}) for n in answered]
+    out: list[Any] = []
+    if ending == "abort":
+        out += d.abort("x", 2.0)
+    elif ending == "error":
+        d.response_headers("x", 502, {"content-type": "text/plain"}, 2.0)
+        out += d.response_data("x", b"Bad Gateway", 2.0) + d.response_end("x", 2.0)
+    else:
+        sse = ending != "json"
+        d.response_headers("x", 200, SSE if sse else JSON, 2.0)
+        body = ("".join(f"data: {json.dumps(a)}\n\n" for a in answers) + ("data: {\"jsonrpc\"" * (ending == "sse-cut"))
+                if sse else json.dumps(answers) if answers else "")
+        out += d.response_data("x", body.encode(), 2.0) + d.response_end("x", 3.0)
+    replied = {e.jsonrpc_id for e in out if isinstance(e, ObservedEvent)}
+    ends = [e for e in out if isinstance(e, ExchangeEnded)]
+    left = [call[2] for end in ends for call in end.unanswered]
+    assert sent == requests
+    assert sorted(map(str, left)) == sorted(str(n) for n in requests if n not in replied)
+    assert len(ends) == (1 if left else 0)
