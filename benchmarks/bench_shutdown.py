@@ -1,6 +1,7 @@
 """Shutdown with many runs open: how long mitmdump + the addon takes to exit after SIGINT, reporting every run.
 
     .venv/bin/python benchmarks/bench_shutdown.py [--sessions 1000] [--concurrency 50] [--against DIR] [--rounds N]
+                                                  [--churn FILES]
 
 A FastMCP server (Streamable HTTP, `tests/e2e/wire/peers.py`) behind mitmdump with the addon; `--sessions` MCP
 sessions opened through the proxy with raw HTTP JSON-RPC (`initialize`, `notifications/initialized`,
@@ -17,7 +18,8 @@ at `DIR` (e.g. `/work/main`: its `addon/oatf_addon.py` imports that checkout's e
 runs it) right after this checkout's, `--rounds` times alternating, and prints both shutdown times.
 Each measurement also gives the CPU seconds mitmdump and its monitor process spend from SIGINT to exit, and
 per run; the cost of creating a report-sized file on this disk at the time is printed before and after (it
-varies tenfold on ext4 with what was deleted nearby in the last minutes, see `creation_cost`).
+varies tenfold on ext4 with what was deleted nearby in the last minutes, see `creation_cost`); `--churn FILES`
+creates and deletes that many files beside the reports right before each SIGINT, for that disk's slow state.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -164,8 +167,18 @@ def creation_cost(workdir: Path, files: int) -> str:
             f"system), {wall / files * 1e6:.0f} us wall per file ({files} files)")
 
 
+def churn(workdir: Path, files: int) -> None:
+    """Create and delete `files` small files beside the report directories: what other processes' temporary
+    files do to a shared disk (on ext4 without a journal, the inode allocator then skips the freed inodes one by
+    one for a minute or more, and each new report file costs several times its CPU)."""
+    folder = Path(tempfile.mkdtemp(dir=workdir))
+    for n in range(files):
+        (folder / str(n)).write_bytes(b"x")
+    shutil.rmtree(folder)
+
+
 def measure(workdir: Path, name: str, attacks: str, url: str, sessions: int,
-            concurrency: int, addon: Path = ADDON) -> dict[str, float]:
+            concurrency: int, addon: Path = ADDON, churned: int = 0) -> dict[str, float]:
     report_dir = workdir / f"{name}-reports"
     extra = ("--set", "termlog_verbosity=warn", "-s", str(addon), "-s", str(COMMAND_SCRIPT),
              "--set", f"oatf_attacks={attacks}", "--set", f"oatf_report_dir={report_dir}",
@@ -179,6 +192,7 @@ def measure(workdir: Path, name: str, attacks: str, url: str, sessions: int,
             time.sleep(0.2)
         caught_up = time.monotonic() - started
         loaded, live, _ = current
+        churn(workdir, churned)
         cpu = ShutdownCpu(running.process)
         interrupted = time.monotonic()
         os.killpg(running.process.pid, signal.SIGINT)
@@ -206,6 +220,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=50, help="sessions being opened at once")
     parser.add_argument("--against", metavar="DIR", help="also measure the addon of the checkout at DIR")
     parser.add_argument("--rounds", type=int, default=1, help="with --against: library measurements of each")
+    parser.add_argument("--churn", type=int, default=0, metavar="FILES",
+                        help="before each SIGINT, create and delete this many files beside the reports (`churn`)")
     args = parser.parse_args()
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
     print(f"{args.sessions} MCP sessions (raw JSON-RPC through the proxy, {args.concurrency} at a time), grace "
@@ -214,16 +230,17 @@ def main() -> None:
         workdir = Path(tmp)  # on the project's disk, as reports would be (not a tmpfs): fsyncs cost what they do
         url = running.url("mcp_http", "/mcp")
         print(f"  {creation_cost(workdir, 30 * args.sessions)}")
-        baseline = measure(workdir, "baseline", "", url, args.sessions, args.concurrency)
-        library = measure(workdir, "library", str(ATTACKS), url, args.sessions, args.concurrency)
+        baseline = measure(workdir, "baseline", "", url, args.sessions, args.concurrency, churned=args.churn)
+        library = measure(workdir, "library", str(ATTACKS), url, args.sessions, args.concurrency, churned=args.churn)
         if args.against:
             theirs, mine = [], [library]
             other = Path(args.against).resolve() / "addon" / "oatf_addon.py"
             for n in range(args.rounds):
                 if n:
-                    mine.append(measure(workdir, f"library{n}", str(ATTACKS), url, args.sessions, args.concurrency))
+                    mine.append(measure(workdir, f"library{n}", str(ATTACKS), url, args.sessions, args.concurrency,
+                                        churned=args.churn))
                 theirs.append(measure(workdir, f"against{n}", str(ATTACKS), url, args.sessions, args.concurrency,
-                                      other))
+                                      other, args.churn))
             print(f"  {creation_cost(workdir, 30 * args.sessions)}")
 
             def shown(runs: list[dict[str, float]]) -> str:
