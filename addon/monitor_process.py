@@ -30,11 +30,12 @@ their reports at once and answers `reported` with them, then `outputs` with a `R
 
 The child runs in a session of its own: a Ctrl-C or a signal to the proxy's process group does not reach it, so it
 lives to conclude its runs when the proxy shuts down. It ends after `shutdown` — whose answer carries every run
-still open, concluded as `interrupted` and reported, so nothing observed is lost — or when the pipe closes (the
-proxy died; the reports written are made durable first), at once: what it held is not torn down. A report that
-cannot be written (a full or read-only disk) is answered as `Reported` without a path, with the error; evaluation
-goes on. One event that makes evaluation raise is reported as `failed` and the others go on. Every send goes
-through a sender thread: no caller (mitmproxy's event loop included) ever waits for the child.
+still open, reported, so nothing observed is lost: the runs of sessions the agent closed as the clock would have
+concluded them (`Monitor.conclude_closed_sessions`, as a recovery does), the others `interrupted` — or when the
+pipe closes (the proxy died; the reports written are made durable first), at once: what it held is not torn
+down. A report that cannot be written (a full or read-only disk) is answered as `Reported` without a path, with
+the error; evaluation goes on. One event that makes evaluation raise is reported as `failed` and the others go
+on. Every send goes through a sender thread: no caller (mitmproxy's event loop included) ever waits for the child.
 
 No thread dies silently: the sender, the receiver and the child's loops catch everything, report each kind of
 failure once, and go on. An event that cannot be pickled (the decoder cuts JSON at `MAX_DEPTH`, far below
@@ -57,14 +58,12 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 from typing import Any
 
-from oatf_engine.collector import collector_paused
 from oatf_engine.events import ExchangeEnded, ObservedEvent
 from oatf_engine.journal import run_key
 from oatf_engine.monitor import Held, LoadedAttack, Monitor, MonitorOptions, Output, RunConcluded
@@ -105,31 +104,28 @@ Message = tuple[str, Any]
 
 
 class Reporting:
-    """The child's report writing: each concluded run's report encoded at once and handed to a writer thread,
-    which puts it in its files while the next runs are concluded and encoded (creating a file is mostly the
-    kernel's work, done without the interpreter lock: at shutdown, thousands of runs conclude at once); made
-    durable in batches (`commit`, once everything handed over is written)."""
+    """The child's report writing: each concluded run's report written at once, made durable in batches."""
 
     def __init__(self, directory: str) -> None:
         self.writer = ReportWriter(directory)
-        self.files = ThreadPoolExecutor(max_workers=1, thread_name_prefix="oatf-report-writer")
-        """The writer thread: one, so reports reach `verdicts.jsonl` in the order their runs concluded."""
-        self.pending: list[tuple[Reported, Future[Path]]] = []
-        """Runs whose report is handed to the writer thread and not yet committed: the parent has not heard of
-        them."""
+        self.pending: list[Reported] = []
+        """Runs whose report is written (or failed) and not yet committed: the parent has not heard of them."""
         self.committed = 0.0
         """When the last commit ran (monotonic)."""
 
-    def conclude(self, outputs: Iterable[Output]) -> list[Output]:
-        """Hand the report of every concluded run among `outputs` to the writer thread; the other outputs."""
+    def conclude(self, outputs: list[Output]) -> list[Output]:
+        """Write the report of every concluded run among `outputs`; the other outputs."""
         rest: list[Output] = []
         for output in outputs:
             if not isinstance(output, RunConcluded):
                 rest.append(output)
                 continue
-            name, data = self.writer.encode(output.report)
-            reported = Reported.of(output.run, output.report, Path(self.writer.path(name)))
-            self.pending.append((reported, self.files.submit(self.writer.put, name, data)))
+            try:
+                path = self.writer.write(output.report)
+            except OSError as exc:  # a full or read-only disk: the run is told without a path, the others go on
+                self.pending.append(Reported.of(output.run, output.report, None, describe(exc)))
+            else:
+                self.pending.append(Reported.of(output.run, output.report, path))
         return rest
 
     def wait(self) -> float | None:
@@ -139,11 +135,9 @@ class Reporting:
         return max(0.0, self.committed + COMMIT_SECONDS - time.monotonic())
 
     def commit(self) -> list[Reported]:
-        """Once the writer thread has written every report handed to it, make them durable; the runs to tell the
-        parent (without a path, those whose report could not be written or made durable)."""
-        pending, self.pending = self.pending, []
+        """Make the written reports durable; the runs to tell the parent (not written, when the fsync failed)."""
+        reported, self.pending = self.pending, []
         self.committed = time.monotonic()
-        reported = [_written(r, future) for r, future in pending]
         try:
             self.writer.commit()
         except OSError as exc:
@@ -155,16 +149,6 @@ class Reporting:
         reported = self.commit()
         self.writer = ReportWriter(directory)
         return reported
-
-
-def _written(reported: Reported, future: Future[Path]) -> Reported:
-    """`reported` once the writer thread has written its report, without a path if it could not (a full or
-    read-only disk: the run is told with the error, the others go on)."""
-    try:
-        future.result()
-    except OSError as exc:
-        return dataclasses.replace(reported, path=None, error=describe(exc))
-    return reported
 
 
 def serve(inbox: Connection, outbox: Connection) -> None:
@@ -233,14 +217,11 @@ def _read(inbox: Connection, work: queue.SimpleQueue[Message | None], answer: Ca
 def _handle(monitor: Monitor, reporting: Reporting, kind: str, payload: Any,
             answer: Callable[[Message], None], held: HeldFlows) -> bool:
     """Evaluate one message and answer it; False after `shutdown`."""
-    if kind == "shutdown":
-        # The process ends after this answer (`main`): nothing it made here needs the cyclic collector, whose
-        # passes over the monitor's objects and thousands of reports would be wasted time.
-        with collector_paused():
-            last = reporting.conclude(monitor.concluding())
-            if last:
-                answer(("outputs", last))
-            answer(("done", reporting.commit()))
+    if kind == "shutdown":  # closed sessions' runs as the clock (and recovery) would conclude them; the rest cut short
+        last = reporting.conclude([*monitor.conclude_closed_sessions(), *monitor.shutdown()])
+        if last:
+            answer(("outputs", last))
+        answer(("done", reporting.commit()))
         return False
     if kind == "status":
         answer(("status", monitor.status()))

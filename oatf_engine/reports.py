@@ -118,26 +118,15 @@ class ReportWriter:
         """`verdicts.jsonl`'s descriptor, open between a write and the next `commit`."""
 
     def write(self, report: dict[str, Any]) -> Path:
-        return self.put(*self.encode(report))
-
-    def encode(self, report: dict[str, Any]) -> tuple[str, bytes]:
-        """`report`'s file name and bytes, as `put` writes them (the whole of `write` that holds the interpreter:
-        a writer thread can `put` one report while the next is encoded)."""
         if not self.show_secrets:
             report = redact_report(report)
+        name = report_filename(report)
         # Encoded once, compact, for the file and `verdicts.jsonl` alike: the C encoder (which `indent` turns off)
         # is several times faster, and shutdown writes thousands of reports at once (`jq .` indents a report).
-        return report_filename(report), (json.dumps(report, separators=(",", ":"), default=str) + "\n").encode()
-
-    def path(self, name: str) -> str:
-        """Where `put` writes the report named `name`."""
-        return os.path.join(self._folder, name)
-
-    def put(self, name: str, data: bytes) -> Path:
-        """An encoded report (`encode`) into its file and `verdicts.jsonl`."""
+        data = (json.dumps(report, separators=(",", ":"), default=str) + "\n").encode()
         # One writer per process and directory: a name of its own, no random name to draw and retry. Plain
         # descriptors and string paths: creating the file is most of a report's cost, so nothing is added to it.
-        path = self.path(name)
+        path = os.path.join(self._folder, name)
         tmp = os.path.join(self._folder, f".tmp-{os.getpid()}-{name}")
         try:
             fd = os.open(tmp, _CREATE, 0o600)

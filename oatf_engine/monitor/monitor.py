@@ -7,7 +7,7 @@ import heapq
 import itertools
 import math
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Iterator, KeysView, Mapping, Set
+from collections.abc import Hashable, Iterable, KeysView, Mapping, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -740,7 +740,7 @@ class Monitor:
         at = max(at, math.nextafter(self.now, math.inf) if not_before is None else not_before)
         run.scheduled = at
         heapq.heappush(self._timers, (at, next(self._timer_order), item))
-        if len(self._timers) > 4 * (len(self.runs) + self._paper_timer_count) + 1024:
+        if len(self._timers) > 2 * (len(self.runs) + self._paper_timer_count) + 1024:  # stale ones: at most as many
             self._timers = [t for t in self._timers if self._live_entry(t[0], t[2])]
             heapq.heapify(self._timers)
 
@@ -799,21 +799,16 @@ class Monitor:
     def shutdown(self, status: str = "interrupted") -> list[Output]:
         """Conclude every open run with `status` (the proxy is stopping: `interrupted`; a crashed proxy's
         journal replayed: `recovered`): nothing observed is lost."""
-        return list(self.concluding(status))
-
-    def concluding(self, status: str = "interrupted") -> Iterator[Output]:
-        """`shutdown`'s outputs as it goes, for a caller that writes each report while the next runs conclude
-        (the monitor process); the monitor is left as after `shutdown` once they are all taken, and must not be
-        used before."""
+        outputs: list[Output] = []
         for placed, session in self.sessions.flush():
-            yield from self._observe(placed, session)
-        for key in list(self.runs):
-            yield self._conclude(key, status)
+            outputs.extend(self._observe(placed, session))
+        outputs.extend(self._conclude(key, status) for key in list(self.runs))
         for state in list(self._sessions.values()):
             for cohort in list(state.cohorts):
                 for timer in list(cohort.timers):
-                    yield from self._conclude_paper(state, timer, timer.members, status, self.now)
+                    outputs.extend(self._conclude_paper(state, timer, timer.members, status, self.now))
         self._timers.clear()
+        return outputs
 
     def conclude_closed_sessions(self) -> list[Output]:
         """Conclude now, as the clock would conclude them, the runs of the sessions the agent closed

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from addon.monitor_process import MonitorProcess, Reporting
+from addon.monitor_process import MonitorProcess
 from oatf_engine.monitor import Monitor, MonitorOptions, Output, RunConcluded
 from oatf_engine.monitor.monitor import IndicatorMatched
-from oatf_engine.reports import Reported, redact_report, report_filename
+from oatf_engine.reports import Reported
 from tests.oatf_engine.monitor.test_monitor import POISONED_TOOL, TIMED, attack, call, event
 
 
@@ -77,6 +77,32 @@ def test_events_are_evaluated_in_the_child_and_shutdown_reports_every_run(tmp_pa
     assert {s: (r["verdict"]["result"], r["execution_summary"]["status"]) for s, r in reports.items()} == {
         "mcp_session:a": ("exploited", "interrupted"), "mcp_session:b": ("not_exploited", "interrupted")}
     assert not monitor.alive and collector.failures == []
+
+
+def test_shutdown_concludes_a_closed_session_as_the_clock_and_recovery_would(tmp_path: Path) -> None:
+    """A clean shutdown: the run of a session the agent closed concludes as a clock going on concludes it (here
+    `completed`, a grace period after its last message: `Monitor.conclude_closed_sessions`, as a crashed proxy's
+    recovery concludes it), not `interrupted`; a session still open is cut short."""
+    events = [call("-----BEGIN PRIVATE KEY-----", 0.0, session="a"), call("nothing", 1.0, session="b")]
+    clock = Monitor([attack(POISONED_TOOL)], MonitorOptions(grace_period=60.0))
+    for item in events:
+        clock.observe(item)
+    clock.close_session("mcp", "mcp_session", "a", 2.0)
+    [expected] = [o.report for o in clock.tick(3600.0) if isinstance(o, RunConcluded)
+                  and o.report["execution_summary"]["session"] == "mcp_session:a"]
+    collector = Collector()
+    monitor = start(collector, tmp_path)
+    monitor.observe(events)
+    monitor.close_session("mcp", "mcp_session", "a", 2.0)
+    assert collector.wait(lambda: collector.evaluated == 1)
+    assert monitor.shutdown(timeout=30)
+    reports = {r["execution_summary"]["session"]: r for r in collector.reports()}
+    assert {s: (r["verdict"]["result"], r["execution_summary"]["status"]) for s, r in reports.items()} == {
+        "mcp_session:a": ("exploited", expected["execution_summary"]["status"]),
+        "mcp_session:b": ("not_exploited", "interrupted")}
+    assert expected["execution_summary"]["status"] != "interrupted"
+    assert reports["mcp_session:a"]["execution_summary"]["ended_at"] == expected["execution_summary"]["ended_at"]
+    assert collector.failures == []
 
 
 def test_the_child_counts_what_it_holds_in_memory(tmp_path: Path) -> None:
@@ -186,53 +212,3 @@ def test_after_its_shutdown_the_child_ends_without_tearing_down_what_it_held(
     assert monitor.shutdown(timeout=30) and collector.failures == []
     assert len(collector.reports()) == 3
     assert monitor._process.returncode == 0 and not marker.exists()
-
-
-def _concluded(sessions: int) -> list[RunConcluded]:
-    """The outputs of a monitor's shutdown with one run open in each of `sessions` sessions: a run concluded in
-    each."""
-    monitor = Monitor([attack(POISONED_TOOL)], MonitorOptions(grace_period=60.0))
-    for n in range(sessions):
-        monitor.observe(call("-----BEGIN PRIVATE KEY-----" if n % 2 else "nothing", 100.0 + n, session=f"s{n}"))
-    outputs = monitor.shutdown()
-    assert len(outputs) == sessions
-    return [o for o in outputs if isinstance(o, RunConcluded)]
-
-
-def test_reports_are_written_on_a_thread_of_their_own_and_committed_once_all_are_written(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The child hands each concluded run's report to its writer thread and goes on (at shutdown, concluding and
-    encoding the next runs while the kernel creates the files); a commit waits until every report handed over
-    is written, then tells the runs, in order, and `verdicts.jsonl` has them in the order they concluded."""
-    outputs = _concluded(4)
-    reporting = Reporting(str(tmp_path))
-    release = threading.Event()
-    put = reporting.writer.put
-
-    def held_put(name: str, data: bytes) -> Path:
-        release.wait(30)
-        return put(name, data)
-
-    monkeypatch.setattr(reporting.writer, "put", held_put)
-    assert reporting.conclude(list(outputs)) == []
-    assert list(tmp_path.glob("*.json")) == []  # handed over, not written yet: `conclude` did not wait
-    threading.Timer(0.2, release.set).start()
-    reported = reporting.commit()
-    assert [r.run for r in reported] == [o.run for o in outputs]
-    assert all(Path(r.path or "").is_file() for r in reported)
-    lines = [json.loads(line) for line in (tmp_path / "verdicts.jsonl").read_text().splitlines()]
-    assert [(r["execution_summary"]["session"], r["outcome"]) for r in lines] == [
-        (r.summary.session, r.summary.outcome) for r in reported]
-
-
-def test_a_report_the_writer_thread_cannot_write_is_told_without_a_path(tmp_path: Path) -> None:
-    """A report that cannot be written (here: its name is taken by a folder) is told with the error and no path;
-    the other runs are written and told as usual."""
-    outputs = _concluded(3)
-    reporting = Reporting(str(tmp_path))
-    (tmp_path / report_filename(redact_report(outputs[1].report))).mkdir()
-    assert reporting.conclude(list(outputs)) == []
-    reported = reporting.commit()
-    assert [r.path is None for r in reported] == [False, True, False]
-    assert reported[1].error and "directory" in reported[1].error.lower()
-    assert len((tmp_path / "verdicts.jsonl").read_text().splitlines()) == 2
