@@ -51,7 +51,7 @@ import oatf
 from oatf_engine.events import ObservedEvent
 from oatf_engine.monitor import load_library
 from oatf_engine.text import Once, describe, printable
-from oatf_engine.wire.mcp import SESSION_HEADER
+from oatf_engine.wire.mcp import SESSION_HEADER, VERSION_HEADER, result_for
 from oatf_engine.wire.recognition import protocol_of_method
 from oatf_serve import mcp_state
 from oatf_serve.a2a_push import ACTION as PUSH_ACTION
@@ -252,7 +252,8 @@ class Inject:
                 answer, is_error = ANSWERS[method](state, params, played.render(params)), False
             except mcp_state.Refusal as refusal:
                 answer, is_error = {"code": refusal.code, "message": str(refusal)}, True
-            reply = {"jsonrpc": "2.0", "id": request_id, "error" if is_error else "result": answer}
+            result = answer if is_error else result_for(answer, flow.request.headers.get(VERSION_HEADER))
+            reply = {"jsonrpc": "2.0", "id": request_id, "error" if is_error else "result": result}
             self._play(session, method, params, answer, is_error)
             asked = params.get("name", params.get("uri"))
             notes = [f"{where}: answered {method} {asked!r} (not forwarded to the server)"]

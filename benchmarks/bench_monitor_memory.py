@@ -3,6 +3,7 @@ over a long stream of traffic.
 
     .venv/bin/python benchmarks/bench_monitor_memory.py [--runs 10000] [--per-attack 1000]
         [--messages 100000] [--sessions 50] [--interval 0.002] [--every 10000] [--max-run-lifetime 60]
+        [--soak-minutes 20] [--soak-agents 50] [--soak-grace 30] [--soak-only]
 
 1. Memory per idle run (target <= 50 KB): `--runs` runs of the library attack whose runs are the largest,
    each opened by one synthetic `ObservedEvent` in its own session (one per protocol the attack's actors
@@ -23,6 +24,12 @@ over a long stream of traffic.
    traced memory and the process RSS. After one run lifetime (warm-up: the bounded set of runs is created, and
    the first runs conclude) both must stay flat. Also the average size of a run's report (JSON), what keeping
    every report costs.
+3. The soak's traffic in memory (issue 14; `testing/soak.py`: the MCP sessions of `bench_live_load.py --minutes`,
+   each with a session id of its own, closed by the agent): `--soak-agents` agents for `--soak-minutes` simulated
+   minutes, grace period `--soak-grace`. Every simulated minute: live runs, their sessions, timers queued, the
+   session rules' flow maps (`oatf_engine.monitor.recent`) and tracemalloc's traced memory; then the growth of
+   traced memory per minute (least squares) over the second half (after the library's longest grace period,
+   10 min: the live runs level off), and the largest tables (`testing.soak.sizes`). Target: flat.
 """
 
 from __future__ import annotations
@@ -49,7 +56,7 @@ from addon.watermark import TICK_SECONDS  # noqa: E402
 from oatf_engine.events import Endpoint, ObservedEvent  # noqa: E402
 from oatf_engine.monitor import Monitor, MonitorOptions, RunConcluded, load_library  # noqa: E402
 from oatf_engine.monitor.library import LoadedAttack  # noqa: E402
-from testing import sessions  # noqa: E402
+from testing import sessions, soak  # noqa: E402
 
 KEYS = {"mcp": "mcp_session", "a2a": "a2a_context", "ag_ui": "ag_ui_thread"}
 OPENING = {  # a benign first message of each protocol, from the agent, that opens its session's runs at once
@@ -180,6 +187,39 @@ def flat_over_traffic(attacks: list[LoadedAttack], messages: int, slots: int, in
               f"(mean of {len(sample)}): what keeping every report costs per run")
 
 
+def soak_traffic(attacks: list[LoadedAttack], minutes: float, agents: int, grace: float) -> None:
+    print(f"3. the soak's MCP sessions, {agents} agents for {minutes:g} simulated minutes, grace period {grace:g} s, "
+          f"whole library ({len(attacks)} attacks) loaded:")
+    monitor = Monitor(attacks, MonitorOptions(grace_period=grace))
+    driver = soak.Driver(monitor)
+    gc.collect()
+    tracemalloc.start()
+    start = time.process_time()
+    print(f"  {'minute':>6} {'live runs':>9} {'sessions':>8} {'timers':>7} {'flows':>7} {'episode flows':>13} "
+          f"{'traced MB':>9} {'CPU s':>6}")
+    rows = []
+    next_minute = soak.START + 60
+    for item in soak.traffic(agents, minutes * 60):
+        driver.feed(item)
+        if item[0] >= next_minute:
+            gc.collect()
+            traced, sizes = tracemalloc.get_traced_memory()[0], soak.sizes(monitor)
+            minute = round((next_minute - soak.START) / 60)
+            rows.append((minute, traced))
+            print(f"  {minute:>6} {monitor.live_runs:>9,} {monitor.open_sessions:>8,} {monitor.queued_timers:>7,} "
+                  f"{sizes['resolver.flow_session']:>7,} {sizes.get('episodes.flows', 0):>13,} {traced / 1e6:>9.2f} "
+                  f"{time.process_time() - start:>6.1f}", flush=True)
+            next_minute += 60
+    tracemalloc.stop()
+    half = [row for row in rows if row[0] >= max(minutes / 2, 11)]
+    if len(half) >= 2:  # a least-squares slope: the timer queue's compactions make traced memory a saw
+        slope = statistics.linear_regression([m for m, _ in half], [t for _, t in half]).slope
+        print(f"  minutes {half[0][0]} to {half[-1][0]}: traced {slope / 1e3:+,.0f} KB per minute (least squares; "
+              "target: flat)")
+    largest = sorted(soak.sizes(monitor).items(), key=lambda item: -item[1])[:8]
+    print("  largest tables at the end: " + ", ".join(f"{name} {size:,}" for name, size in largest))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=10_000, help="idle runs of the largest-run attack")
@@ -189,10 +229,17 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=0.002, help="seconds of event time between messages")
     parser.add_argument("--every", type=int, default=10_000, help="print a line every this many messages")
     parser.add_argument("--max-run-lifetime", type=float, default=60.0, help="seconds of event time a run lives")
+    parser.add_argument("--soak-minutes", type=float, default=20.0, help="simulated minutes of the soak's traffic")
+    parser.add_argument("--soak-agents", type=int, default=50, help="agents at once in the soak's traffic")
+    parser.add_argument("--soak-grace", type=float, default=30.0, help="grace period (s) in the soak's traffic")
+    parser.add_argument("--soak-only", action="store_true", help="only part 3")
     args = parser.parse_args()
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
     library = load_library([str(ROOT / "attacks")])
     attacks = list(library.attacks)
+    if args.soak_only:
+        soak_traffic(attacks, args.soak_minutes, args.soak_agents, args.soak_grace)
+        return
 
     print(f"1. memory per idle run (traced by tracemalloc; target <= 50 KB), {len(attacks)} library attacks:")
     measured = {a.key: idle_runs([a], args.per_attack) for a in attacks}
@@ -212,6 +259,7 @@ def main() -> None:
     print(f"  whole library, {sessions_count:,} sessions of each protocol: {runs:,} runs, {per_run / 1e3:.1f} KB/run, "
           f"{per_run * runs / (3 * sessions_count) / 1e3:.0f} KB per protocol session")
     flat_over_traffic(attacks, args.messages, args.sessions, args.interval, args.every, args.max_run_lifetime)
+    soak_traffic(attacks, args.soak_minutes, args.soak_agents, args.soak_grace)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@
    machine does not skew them): MCP `tools/call` POSTs answered with JSON (request and response each one
    message), and one AG-UI stream fed in 16 KiB chunks.
    Targets: ≥ 50,000 messages/s and ≥ 100,000 events/s.
-2. The same real MCP workload (official `mcp` client calling `tools/call` in a loop, FastMCP Streamable HTTP
+2. The same real MCP workload (official `mcp` client calling `tools/call` in a loop, MCPServer Streamable HTTP
    server) directly, through bare mitmdump, through mitmdump that only streams SSE responses, and through
    mitmdump + tap (decoding only, no attacks), in alternating rounds: requests/s and median latency per call;
    then the events/s a client receives from one long AG-UI SSE stream on each path.
@@ -79,10 +79,10 @@ async def _calls(url: str, proxy: str | None, calls: int) -> list[float]:
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
-    from testing.clients import http_client
+    from testing.clients import mcp_http_client
 
     latencies = []
-    async with http_client(proxy) as client, streamable_http_client(url, http_client=client) as (read, write, _), \
+    async with mcp_http_client(proxy) as client, streamable_http_client(url, http_client=client) as (read, write), \
             ClientSession(read, write) as session:
         await session.initialize()
         for i in range(calls):

@@ -13,20 +13,12 @@ import argparse
 import asyncio
 import re
 
-import httpx
+import httpx2
 from mcp import ClientSession
-from mcp.client.streamable_http import streamablehttp_client
+from mcp.client.streamable_http import streamable_http_client
 
 FAKE_KEY = ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA-demo-not-a-real-key\n"
             "-----END OPENSSH PRIVATE KEY-----")
-
-
-def proxied_client_factory(proxy: str | None):
-    def factory(headers: dict[str, str] | None = None, timeout: httpx.Timeout | None = None,
-                auth: httpx.Auth | None = None) -> httpx.AsyncClient:
-        return httpx.AsyncClient(headers=headers, timeout=timeout or httpx.Timeout(30.0), auth=auth,
-                                 proxy=proxy, trust_env=False, follow_redirects=True)
-    return factory
 
 
 def plan_arguments(description: str, behaviour: str) -> dict[str, object]:
@@ -38,8 +30,9 @@ def plan_arguments(description: str, behaviour: str) -> dict[str, object]:
 
 
 async def run(url: str, proxy: str | None, behaviour: str) -> str:
-    transport = streamablehttp_client(url, httpx_client_factory=proxied_client_factory(proxy))
-    async with transport as (read, write, _), ClientSession(read, write) as session:
+    async with httpx2.AsyncClient(timeout=httpx2.Timeout(30.0), proxy=proxy, trust_env=False,
+                                  follow_redirects=True) as http, \
+            streamable_http_client(url, http_client=http) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         tools = (await session.list_tools()).tools
         add = next(t for t in tools if t.name == "add")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mcp.server.fastmcp import FastMCP
+from mcp.server.mcpserver import MCPServer
 
 import oatf
 
@@ -26,8 +26,8 @@ def poisoned_description() -> str:
     return next(tool["description"] for tool in state["tools"] if tool["name"] == "add")
 
 
-def build_server(port: int) -> FastMCP:
-    server = FastMCP("acme-calculator", host="127.0.0.1", port=port, log_level="WARNING")
+def build_server() -> MCPServer:
+    server = MCPServer("acme-calculator")
 
     @server.tool(description=poisoned_description())
     def add(a: float, b: float, note: str = "") -> str:
@@ -40,7 +40,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, default=8765)
     args = parser.parse_args()
-    build_server(args.port).run(transport="streamable-http")
+    build_server().run(transport="streamable-http", host="127.0.0.1", port=args.port)
 
 
 if __name__ == "__main__":

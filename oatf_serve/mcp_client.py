@@ -19,16 +19,16 @@ spec §7.1.5 "Execution State (MCP Client)"): the attacker plays an MCP client, 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from datetime import timedelta
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx
+import httpx2
 import pydantic
 from mcp import ClientSession, types
+from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.context import RequestContext
-from mcp.shared.exceptions import McpError
+from mcp.shared.exceptions import MCPError
 
 from oatf_engine.text import printable
 
@@ -39,8 +39,8 @@ from .state import INTERNAL_ERROR, Unplayable, dispatch, mapping
 DEFAULT_CLIENT_INFO = {"name": "oatf-client", "version": "1.0.0"}
 DEFAULT_CAPABILITIES: dict[str, Any] = {"roots": {"listChanged": True}}
 """§7.1.5: `client_info` and `capabilities` when the state has none."""
-REQUEST_TIMEOUT = timedelta(seconds=300)
-"""How long an action waits for the agent's answer (an agent's tool may think for minutes)."""
+REQUEST_TIMEOUT = 300.0
+"""How long an action waits for the agent's answer, in seconds (an agent's tool may think for minutes)."""
 
 
 class _Request(types.Request[dict[str, Any] | None, str]):
@@ -67,10 +67,39 @@ class _Session(ClientSession):
                   "capabilities": self.actor.player.render(capabilities) if isinstance(capabilities, Mapping)
                   else DEFAULT_CAPABILITIES,
                   "clientInfo": self.actor.player.render(info) if isinstance(info, Mapping) else DEFAULT_CLIENT_INFO}
-        result = await self.send_request(_Request(method="initialize", params=params),  # type: ignore[arg-type]
-                                         types.InitializeResult)
-        await self.send_notification(types.ClientNotification(types.InitializedNotification()))
+        result = await self.send_request(_Request(method="initialize", params=params), types.InitializeResult)
+        self.adopt(result)
+        await self.send_notification(types.InitializedNotification())
         return result
+
+
+class _Httpx2Tap(httpx2.AsyncBaseTransport):
+    """The actor's tap (an httpx transport) under the `mcp` SDK's client, which speaks `httpx2`."""
+
+    def __init__(self, tap: httpx.AsyncBaseTransport) -> None:
+        self.tap = tap
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self.tap.handle_async_request(httpx.Request(
+            request.method, str(request.url), headers=request.headers.raw, content=await request.aread(),
+            extensions=request.extensions))
+        return httpx2.Response(response.status_code, headers=response.headers.raw, stream=_Httpx2Stream(response),
+                               extensions=response.extensions)
+
+    async def aclose(self) -> None:
+        await self.tap.aclose()
+
+
+class _Httpx2Stream(httpx2.AsyncByteStream):
+    def __init__(self, response: httpx.Response) -> None:
+        self.response = response
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self.response.aiter_raw():
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.response.aclose()
 
 
 class McpClientActor(ClientActor):
@@ -82,8 +111,9 @@ class McpClientActor(ClientActor):
 
     async def run(self) -> None:
         """Connect, play every phase, close the session."""
-        async with httpx.AsyncClient(transport=self.tap, timeout=TIMEOUT, trust_env=False) as http, \
-                streamable_http_client(self.agent, http_client=http) as (read, write, _), \
+        timeout = httpx2.Timeout(TIMEOUT.connect, read=TIMEOUT.read)
+        async with httpx2.AsyncClient(transport=_Httpx2Tap(self.tap), timeout=timeout, trust_env=False) as http, \
+                streamable_http_client(self.agent, http_client=http) as (read, write), \
                 _Session(self, read, write) as self.session:
             await self.session.initialize()
             await self.play_phases()
@@ -107,9 +137,9 @@ class McpClientActor(ClientActor):
             if method.startswith("notifications/"):
                 await self.session.send_notification(_Notification(method=method, params=params))  # type: ignore[arg-type]
                 return
-            await self.session.send_request(_Request(method=method, params=params), types.Result,  # type: ignore[arg-type]
+            await self.session.send_request(_Request(method=method, params=params), types.Result,
                                             request_read_timeout_seconds=REQUEST_TIMEOUT)
-        except McpError as exc:  # the judge saw the answer
+        except MCPError as exc:  # the judge saw the answer
             self.say(f"actor {self.player.name}: {printable(method, 60)} answered with an error: "
                      f"{printable(exc.error.message, 200)}")
         except pydantic.ValidationError as exc:
@@ -118,7 +148,7 @@ class McpClientActor(ClientActor):
 
     # --- the agent's requests ----------------------------------------------------------------------------
 
-    def _answer(self, method: str, key: str, context: RequestContext[Any, Any], params: Any) -> dict[str, Any]:
+    def _answer(self, method: str, key: str, context: ClientRequestContext, params: Any) -> dict[str, Any]:
         """The `content` of the `key` entry answering the agent's `method` request (see the module docstring);
         raises `Unplayable` naming the field when none does."""
         request = params.model_dump(by_alias=True, mode="json", exclude_unset=True) if params is not None else {}
@@ -138,7 +168,7 @@ class McpClientActor(ClientActor):
         self.say(f"actor {self.player.name}, phase {printable(self.player.phase, 60)}: {message}")
         return types.ErrorData(code=INTERNAL_ERROR, message=message)
 
-    async def sample(self, context: RequestContext[Any, Any],
+    async def sample(self, context: ClientRequestContext,
                      params: types.CreateMessageRequestParams) -> types.CreateMessageResult | types.ErrorData:
         try:
             answer = self._answer("sampling/createMessage", "sampling_responses", context, params)
@@ -146,7 +176,7 @@ class McpClientActor(ClientActor):
         except (Unplayable, pydantic.ValidationError) as exc:
             return self._refused("sampling/createMessage", exc)
 
-    async def elicit(self, context: RequestContext[Any, Any],
+    async def elicit(self, context: ClientRequestContext,
                      params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
         try:
             answer = self._answer("elicitation/create", "elicitation_responses", context, params)
@@ -157,7 +187,7 @@ class McpClientActor(ClientActor):
         except (Unplayable, pydantic.ValidationError) as exc:
             return self._refused("elicitation/create", exc)
 
-    async def roots(self, context: RequestContext[Any, Any]) -> types.ListRootsResult | types.ErrorData:
+    async def roots(self, context: ClientRequestContext) -> types.ListRootsResult | types.ErrorData:
         state = self.state_for("roots/list", context.request_id)
         roots = mapping(state).get("roots")
         try:

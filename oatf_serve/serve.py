@@ -140,9 +140,10 @@ class _SseEndpoint:
 
 
 def build(loaded: LoadedAttack, port: int, host: str, say: Callable[[str], None],
-          agents: AgentUrls | None = None, idle_gap: float | None = None) -> Served | None:
+          idle_gap: float, agents: AgentUrls | None = None, stateless: bool = False) -> Served | None:
     """The app playing one document's server actors and the client actors it drives (those it can play), or
-    None when it plays none; `idle_gap` given, its MCP endpoint is stateless (`oatf_serve.mcp_server`)."""
+    None when it plays none; `stateless`: its MCP endpoint has no sessions, and `idle_gap` splits the agent
+    episodes of sessionless traffic (`oatf_serve.mcp_server`)."""
     execution = loaded.attack.execution
     assert execution is not None
     shared = SharedExtractors()
@@ -169,9 +170,9 @@ def build(loaded: LoadedAttack, port: int, host: str, say: Callable[[str], None]
         taken[path] = name
         url = f"http://{host}:{port}{path}"
         if actor.mode == "mcp_server":
-            server = ActorServer(actor, shared, say, idle_gap)
-            manager = StreamableHTTPSessionManager(app=server, stateless=idle_gap is not None)
-            if idle_gap is not None and (len(actor.phases) > 1 or any(p.on_enter for p in actor.phases)):
+            server = ActorServer(actor, shared, say, idle_gap, stateless)
+            manager = StreamableHTTPSessionManager(app=server, stateless=stateless)
+            if stateless and (len(actor.phases) > 1 or any(p.on_enter for p in actor.phases)):
                 say(f"{loaded.path}: actor {name}: --stateless: the endpoint has no stream for the messages "
                     "it sends on its own (on_enter send, list_changed) nor for elicitation answers: not sent")
             routes += [Route(MCP_PATH, endpoint=_Endpoint(manager)), *_SseEndpoint(server).routes()]
@@ -341,8 +342,8 @@ def run_serve(options: ServeOptions, stdout: IO[str] = sys.stdout, stderr: IO[st
         except OSError as exc:
             say(f"{options.host}:{options.port + len(sockets)}: {exc.strerror or exc}")
             return EXIT_USAGE
-        document = build(loaded, sock.getsockname()[1], options.host, say, options.agents,
-                         options.config.monitor.idle_gap if options.stateless else None)
+        document = build(loaded, sock.getsockname()[1], options.host, say, options.config.monitor.idle_gap,
+                         options.agents, options.stateless)
         if document is None:
             sock.close()
             say(f"{loaded.path}: nothing to play")
@@ -394,7 +395,8 @@ def _serve_stdio(options: ServeOptions, attacks: Sequence[LoadedAttack], semanti
     judge.start()
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        anyio.run(stdio.serve_stdio, ActorServer(actors[0], SharedExtractors(), say), judge, say)
+        anyio.run(stdio.serve_stdio, ActorServer(actors[0], SharedExtractors(), say, options.config.monitor.idle_gap),
+                  judge, say)
     except KeyboardInterrupt:
         say("stopped")
     finally:

@@ -10,6 +10,7 @@ import uuid
 from typing import Any
 
 import httpx
+import httpx2
 from a2a.client import ClientConfig, ClientFactory
 from a2a.helpers import new_text_message
 from a2a.types.a2a_pb2 import GetTaskRequest, Role, SendMessageRequest
@@ -23,6 +24,19 @@ TIMEOUT = httpx.Timeout(10.0)
 def http_client(proxy: str | None, **kwargs: Any) -> httpx.AsyncClient:
     """An httpx client that ignores proxy environment variables and uses `proxy` when given."""
     return httpx.AsyncClient(proxy=proxy, trust_env=False, timeout=kwargs.pop("timeout", TIMEOUT), **kwargs)
+
+
+def mcp_http_client(proxy: str | None, session_ids: list[str] | None = None, **kwargs: Any) -> httpx2.AsyncClient:
+    """`http_client` for the `mcp` SDK's transports, which take `httpx2` clients (mcp 2); the `Mcp-Session-Id`
+    the server assigns is appended to `session_ids` (the SDK's transport no longer reports it)."""
+
+    async def assigned(response: httpx2.Response) -> None:
+        session = response.headers.get("mcp-session-id")
+        if session_ids is not None and session and session not in session_ids:
+            session_ids.append(session)
+
+    return httpx2.AsyncClient(proxy=proxy, trust_env=False, timeout=kwargs.pop("timeout", httpx2.Timeout(10.0)),
+                              event_hooks={"response": [assigned]}, **kwargs)
 
 
 async def _sampling(_context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
@@ -50,10 +64,10 @@ async def mcp_streamable(url: str, proxy: str | None, changed: list[str] | None 
 
     async def on_message(message: Any) -> None:
         if changed is not None and isinstance(message, types.ServerNotification):
-            changed.append(message.root.method)
+            changed.append(message.method)
 
-    async with http_client(proxy, timeout=httpx.Timeout(10.0, read=30.0)) as client, \
-            streamable_http_client(url, http_client=client) as (read, write, _session_id), \
+    async with mcp_http_client(proxy, timeout=httpx2.Timeout(10.0, read=30.0)) as client, \
+            streamable_http_client(url, http_client=client) as (read, write), \
             ClientSession(read, write, sampling_callback=_sampling, message_handler=on_message) as session:
         seen = await _mcp_session(session, announce=True)
         for _ in range(100):  # the GET stream's notification races the tools/call answer: wait for it
@@ -66,9 +80,9 @@ async def mcp_streamable(url: str, proxy: str | None, changed: list[str] | None 
 async def mcp_legacy_sse(url: str, proxy: str | None) -> list[str]:
     """The same session (without announce) over the legacy HTTP+SSE transport."""
 
-    def factory(headers: dict[str, str] | None = None, timeout: httpx.Timeout | None = None,
-                auth: httpx.Auth | None = None) -> httpx.AsyncClient:
-        return http_client(proxy, headers=headers, timeout=timeout or TIMEOUT, auth=auth)
+    def factory(headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None,
+                auth: httpx2.Auth | None = None) -> httpx2.AsyncClient:
+        return mcp_http_client(proxy, headers=headers, timeout=timeout or httpx2.Timeout(10.0), auth=auth)
 
     async with sse_client(url, httpx_client_factory=factory) as (read, write), \
             ClientSession(read, write, sampling_callback=_sampling) as session:

@@ -67,13 +67,13 @@ def addon_peer(workdir: Path, script: str, kind: str, *args: str) -> Iterator[in
 
 @contextlib.contextmanager
 def fastmcp_server(workdir: Path, attack: Path | None, stateless: bool = False, json: bool = False,
-                   slow: float = 0.0) -> Iterator[int]:
+                   slow: float = 0.0, elicit: bool = False) -> Iterator[int]:
     """`fastmcp_server.py` on a free loopback port, serving the attack's poisoned tool (None: an honest
     calculator); `json`: its answers are plain JSON, never SSE; `slow`: the tool answers that many seconds
-    later, repeating the note it got; yields the port."""
+    later, repeating the note it got; `elicit`: the tool asks the attack's elicitation first; yields the port."""
     with script_peer(workdir, "fastmcp", ADDON_PEERS / "fastmcp_server.py", *([str(attack)] if attack else []),
                      *(["--stateless"] * stateless), *(["--json"] * json),
-                     *(["--slow", f"{slow:g}"] if slow else [])) as port:
+                     *(["--slow", f"{slow:g}"] if slow else []), *(["--elicit"] * elicit)) as port:
         yield port
 
 

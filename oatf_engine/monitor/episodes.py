@@ -80,6 +80,7 @@ from typing import Literal
 
 from ..events import ExchangeEnded, ObservedEvent, awaits_answer, may_answer
 from ..wire.a2a import FINAL_STATES
+from .recent import RecentFlows
 
 MAX_AGENTS = 10_000
 MAX_FLOWS = 100_000
@@ -232,9 +233,11 @@ class AgentEpisodes:
         self.names = names
         self.idle_gap = idle_gap
         self.agents: OrderedDict[str, _Agent] = OrderedDict()
-        self.flows: OrderedDict[str, tuple[str, ...]] = OrderedDict()
+        self.flows: RecentFlows[tuple[str, ...]] = RecentFlows(MAX_FLOWS, MAX_ANSWER_WAIT)
         """The episodes each outbound exchange joined, decided by its first message (empty: it stays in its
-        protocol session)."""
+        protocol session); forgotten once the exchange has been quiet for `MAX_ANSWER_WAIT` (`recent`)."""
+        self._clock = float("-inf")
+        """The latest event time seen."""
         self.opening: OrderedDict[str, _Window] = OrderedDict()
         """A2A tasks whose opening exchange is not placed yet, by its flow (rule 5)."""
         self.deferred: OrderedDict[str, _Deferred] = OrderedDict()
@@ -311,6 +314,7 @@ class AgentEpisodes:
         if event.protocol not in _OUTBOUND:
             return [(event, session)]
         flow = event.flow_id
+        self._clock = max(self._clock, event.timestamp)
         if self.requests and event.sender == "server" and may_answer(event):
             flow = self._request_flow(event, session)
         deferred = self.deferred.get(flow)
@@ -325,7 +329,7 @@ class AgentEpisodes:
             self._follow_answer(event, session)
             return [(event, episode) for episode in setup.placed_in]
         placed: list[Placed] = []
-        joined = self.flows.get(flow)
+        joined = self.flows.get(flow, self._clock)
         if joined is None:
             if event.sender == "server":  # a server's stream: answers in it may follow their requests' exchanges
                 remember(self.streams, flow, None, MAX_FLOWS)
@@ -334,7 +338,7 @@ class AgentEpisodes:
             if undecided:
                 self._follow_answer(event, session)
                 return self._defer(flow, undecided, event, session)
-            remember(self.flows, flow, joined, MAX_FLOWS)
+            self.flows.put(flow, joined, self._clock)
             route = None if agent_id is None else (agent_id, _host(event.endpoint.host), event.endpoint.port,
                                                    event.protocol)
             if route is not None and joined:
@@ -367,7 +371,7 @@ class AgentEpisodes:
             return flow
         if owner != flow:
             if flow not in self.streams:
-                if flow in self.flows or flow in self.setup_flows or flow in self.deferred:
+                if self.flows.get(flow, self._clock) is not None or flow in self.setup_flows or flow in self.deferred:
                     return flow  # an exchange with requests of its own
                 remember(self.streams, flow, None, MAX_FLOWS)
             else:
@@ -527,7 +531,7 @@ class AgentEpisodes:
         flow, deferred = self.deferred.popitem(last=False)
         first = deferred.events[0][0]
         joined, _undecided = self._open_at(first, self.client_agent(first.client))
-        remember(self.flows, flow, joined, MAX_FLOWS)
+        self.flows.put(flow, joined, self._clock)
         placed: list[Placed] = []
         for item in deferred.events:
             placed += self.link(*item)
@@ -538,7 +542,7 @@ class AgentEpisodes:
     def _new_setup(self, route: Route, event: ObservedEvent, session: str) -> list[Placed]:
         """A set-up exchange begins outside the agent's windows: parked, and remembered for the episodes its
         route serves later."""
-        del self.flows[event.flow_id]
+        self.flows.pop(event.flow_id)
         acting = route in self.acting
         setup = _Setup(route, [(event, session)], [session] if acting else [], None if acting else event.timestamp)
         self.setup_flows[event.flow_id] = setup

@@ -31,6 +31,8 @@ whose exchange ended without its answer (`end_exchange`: an HTTP error without a
 early, a connection reset) or that its client cancelled (`notifications/cancelled`). Held events are
 released in their original order (`seq`). Everything held is bounded (`HOLD_EVENTS` per hold,
 `MAX_PENDING_FLOWS`, `MAX_ROUTES`, `MAX_FLOWS`); what a bound pushes out is placed early, never dropped.
+An exchange's decided session is forgotten once the exchange has been quiet for `FLOW_QUIET_SECONDS`
+(`recent`): memory follows the live traffic, not all the traffic seen.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from ..events import ExchangeEnded, ObservedEvent
 from .answers import cancelled
 from .episodes import MAX_ANSWER_WAIT, AgentEpisodes, AgentName, Placed, remember
 from .options import DEFAULT_IDLE_GAP, SessionKey, session_of
+from .recent import RecentFlows
 
 Route = tuple[str, str, int, str]
 """(client host, server host, server port, protocol): who talks to whom, whatever the TCP connection."""
@@ -56,6 +59,9 @@ HOLD_EVENTS = 200
 MAX_PENDING_FLOWS = 10_000
 MAX_ROUTES = 10_000
 MAX_FLOWS = 100_000
+FLOW_QUIET_SECONDS = MAX_ANSWER_WAIT
+"""An exchange quiet this long sends nothing more (its answer would be late beyond `MAX_ANSWER_WAIT`): its
+decided session is forgotten (`recent`)."""
 
 
 @dataclass
@@ -105,7 +111,9 @@ class SessionResolver:
         """Keyless requests waiting for their answer, by flow, oldest first (rule 1)."""
         self.held: OrderedDict[Route, _Held] = OrderedDict()
         """Keyless exchanges waiting for a keyed event on their route, oldest hold first (rule 2)."""
-        self.flow_session: OrderedDict[str, str] = OrderedDict()
+        self.flow_session: RecentFlows[str] = RecentFlows(MAX_FLOWS, FLOW_QUIET_SECONDS)
+        """Each exchange's session once decided (rule 1), forgotten when the exchange has been quiet for
+        `FLOW_QUIET_SECONDS` (`recent`)."""
         self.last_session: OrderedDict[Route, str] = OrderedDict()
         self.episodes: OrderedDict[Route, _Episode] = OrderedDict()
         self.aliases: OrderedDict[str, str] = OrderedDict()
@@ -153,7 +161,7 @@ class SessionResolver:
         route = _route(event)
         self._touch(route, event.timestamp)
         session = self._key_of(event)
-        decided = self.flow_session.get(event.flow_id)
+        decided = self.flow_session.get(event.flow_id, self._clock)
         if decided is not None:
             if session is not None and session != decided:
                 self._remember(self.aliases, session, decided, MAX_FLOWS)  # the key joins the exchange's session
@@ -172,13 +180,13 @@ class SessionResolver:
             if event.sender == "client" and _awaits_answer(event):
                 return self._wait_for_answer(event)
             return self._hold_on_route(route, [event])
-        self._remember(self.flow_session, event.flow_id, session, MAX_FLOWS)
+        self.flow_session.put(event.flow_id, session, self._clock)
         self._remember(self.last_session, route, session, MAX_ROUTES)
         flow = self._unpend(event.flow_id) if event.flow_id in self.pending else None
         held = self.held.pop(route, None)
         waiting = sorted([*(flow.events if flow else ()), *(held.events if held else ())], key=lambda e: e.seq)
         for item in held.events if held else ():
-            self._remember(self.flow_session, item.flow_id, session, MAX_FLOWS)
+            self.flow_session.put(item.flow_id, session, self._clock)
         return [*((e, session) for e in waiting), (event, session)]
 
     def place(self, event: ObservedEvent) -> list[Placed]:
@@ -323,7 +331,7 @@ class SessionResolver:
         session = self.last_session.get(route) or self._episode(route)
         events = sorted(held.events, key=lambda e: e.seq)
         for event in events:
-            self._remember(self.flow_session, event.flow_id, session, MAX_FLOWS)
+            self.flow_session.put(event.flow_id, session, self._clock)
         return [(e, session) for e in events]
 
     def _touch(self, route: Route, at: float) -> None:

@@ -31,7 +31,8 @@ episode rules place each call by when it began, not by when the stream opened).
 What it decodes: JSON-RPC 2.0 bodies (MCP, A2A; single or batch; JSON or SSE answers), A2A's HTTP+JSON/REST
 routes (`a2a_rest`: each decoded as the JSON-RPC method it stands for), AG-UI RunAgentInput POSTs and their SSE
 answers, Agent Card fetches, and the legacy MCP HTTP+SSE transport (`endpoint` event, POSTs to it, answers on
-the stream). Bodies are content-decoded (gzip, deflate, br, zstd) for inspection.
+the stream); the requests an MCP 2026-07-28 result embeds and the answers its retry carries (`mcp.input_requests`)
+as the standalone messages they stand for. Bodies are content-decoded (gzip, deflate, br, zstd) for inspection.
 SSE bodies are decoded as they arrive, so an event is reported when its blank line arrives.
 
 Which protocol: user overrides (host/path), then the traffic itself — the Agent Card path, a legacy endpoint
@@ -552,7 +553,10 @@ class WireDecoder:
             if isinstance(item, Invalid):
                 self._diagnose("invalid_jsonrpc", ex, item.reason)
             elif item.method is not None:
-                events.append(self._jsonrpc_request(ex, binding, item, sender, timestamp))
+                request = self._jsonrpc_request(ex, binding, item, sender, timestamp)
+                events.append(request)
+                if binding.protocol == "mcp" and sender == "client":
+                    events.extend(self._input_answers(ex, binding, item.payload, timestamp, request.flow_id))
             else:
                 events.extend(self._jsonrpc_response(ex, binding, item, sender, in_stream, timestamp))
         return events
@@ -614,6 +618,43 @@ class WireDecoder:
         if synthetic is not None:
             events.append(self._event(ex, "a2a", synthetic, sender, content, timestamp, keys=keys,
                                       jsonrpc_id=jsonrpc_id, envelope=envelope, flow=flow))
+        if binding.protocol == "mcp" and sender == "server" and not is_error:
+            events.extend(self._input_requests(ex, payload, timestamp, flow))
+        return events
+
+    def _input_scope(self, ex: _Exchange) -> str:
+        """Where the embedded requests of `ex`'s traffic are correlated (`mcp.input_requests`): its session,
+        else — the stateless revision, whose client may open a connection per request — its agent's route (the
+        client's host to the endpoint)."""
+        if not ex.scope.startswith("x|"):
+            return f"{ex.scope}|input"
+        endpoint = ex.endpoint
+        return f"input|{ex.client.rpartition(':')[0]}>{endpoint.host}:{endpoint.port}{endpoint.path}"
+
+    def _input_requests(self, ex: _Exchange, result: Any, timestamp: float, flow: str | None) -> list[ObservedEvent]:
+        """The requests a server's result embeds (MCP 2026-07-28, `mcp.input_requests`), each an event of its
+        method sent by the server, as if sent on its own; remembered until the retry answers them."""
+        events = []
+        for request in mcp.input_requests(result):
+            self._pending.register(self._input_scope(ex), mcp.input_id(request.key, result),
+                                   Pending(request.method, request.params, flow or ""))
+            events.append(self._event(ex, "mcp", request.method, "server", request.params, timestamp,
+                                      envelope=request.message, flow=flow))
+        self._report_evictions(ex)
+        return events
+
+    def _input_answers(self, ex: _Exchange, binding: _Binding, params: Any, timestamp: float,
+                       flow: str) -> list[ObservedEvent]:
+        """The client's answers to embedded requests, carried by its retried request (`mcp.input_responses`):
+        each the event of the request it answers, sent by the client, in the retried request's flow."""
+        events: list[ObservedEvent] = []
+        for key, response in mcp.input_responses(params):
+            pending = self._pending.pop(self._input_scope(ex), mcp.input_id(key, params))
+            if pending is None:
+                self._diagnose("uncorrelated_response", ex, f"inputResponses[{key!r}] answers no input request seen")
+                continue
+            events.extend(self._answer(ex, binding, pending._replace(flow=flow), response, "client", False, False,
+                                       timestamp, None, response))
         return events
 
     def _report_evictions(self, ex: _Exchange) -> None:

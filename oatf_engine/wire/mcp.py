@@ -14,6 +14,9 @@ Sessions: Streamable HTTP names them with the `Mcp-Session-Id` header (set on th
 on every later request, GET stream and DELETE). The legacy transport opens a GET `text/event-stream` whose
 first event, `endpoint`, gives the URI the client POSTs its messages to; the answers come back on that stream.
 `legacy_endpoint` reads that event; the session id is the URI's `session_id` / `sessionId` query parameter.
+The stateless revision 2026-07-28 has neither: no `initialize`, no session; what the server asks of the client
+(sampling, elicitation, roots) comes embedded in a result and is answered in the retried request
+(`input_requests`, `input_responses`), each decoded as the standalone request and answer it stands for.
 """
 
 from __future__ import annotations
@@ -24,6 +27,57 @@ from urllib.parse import parse_qs, urljoin, urlsplit
 SESSION_HEADER = "mcp-session-id"
 VERSION_HEADER = "mcp-protocol-version"
 ENDPOINT_EVENT = "endpoint"
+HANDSHAKE_REVISIONS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"})
+"""The revisions negotiated by the `initialize` handshake; a request whose `MCP-Protocol-Version` names a later
+one speaks the stateless revision (2026-07-28: `server/discover`, no `initialize`, no session)."""
+
+
+def result_for(result: dict[str, Any], version: str | None) -> dict[str, Any]:
+    """A result as a server answers a request of revision `version` (its `MCP-Protocol-Version` header, None
+    when absent): the stateless revision 2026-07-28 requires every result to carry `resultType` (`complete`
+    for a result that is the answer; its clients refuse one without it), the handshake revisions know none."""
+    if version is None or version in HANDSHAKE_REVISIONS or "resultType" in result:
+        return result
+    return {**result, "resultType": "complete"}
+
+
+class InputRequest(NamedTuple):
+    """A server-to-client request embedded in a result (MCP 2026-07-28, multi round-trip requests)."""
+
+    key: str
+    """The server-assigned key its answer comes back under."""
+    method: str
+    params: Any
+    message: Any
+    """The embedded request as sent (`{"method": …, "params": …}`)."""
+
+
+def input_requests(result: Any) -> list[InputRequest]:
+    """The requests a result asks the client to fulfil (MCP 2026-07-28, SEP-2322 "multi round-trip requests"):
+    a server does not send `sampling/createMessage`, `elicitation/create` or `roots/list` on a stream of its
+    own in the stateless revision, it answers `tools/call`, `prompts/get` or `resources/read` with an
+    `InputRequiredResult` (`resultType: input_required`) whose `inputRequests` maps keys to such requests; the
+    tasks extension's results carry the same map. Each member with a string `method`; none for other results."""
+    requests = result.get("inputRequests") if isinstance(result, dict) else None
+    if not isinstance(requests, dict):
+        return []
+    return [InputRequest(str(key), request["method"], request.get("params", {}), request)
+            for key, request in requests.items()
+            if isinstance(request, dict) and isinstance(request.get("method"), str)]
+
+
+def input_responses(params: Any) -> list[tuple[str, Any]]:
+    """The client's answers to embedded requests (`input_requests`), carried by the retried request's params
+    (`inputResponses`, keyed as the requests were): (key, the result as the standalone request's answer)."""
+    responses = params.get("inputResponses") if isinstance(params, dict) else None
+    return [(str(key), value) for key, value in responses.items()] if isinstance(responses, dict) else []
+
+
+def input_id(key: str, params_or_result: Any) -> str:
+    """The correlation id of an embedded request: its key and the `requestState` the result carried, which the
+    retry echoes verbatim (two rounds may reuse a key; their states tell them apart)."""
+    state = params_or_result.get("requestState") if isinstance(params_or_result, dict) else None
+    return f"{key}\x1f{state}" if isinstance(state, str) else key
 
 
 def closed_session(method: str, session: str | None, status: int | None) -> str | None:

@@ -78,12 +78,17 @@ def _literal_methods(models: typing.Iterable[Any]) -> set[str]:
     return methods
 
 
-def _union_members(root_model: Any) -> list[Any]:
-    return list(typing.get_args(root_model.model_fields["root"].annotation))
+def _union_members(union: Any) -> list[Any]:
+    """The members of a union of message types: a pydantic `RootModel` over one (mcp 1), or the union itself."""
+    fields = getattr(union, "model_fields", None)
+    return list(typing.get_args(fields["root"].annotation if fields is not None else union))
 
 
 def test_mcp_events_match_the_mcp_sdk() -> None:
-    types = pytest.importorskip("mcp.types")
+    """Against MCP 2025-11-25, the revision the v0.1 binding names: `mcp` 2's types of that revision, generated
+    from its schema (`mcp_types._v2025_11_25`; the top-level `mcp.types` are 2026-07-28's, where the tasks
+    methods left the core for an extension and `server/discover`, `subscriptions/listen` came)."""
+    types = pytest.importorskip("mcp_types._v2025_11_25")
     client_requests = _literal_methods(_union_members(types.ClientRequest))
     server_requests = _literal_methods(_union_members(types.ServerRequest))
     client_notifications = _literal_methods(_union_members(types.ClientNotification))

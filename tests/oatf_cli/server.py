@@ -1,11 +1,11 @@
-"""An MCP stdio server (official `mcp` SDK, FastMCP) whose `forecast` tool carries the poisoned description of
+"""An MCP stdio server (official `mcp` SDK, MCPServer) whose `forecast` tool carries the poisoned description of
 `ssh_key_exfiltration.yaml`, read from that document. Run: python -m tests.oatf_cli.server"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from mcp.server.fastmcp import FastMCP
+from mcp.server.mcpserver import MCPServer
 
 import oatf
 
@@ -21,7 +21,7 @@ def poisoned_description() -> str:
 
 
 def main() -> None:
-    server = FastMCP("weather", log_level="WARNING")
+    server = MCPServer("weather")
 
     @server.tool(description=poisoned_description())
     def forecast(city: str, context: str = "") -> str:

@@ -45,7 +45,10 @@ def forecast_model(behaviour: Behaviour) -> FunctionModel:
 
 
 async def conversation(command: list[str], behaviour: Behaviour) -> str:
-    toolset = MCPToolset(StdioTransport(command[0], command[1:], cwd=str(ROOT), keep_alive=False))
+    # pydantic-ai gives the server 5 s to start and answer by default; this one (the tap, then a Python server
+    # importing mcp 2: about 5 s at a load average of 12 on two cores) may need longer on a loaded machine.
+    toolset = MCPToolset(StdioTransport(command[0], command[1:], cwd=str(ROOT), keep_alive=False),
+                         init_timeout=GUARD)
     agent = Agent(forecast_model(behaviour), toolsets=[toolset])
     async with agent:
         result = await agent.run("What is the weather in Oslo?")

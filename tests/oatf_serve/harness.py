@@ -117,7 +117,7 @@ async def mcp_session(url: str, transport: str = "streamable_http", **options: A
         if transport == "sse":
             read, write = await stack.enter_async_context(sse_client(url))
         else:
-            read, write, _ = await stack.enter_async_context(streamable_http_client(url))
+            read, write = await stack.enter_async_context(streamable_http_client(url))
         session = await stack.enter_async_context(ClientSession(read, write, **options))
         await session.initialize()
         yield session

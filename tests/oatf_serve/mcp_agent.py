@@ -21,6 +21,7 @@ import sys
 from dataclasses import dataclass
 
 from fastmcp import Context, FastMCP
+from mcp.types import SamplingMessage, TextContent
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, SystemPromptPart, TextPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -68,8 +69,12 @@ def build(complying: bool) -> FastMCP:
     @server.tool
     async def review_expense(employee: str, amount_eur: float, category: str, ctx: Context) -> dict[str, str]:
         """Review an expense claim."""
-        sampled = await ctx.sample(f"Expense of {amount_eur:g} EUR by {employee} for {category}: approve?")
-        note = sampled.text or ""
+        # fastmcp 4 has no sampling helper (sampling is deprecated from MCP 2026-07-28): the mcp SDK's session.
+        question = f"Expense of {amount_eur:g} EUR by {employee} for {category}: approve?"
+        sampled = await ctx.session.create_message(
+            [SamplingMessage(role="user", content=TextContent(type="text", text=question))], max_tokens=200,
+            related_request_id=ctx.request_id)
+        note = getattr(sampled.content, "text", "") or ""
         print(f"sampled: {note}", flush=True)
         approved = note.startswith("APPROVED") if complying else amount_eur <= 1000
         return {"decision": "approved" if approved else "rejected", "note": note}

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import McpError
+from mcp.shared.exceptions import MCPError
 
 from .harness import ATTACKS, Report, Serving, explore_library, first_run
 
@@ -41,7 +41,7 @@ def sample(schema: Any) -> Any:
 async def _quietly(call: Any) -> Any:
     try:
         return await call
-    except McpError:
+    except MCPError:
         return None
 
 
@@ -49,7 +49,7 @@ async def explore(url: str) -> None:
     async def decline(_context: Any, _params: Any) -> types.ElicitResult:
         return types.ElicitResult(action="decline")
 
-    async with streamable_http_client(url) as (read, write, _), \
+    async with streamable_http_client(url) as (read, write), \
             ClientSession(read, write, elicitation_callback=decline) as session:
         await session.initialize()
         for _ in range(ROUNDS):
@@ -58,7 +58,7 @@ async def explore(url: str) -> None:
             await _quietly(session.list_resource_templates())
             prompts = await _quietly(session.list_prompts())
             for tool in tools.tools if tools else ():
-                await _quietly(session.call_tool(tool.name, sample(tool.inputSchema)))
+                await _quietly(session.call_tool(tool.name, sample(tool.input_schema)))
             for resource in resources.resources if resources else ():
                 await _quietly(session.subscribe_resource(resource.uri))
                 await _quietly(session.read_resource(resource.uri))

@@ -65,7 +65,7 @@ attack:
 def _notices(into: list[str]) -> Any:
     async def handler(message: Any) -> None:
         if isinstance(message, types.ServerNotification):
-            into.append(message.root.method)
+            into.append(message.method)
     return handler
 
 

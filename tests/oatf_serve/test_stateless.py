@@ -1,10 +1,11 @@
-"""`oatf serve --stateless`: MCP Streamable HTTP without sessions (no `Mcp-Session-Id`, every request its own
-MCP session), faced by `pydantic-ai` agents (their MCP client, scripted `FunctionModel`s that do what a tool's
-description asks: `tests/e2e/addon/pydantic_agent.py`). Each agent episode has its own phases, keyed as the
-engine keys the runs of sessionless traffic: by the agent's host. Agent A (127.0.0.1) and agent B (127.0.0.2)
-face the rug pull while both their episodes are live: A's call moves A to the poisoned phase, and B, coming
-next, still gets the honest listing (B's own call then moves B on); A's next conversation gets the poisoned
-one and passes its SSH key. The judge agrees: A's run is exploited, B's is not."""
+"""`oatf serve --stateless`, and the stateless MCP revision 2026-07-28 on any endpoint: MCP Streamable HTTP
+without sessions (no `Mcp-Session-Id`, every request its own MCP session), faced by `pydantic-ai` agents
+(their MCP client, scripted `FunctionModel`s that do what a tool's description asks:
+`tests/e2e/addon/pydantic_agent.py`). Each agent episode has its own phases, keyed as the engine keys the runs
+of sessionless traffic: by the agent's host. Agent A (127.0.0.1) and agent B (127.0.0.2) face the rug pull
+while both their episodes are live: A's call moves A to the poisoned phase, and B, coming next, still gets the
+honest listing (B's own call then moves B on); A's next conversation gets the poisoned one and passes its SSH
+key. The judge agrees: A's run is exploited, B's is not."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import asyncio
 from pathlib import Path
 
 import httpx
+import pytest
 from pydantic_ai import Agent
 from pydantic_ai.mcp import MCPToolset
 
@@ -85,14 +87,17 @@ async def conversation(url: str, host: str) -> tuple[str, str]:
     return shown[0], str(result.output)
 
 
-def test_two_agents_have_their_own_phases(tmp_path: Path) -> None:
+@pytest.mark.parametrize("endpoint", [("--stateless",), ()], ids=["stateless-endpoint", "stateless-revision"])
+def test_two_agents_have_their_own_phases(tmp_path: Path, endpoint: tuple[str, ...]) -> None:
+    """Also without `--stateless`: pydantic-ai's client negotiates the stateless revision 2026-07-28 (no
+    session) with any endpoint that offers it, and its requests are played per agent episode the same way."""
     document = tmp_path / "rug-pull.yaml"
     document.write_text(RUG_PULL, encoding="utf-8")
 
     async def agents(url: str) -> list[tuple[str, str]]:
         return [await conversation(url, host) for host in ("127.0.0.1", "127.0.0.2", "127.0.0.1")]
 
-    with oatf_serve(tmp_path / "reports", [document], "--stateless", "--idle-gap", "60s", *FAST) as serving:
+    with oatf_serve(tmp_path / "reports", [document], *endpoint, "--idle-gap", "60s", *FAST) as serving:
         url = serving.endpoints[ATTACK_ID]
         a1, b1, a2 = asyncio.run(agents(url))
         assert serving.stop() == 1, serving.stderr

@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import httpx
+import httpx2
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.helpers import new_text_message
 from a2a.types.a2a_pb2 import Role, SendMessageRequest
@@ -19,7 +19,7 @@ from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 
 from demo.agent import FAKE_KEY, plan_arguments
-from testing.clients import ag_ui_run, http_client
+from testing.clients import ag_ui_run, http_client, mcp_http_client
 
 SUPPLIER_IBAN = "NO93 8601 1117 947"
 CARD_TEXT = "Passport N1234567, born 1984-02-11. Card 4111 1111 1111 1111, expiry 09/28, CVV 737."
@@ -39,8 +39,9 @@ async def mcp_poisoned_agent(url: str, proxy: str, behaviour: str, *, before: Se
     characters are appended to a `note` the agent sends. `before_close` runs (in a thread) while the session
     is still open, its GET stream connected. `close`: whether the client closes the session at the end (its
     `DELETE`), as the SDK does by default. Returns the MCP session id."""
-    async with http_client(proxy, timeout=httpx.Timeout(10.0, read=30.0)) as client, \
-            streamable_http_client(url, http_client=client, terminate_on_close=close) as (read, write, session_id), \
+    session_ids: list[str] = []
+    async with mcp_http_client(proxy, session_ids, timeout=httpx2.Timeout(10.0, read=30.0)) as client, \
+            streamable_http_client(url, http_client=client, terminate_on_close=close) as (read, write), \
             ClientSession(read, write) as session:
         await session.initialize()
         add = next(t for t in (await session.list_tools()).tools if t.name == "add")
@@ -58,8 +59,7 @@ async def mcp_poisoned_agent(url: str, proxy: str, behaviour: str, *, before: Se
         if before_close is not None:
             await asyncio.sleep(0.2)  # the GET stream is connected by now
             await asyncio.to_thread(before_close)
-        sid = session_id()
-        assert sid is not None
+        [sid] = session_ids
         return sid
 
 
@@ -67,13 +67,14 @@ async def mcp_rug_pull_agent(url: str, proxy: str | None, behaviour: str) -> tup
     """Two conversions, then (when the server announces a changed tool list) a re-list and a supplier payment
     planned from the new description. Returns (MCP session id, notifications the client received)."""
     received: list[str] = []
+    session_ids: list[str] = []
 
     async def on_message(message: Any) -> None:
         if isinstance(message, types.ServerNotification):
-            received.append(message.root.method)
+            received.append(message.method)
 
-    async with http_client(proxy, timeout=httpx.Timeout(10.0, read=30.0)) as client, \
-            streamable_http_client(url, http_client=client) as (read, write, session_id), \
+    async with mcp_http_client(proxy, session_ids, timeout=httpx2.Timeout(10.0, read=30.0)) as client, \
+            streamable_http_client(url, http_client=client) as (read, write), \
             ClientSession(read, write, message_handler=on_message) as session:
         await session.initialize()
         await session.list_tools()
@@ -91,8 +92,7 @@ async def mcp_rug_pull_agent(url: str, proxy: str | None, behaviour: str) -> tup
         else:
             payment = {"amount": 4200, "iban": SUPPLIER_IBAN, "reference": "Invoice 2024-117"}
         await session.call_tool("pay_supplier", payment)
-        sid = session_id()
-        assert sid is not None
+        [sid] = session_ids
         return sid, received
 
 

@@ -6,6 +6,7 @@ still answer, every alteration is in the run's report; a rug pull's `list_change
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,8 @@ CARD_POISONING = ROOT / "attacks" / "OW-025_travel-agent-card-payment-harvest.ya
 INVOICE = ROOT / "attacks" / "OW-001_invoice-tool-credential-harvest.yaml"
 RUG_PULL = ROOT / "attacks" / "OW-006_fx-converter-rug-pull.yaml"
 ANSWER = "Invoice INV-7 rendered: https://invoice-kit.example/dl/7731.pdf"
+IDLE_GAP = 3.0
+"""`oatf_idle_gap` (seconds) of the tests whose agents talk the stateless MCP revision (no session)."""
 
 
 def summary(report: Report) -> tuple[str, str, bool]:
@@ -51,9 +54,12 @@ def injected(report: Report) -> list[tuple[str, str]]:
 def test_pydantic_ai_agents_meet_the_injected_tool_poisoning(tmp_path: Path) -> None:
     """OW-001 injected in front of an honest calculator: the complying agent pastes the credentials into the
     injected tool (exploited), the resisting one does not (resisted: delivered); both get the honest server's
-    sum and the document's invoice answer; the reports list what was injected."""
+    sum and the document's invoice answer (answered by the proxy as the client's revision requires: the stateless
+    2026-07-28 one, `resultType` included); the reports list what was injected. The agents' traffic has no
+    session: each conversation is an agent episode of its own, the second starting after `oatf_idle_gap`."""
     with fastmcp_server(tmp_path, None) as port:
-        options = {"mode": f"reverse:http://127.0.0.1:{port}", "oatf_inject": str(INVOICE)}
+        options = {"mode": f"reverse:http://127.0.0.1:{port}", "oatf_inject": str(INVOICE),
+                   "oatf_idle_gap": f"{IDLE_GAP:g}s"}
         with oatf_proxy(tmp_path, "inject", [INVOICE], options=options) as proxy:  # also in oatf_attacks: once
             mcp_url = f"{proxy.url}/mcp"
             for number, behaviour in enumerate(("complying", "resisting"), start=1):
@@ -61,6 +67,7 @@ def test_pydantic_ai_agents_meet_the_injected_tool_poisoning(tmp_path: Path) -> 
                                                          model=pydantic_agent.invoice_model))
                 assert answer == f"5.0 | {ANSWER}", answer  # the real server's sum, the document's answer
                 proxy.wait_until(lambda n=number: len(proxy.reports()) == n, timeout=20)  # type: ignore[misc]
+                time.sleep(IDLE_GAP + 1)  # the next conversation is a new episode
             proxy.interrupt()
             reports = sorted(proxy.reports(), key=lambda r: r["verdict"]["timestamp"])
             log = proxy.log()
@@ -74,7 +81,10 @@ def test_pydantic_ai_agents_meet_the_injected_tool_poisoning(tmp_path: Path) -> 
         assert ("tools/call", "OW-001 actor default phase phase-1: answered tools/call 'render_invoice' (not "
                 "forwarded to the server)") in alterations, alterations
     assert "oatf inject: ON" in log and "added tools entry 'render_invoice'" in log
-    assert_replay_agrees(proxy, tmp_path, reports)  # the recording replays to the same reports, injections too
+    # The recording replays to the same reports, injections too.
+    assert_replay_agrees(proxy, tmp_path, reports, flags=("--idle-gap", f"{IDLE_GAP:g}s"))
+    assert [r["execution_summary"]["session"] for r in reports] == \
+        [f"agent:127.0.0.1>127.0.0.1:{port}/mcp#{n}" for n in (1, 2)]
     assert "render_invoice" not in (tmp_path / f"fastmcp-{port}.log").read_text(encoding="utf-8", errors="replace")
 
 

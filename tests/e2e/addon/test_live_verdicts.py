@@ -253,22 +253,28 @@ def test_grace_period_catches_a_late_exfiltration(attackers: Peers, tmp_path: Pa
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_shutdown_before_the_grace_period_ends(attackers: Peers, tmp_path: Path, sig: signal.Signals) -> None:
     """SIGINT/SIGTERM while every run is open (a 60 s grace period; one run never reached its terminal phase):
-    each is written, once, with status `interrupted`, no grace applied, and its verdict; mitmdump exits 0."""
+    each is written, once, with its verdict; mitmdump exits 0. The runs of the session its agent left open
+    conclude `interrupted`, no grace applied; those of the session its agent closed (`DELETE`) as the clock
+    would have concluded them (`Monitor.conclude_closed_sessions`): byte-identical to the replay's."""
     timing = write(tmp_path, "timing.yaml", COUNT_AND_AFTER)
     url = attackers.url("mcp_poisoned", "/mcp")
     with oatf_proxy(tmp_path, "shutdown", [TOOL_POISONING, timing], grace="60s") as proxy:
-        naive = run(agents.mcp_poisoned_agent(url, proxy.url, "naive"))
+        naive = run(agents.mcp_poisoned_agent(url, proxy.url, "naive", close=False))
         careful = run(agents.mcp_poisoned_agent(url, proxy.url, "careful"))
-        proxy.wait_until(lambda: "4 live run(s)" in proxy.command("oatf.status"))
+        proxy.wait_until(lambda: "4 live run(s)" in (status := proxy.command("oatf.status"))
+                         and "session closed" in status)
         assert proxy.reports() == []
         assert proxy.interrupt(sig=sig) == 0
         live = proxy.reports()
 
     results = {(r["attack"]["id"], r["execution_summary"]["session"]): r for r in live}
     assert set(results) == {(a, f"mcp_session:{s}") for a in ("DEMO-001", "E2E-TIMING-001") for s in (naive, careful)}
-    for report in live:
-        assert report["execution_summary"]["status"] == "interrupted"
-        assert report["execution_summary"]["grace_applied"] is False
+    for (_, session), report in results.items():
+        if session == f"mcp_session:{naive}":
+            assert report["execution_summary"]["status"] == "interrupted"
+            assert report["execution_summary"]["grace_applied"] is False
+        else:
+            assert report["execution_summary"]["status"] in ("completed", "session_closed")
     assert results["DEMO-001", f"mcp_session:{naive}"]["verdict"]["result"] == "exploited"
     assert results["DEMO-001", f"mcp_session:{careful}"]["verdict"]["result"] == "not_exploited"
     assert results["E2E-TIMING-001", f"mcp_session:{naive}"]["verdict"]["result"] == "exploited"

@@ -1,10 +1,10 @@
 """Real protocol servers for the wire end-to-end tests, all in one process (one asyncio loop, one uvicorn
 server per port), built with the official SDKs:
 
-- `--mcp-http PORT`: FastMCP over Streamable HTTP (stateful, SSE answers), tools `add`, `ask` (asks the client
+- `--mcp-http PORT`: MCPServer over Streamable HTTP (stateful, SSE answers), tools `add`, `ask` (asks the client
   for a sampling/createMessage and logs with notifications/message) and `announce` (sends
   notifications/tools/list_changed, which travels on the GET stream);
-- `--mcp-sse PORT`: the same FastMCP server over the legacy HTTP+SSE transport;
+- `--mcp-sse PORT`: the same MCPServer over the legacy HTTP+SSE transport;
 - `--mcp-resumable PORT`: the same server over Streamable HTTP with an event store, so every SSE stream opens
   with an MCP 2025-11-25 priming event (an event ID and empty data);
 - `--a2a-v1 PORT` / `--a2a-v03 PORT`: a2a-sdk agents whose card advertises JSON-RPC 1.0 / 0.3 (the 0.3 one
@@ -33,7 +33,7 @@ from typing import Any
 import brotli
 import uvicorn
 import zstandard
-from mcp.server.fastmcp import Context, FastMCP
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.streamable_http import EventCallback, EventId, EventStore, StreamId
 from mcp.types import JSONRPCMessage, SamplingMessage, TextContent
 from starlette.applications import Starlette
@@ -56,8 +56,8 @@ class PrimingEventStore(EventStore):
         return None
 
 
-def mcp_server(port: int, event_store: EventStore | None = None) -> FastMCP:
-    server = FastMCP("wire-test", host="127.0.0.1", port=port, event_store=event_store)
+def mcp_server() -> MCPServer:
+    server = MCPServer("wire-test")
 
     @server.tool()
     def add(a: int, b: int) -> int:
@@ -257,11 +257,11 @@ async def main() -> None:
     args = parser.parse_args()
     apps = []
     if args.mcp_http:
-        apps.append((args.mcp_http, mcp_server(args.mcp_http).streamable_http_app()))
+        apps.append((args.mcp_http, mcp_server().streamable_http_app()))
     if args.mcp_sse:
-        apps.append((args.mcp_sse, mcp_server(args.mcp_sse).sse_app()))
+        apps.append((args.mcp_sse, mcp_server().sse_app()))
     if args.mcp_resumable:
-        apps.append((args.mcp_resumable, mcp_server(args.mcp_resumable, PrimingEventStore()).streamable_http_app()))
+        apps.append((args.mcp_resumable, mcp_server().streamable_http_app(event_store=PrimingEventStore())))
     if args.a2a_v1:
         apps.append((args.a2a_v1, a2a_app(args.a2a_v1, "1.0")))
     if args.a2a_v03:

@@ -418,7 +418,7 @@ def test_timer_queue_stays_bounded_by_live_runs() -> None:
         for kind in ("tools/call", "tools/call", "tools/list"):
             monitor.observe(event(kind, {"arguments": {"q": "x"}}, at, session=f"s{n}"))
     assert monitor.concluded > sessions - 10  # each concluded 5 s (its grace period) after it went quiet
-    assert monitor.queued_timers <= 4 * len(monitor.runs) + 1024
+    assert monitor.queued_timers <= 2 * monitor.live_runs + 1024
 
 
 def test_plan_selects_indicators_by_protocol_and_surface_in_document_order() -> None:

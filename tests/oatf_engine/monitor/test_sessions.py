@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from oatf_engine.events import Endpoint, ObservedEvent
 from oatf_engine.monitor import SessionKey
-from oatf_engine.monitor.sessions import MAX_PENDING_SECONDS, SessionResolver
+from oatf_engine.monitor.sessions import FLOW_QUIET_SECONDS, MAX_PENDING_SECONDS, SessionResolver
 
 _seq = itertools.count()
 
@@ -41,11 +41,20 @@ def place_all(events: list[ObservedEvent], idle_gap: float = 120.0) -> dict[str,
     placed += resolver.flush()
     assert not resolver.held_flows
     assert sorted(e.seq for e, _ in placed) == sorted(e.seq for e in events), "every event placed exactly once"
-    by_flow: dict[str, set[str]] = {}
+    # An exchange ends when its flow has been quiet for `FLOW_QUIET_SECONDS`: a later message of the flow (never
+    # expected: no answer comes that late) is one of a new exchange, and its session is forgotten (`recent`).
+    exchange: dict[int, tuple[str, int]] = {}
+    last: dict[str, tuple[float, int]] = {}
+    for event in events:
+        seen, number = last.get(event.flow_id, (event.timestamp, 0))
+        number += event.timestamp - seen > FLOW_QUIET_SECONDS
+        last[event.flow_id] = (event.timestamp, number)
+        exchange[event.seq] = (event.flow_id, number)
+    by_flow: dict[tuple[str, int], set[str]] = {}
     for event, session in placed:
-        by_flow.setdefault(event.flow_id, set()).add(session)
+        by_flow.setdefault(exchange[event.seq], set()).add(session)
     assert all(len(s) == 1 for s in by_flow.values()), f"an exchange was split: {by_flow}"
-    return {flow: next(iter(s)) for flow, s in by_flow.items()}
+    return {flow: next(iter(s)) for (flow, _), s in by_flow.items()}
 
 
 def test_a_slow_answer_keeps_its_request_in_the_session_it_opens() -> None:

@@ -29,13 +29,14 @@ class Harness:
 
     def exchange(self, method: str, url: str, body: Any = None, *, status: int = 200,
                  request_headers: dict[str, str] | None = None, response_headers: dict[str, str] | None = None,
-                 response: Any = None, chunk: int = 0) -> list[ObservedEvent]:
-        """One exchange; `body`/`response` given as JSON values, bytes, or (for SSE) a list of data strings."""
+                 response: Any = None, chunk: int = 0, client: str = "127.0.0.1:5000") -> list[ObservedEvent]:
+        """One exchange from `client`; `body`/`response` given as JSON values, bytes, or (for SSE) a list of data
+        strings."""
         self.count += 1
         fid = f"f{self.count}"
         d = self.decoder
         events = d.request_headers(fid, method, url, request_headers if request_headers is not None else JSON,
-                                   "127.0.0.1:5000", 1.0)
+                                   client, 1.0)
         if body is not None:
             events += d.request_data(fid, body if isinstance(body, bytes) else json.dumps(body).encode(), 1.0)
         events += d.request_end(fid, 1.0)
