@@ -64,6 +64,7 @@ from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 from typing import Any
 
+from oatf_engine.collector import collector_paused
 from oatf_engine.events import ExchangeEnded, ObservedEvent
 from oatf_engine.journal import run_key
 from oatf_engine.monitor import Held, LoadedAttack, Monitor, MonitorOptions, Output, RunConcluded
@@ -218,10 +219,13 @@ def _handle(monitor: Monitor, reporting: Reporting, kind: str, payload: Any,
             answer: Callable[[Message], None], held: HeldFlows) -> bool:
     """Evaluate one message and answer it; False after `shutdown`."""
     if kind == "shutdown":  # closed sessions' runs as the clock (and recovery) would conclude them; the rest cut short
-        last = reporting.conclude([*monitor.conclude_closed_sessions(), *monitor.shutdown()])
-        if last:
-            answer(("outputs", last))
-        answer(("done", reporting.commit()))
+        # The process ends after this answer (`main`): nothing made here needs the cyclic collector, whose passes
+        # over the monitor's objects and the thousands of reports made here took ~0.13 s of 9,000 runs' shutdown.
+        with collector_paused():
+            last = reporting.conclude([*monitor.conclude_closed_sessions(), *monitor.shutdown()])
+            if last:
+                answer(("outputs", last))
+            answer(("done", reporting.commit()))
         return False
     if kind == "status":
         answer(("status", monitor.status()))

@@ -1,6 +1,7 @@
 """Shutdown with many runs open: how long mitmdump + the addon takes to exit after SIGINT, reporting every run.
 
     .venv/bin/python benchmarks/bench_shutdown.py [--sessions 1000] [--concurrency 50] [--against DIR] [--rounds N]
+                                                  [--churn FILES]
 
 A FastMCP server (Streamable HTTP, `tests/e2e/wire/peers.py`) behind mitmdump with the addon; `--sessions` MCP
 sessions opened through the proxy with raw HTTP JSON-RPC (`initialize`, `notifications/initialized`,
@@ -15,6 +16,10 @@ files, `verdicts.jsonl` lines, distinct runs in them) and the seconds from SIGIN
 shutdown time against the baseline's. `--against DIR` also measures the library with the addon of the checkout
 at `DIR` (e.g. `/work/main`: its `addon/oatf_addon.py` imports that checkout's engine, and its monitor process
 runs it) right after this checkout's, `--rounds` times alternating, and prints both shutdown times.
+Each measurement also gives the CPU seconds mitmdump and its monitor process spend from SIGINT to exit, and
+per run; the cost of creating a report-sized file on this disk at the time is printed before and after (it
+varies tenfold on ext4 with what was deleted nearby in the last minutes, see `creation_cost`); `--churn FILES`
+creates and deletes that many files beside the reports right before each SIGINT, for that disk's slow state.
 """
 
 from __future__ import annotations
@@ -22,11 +27,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
+import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -85,8 +94,91 @@ def status(proxy: OatfProxy) -> tuple[int, int, int]:
     return loaded, live, waiting
 
 
+def _cpu(pid: int) -> tuple[float, float]:
+    """(own, waited-for children's) CPU seconds, user + system, of process `pid` (`/proc/PID/stat`)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    utime, stime, cutime, cstime = (int(f) for f in fields[11:15])
+    return (utime + stime) / TICK, (cutime + cstime) / TICK
+
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+class ShutdownCpu:
+    """The CPU seconds mitmdump and its monitor process spend from now (just before the SIGINT) to mitmdump's
+    exit, each: read from `/proc` now, the monitor's total from mitmdump's `cutime` once it has waited for
+    it (read every 10 ms until it exits), mitmdump's own total from `wait4`'s resource usage."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self.process = process
+        children = {int(c) for task in Path(f"/proc/{process.pid}/task").iterdir()
+                    for c in (task / "children").read_text().split()}
+        self.child = next(c for c in children
+                          if b"addon.monitor_process" in Path(f"/proc/{c}/cmdline").read_bytes())
+        self.proxy_start, _ = _cpu(process.pid)
+        self.child_start, _ = _cpu(self.child)
+        self.child_end = self.child_start
+        self.proxy = self.monitor = 0.0
+
+    def wait(self) -> None:
+        """Until mitmdump exits (at most 600 s); then `proxy` and `monitor` hold their CPU seconds."""
+        done = threading.Event()
+
+        def sample() -> None:
+            while not done.wait(0.01):
+                try:
+                    self.child_end = max(self.child_end, _cpu(self.process.pid)[1])
+                except OSError:
+                    return
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        deadline = time.monotonic() + 600
+        while (ended := os.wait4(self.process.pid, os.WNOHANG))[0] == 0:
+            if time.monotonic() > deadline:
+                raise TimeoutError("mitmdump did not exit within 600 s of SIGINT")
+            time.sleep(0.01)
+        done.set()
+        sampler.join()
+        _, status, usage = ended
+        self.process.returncode = os.waitstatus_to_exitcode(status)
+        self.monitor = self.child_end - self.child_start
+        self.proxy = usage.ru_utime + usage.ru_stime - self.child_end - self.proxy_start
+
+
+def creation_cost(workdir: Path, files: int) -> str:
+    """What creating a report-sized file (3 KB, a report's name length, temporary file renamed into place, as
+    `ReportWriter` does) costs on this disk now, `files` of them in a new folder: CPU (system part) and wall per
+    file. On ext4 it varies tenfold with what was deleted nearby in the last minutes (the kernel's inode allocator
+    skips recently freed inodes one by one), so the shutdown's figures are read beside it."""
+    folder = Path(tempfile.mkdtemp(dir=workdir))
+    data = b"x" * 3000 + b"\n"
+    before, started = os.times(), time.monotonic()
+    for n in range(files):
+        name = f"{n:060d}-attack__session__0123456789ab__1795573653.483.json"
+        tmp = folder / f".tmp-{name}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, data)
+        os.close(fd)
+        os.replace(tmp, folder / name)
+    wall, after = time.monotonic() - started, os.times()
+    cpu = (after.user + after.system - before.user - before.system) / files * 1e6
+    return (f"creating a 3 KB file here now: {cpu:.0f} us CPU ({(after.system - before.system) / files * 1e6:.0f} us "
+            f"system), {wall / files * 1e6:.0f} us wall per file ({files} files)")
+
+
+def churn(workdir: Path, files: int) -> None:
+    """Create and delete `files` small files beside the report directories: what other processes' temporary
+    files do to a shared disk (on ext4 without a journal, the inode allocator then skips the freed inodes one by
+    one for a minute or more, and each new report file costs several times its CPU)."""
+    folder = Path(tempfile.mkdtemp(dir=workdir))
+    for n in range(files):
+        (folder / str(n)).write_bytes(b"x")
+    shutil.rmtree(folder)
+
+
 def measure(workdir: Path, name: str, attacks: str, url: str, sessions: int,
-            concurrency: int, addon: Path = ADDON) -> dict[str, float]:
+            concurrency: int, addon: Path = ADDON, churned: int = 0) -> dict[str, float]:
     report_dir = workdir / f"{name}-reports"
     extra = ("--set", "termlog_verbosity=warn", "-s", str(addon), "-s", str(COMMAND_SCRIPT),
              "--set", f"oatf_attacks={attacks}", "--set", f"oatf_report_dir={report_dir}",
@@ -100,8 +192,11 @@ def measure(workdir: Path, name: str, attacks: str, url: str, sessions: int,
             time.sleep(0.2)
         caught_up = time.monotonic() - started
         loaded, live, _ = current
+        churn(workdir, churned)
+        cpu = ShutdownCpu(running.process)
         interrupted = time.monotonic()
-        proxy.interrupt(timeout=600, sig=signal.SIGINT)
+        os.killpg(running.process.pid, signal.SIGINT)
+        cpu.wait()
         seconds = time.monotonic() - interrupted
     files = len([p for p in report_dir.glob("*.json") if not p.name.startswith(".")])
     jsonl = report_dir / "verdicts.jsonl"
@@ -112,8 +207,10 @@ def measure(workdir: Path, name: str, attacks: str, url: str, sessions: int,
     print(f"  {name:9} {loaded:3d} attack(s): {sessions} sessions in {traffic:5.1f} s, evaluated after "
           f"{caught_up:5.1f} s; {live:6d} runs open at SIGINT -> {interrupted:6d} reported `interrupted`; "
           f"{files:6d} report files, {len(lines):6d} verdicts.jsonl lines, {len(runs):6d} runs; SIGINT to exit "
-          f"{seconds:6.2f} s")
-    return {"seconds": seconds, "live": live, "interrupted": interrupted, "files": files, "lines": len(lines),
+          f"{seconds:6.2f} s, CPU {cpu.proxy:5.2f} s mitmdump + {cpu.monitor:5.2f} s monitor"
+          + (f" ({(cpu.proxy + cpu.monitor) / live * 1e3:.2f} ms per run)" if live else ""))
+    return {"seconds": seconds, "cpu": cpu.proxy + cpu.monitor, "live": live, "interrupted": interrupted,
+            "files": files, "lines": len(lines),
             "runs": len(runs)}
 
 
@@ -123,6 +220,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=50, help="sessions being opened at once")
     parser.add_argument("--against", metavar="DIR", help="also measure the addon of the checkout at DIR")
     parser.add_argument("--rounds", type=int, default=1, help="with --against: library measurements of each")
+    parser.add_argument("--churn", type=int, default=0, metavar="FILES",
+                        help="before each SIGINT, create and delete this many files beside the reports (`churn`)")
     args = parser.parse_args()
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
     print(f"{args.sessions} MCP sessions (raw JSON-RPC through the proxy, {args.concurrency} at a time), grace "
@@ -130,20 +229,29 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=ROOT) as tmp, peers(Path(tmp), kinds=("mcp_http",)) as running:
         workdir = Path(tmp)  # on the project's disk, as reports would be (not a tmpfs): fsyncs cost what they do
         url = running.url("mcp_http", "/mcp")
-        baseline = measure(workdir, "baseline", "", url, args.sessions, args.concurrency)
-        library = measure(workdir, "library", str(ATTACKS), url, args.sessions, args.concurrency)
+        print(f"  {creation_cost(workdir, 30 * args.sessions)}")
+        baseline = measure(workdir, "baseline", "", url, args.sessions, args.concurrency, churned=args.churn)
+        library = measure(workdir, "library", str(ATTACKS), url, args.sessions, args.concurrency, churned=args.churn)
         if args.against:
-            theirs, mine = [], [library["seconds"]]
+            theirs, mine = [], [library]
             other = Path(args.against).resolve() / "addon" / "oatf_addon.py"
             for n in range(args.rounds):
                 if n:
-                    mine.append(measure(workdir, f"library{n}", str(ATTACKS), url, args.sessions,
-                                        args.concurrency)["seconds"])
+                    mine.append(measure(workdir, f"library{n}", str(ATTACKS), url, args.sessions, args.concurrency,
+                                        churned=args.churn))
                 theirs.append(measure(workdir, f"against{n}", str(ATTACKS), url, args.sessions, args.concurrency,
-                                      other)["seconds"])
-            print(f"  SIGINT to exit, library: this checkout {', '.join(f'{s:.2f}' for s in mine)} s; "
-                  f"{args.against} {', '.join(f'{s:.2f}' for s in theirs)} s (alternating); ratio of the "
-                  f"medians {statistics.median(theirs) / statistics.median(mine):.2f}")
+                                      other, args.churn))
+            print(f"  {creation_cost(workdir, 30 * args.sessions)}")
+
+            def shown(runs: list[dict[str, float]]) -> str:
+                return (f"{', '.join(f'{r['seconds']:.2f}' for r in runs)} s, CPU "
+                        f"{', '.join(f'{r['cpu'] / r['live'] * 1e3:.2f}' for r in runs)} ms per run")
+
+            def ratio(key: str) -> float:
+                return statistics.median(r[key] for r in theirs) / statistics.median(r[key] for r in mine)
+
+            print(f"  SIGINT to exit, library: this checkout {shown(mine)}; {args.against} {shown(theirs)} "
+                  f"(alternating); ratio of the medians: wall {ratio('seconds'):.2f}, CPU {ratio('cpu'):.2f}")
     complete = library["interrupted"] == library["live"] and library["files"] == library["lines"] == library["runs"]
     print(f"  library vs baseline: shutdown {library['seconds'] / baseline['seconds']:.1f}x the baseline's "
           f"({library['seconds'] - baseline['seconds']:+.2f} s for {library['live']:.0f} runs); every open run "

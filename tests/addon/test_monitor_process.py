@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import threading
@@ -10,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from addon.monitor_process import MonitorProcess
+from addon.monitor_process import HeldFlows, MonitorProcess, Reporting, _handle
 from oatf_engine.monitor import Monitor, MonitorOptions, Output, RunConcluded
 from oatf_engine.monitor.monitor import IndicatorMatched
 from oatf_engine.reports import Reported
@@ -212,3 +213,22 @@ def test_after_its_shutdown_the_child_ends_without_tearing_down_what_it_held(
     assert monitor.shutdown(timeout=30) and collector.failures == []
     assert len(collector.reports()) == 3
     assert monitor._process.returncode == 0 and not marker.exists()
+
+
+def test_the_child_concludes_its_runs_at_shutdown_without_the_cyclic_collector(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shutdown's conclusions, report writing and answer run with the cyclic collector paused (the process
+    ends after them: its passes over the monitor's objects would be wasted), then it is as it was; every run is
+    still reported."""
+    monitor = Monitor([attack(POISONED_TOOL)], MonitorOptions(grace_period=60.0))
+    for n in range(3):
+        monitor.observe(call("nothing", 100.0 + n, session=f"s{n}"))
+    collecting: list[bool] = []
+    shutdown = monitor.shutdown
+    monkeypatch.setattr(monitor, "shutdown", lambda: collecting.append(gc.isenabled()) or shutdown())
+    answers: list[tuple[str, Any]] = []
+    assert gc.isenabled()
+    assert not _handle(monitor, Reporting(str(tmp_path)), "shutdown", None, answers.append, HeldFlows())
+    assert collecting == [False] and gc.isenabled()
+    [(kind, reported)] = answers
+    assert kind == "done" and len(reported) == 3 and all(Path(r.path or "").is_file() for r in reported)
