@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import io
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, BinaryIO, cast
@@ -116,12 +117,17 @@ def _layouts() -> tuple[_Layout, ...]:
     sample.error = Error("")
     state = cast(dict[str, Any], tnetstring.loads(tnetstring.dumps(sample.get_state())))
     dicts = [state, *(state[part] for part in ("request", "response", "error", "client_conn"))]
-    encoded = (tuple(tnetstring.dumps(key) for key in keys) for keys in dicts)
-    return tuple(tuple((key, len(key)) for key in keys) for keys in encoded)
+    return tuple(tuple(_entry(tnetstring.dumps(key)) for key in keys) for keys in dicts)
 
 
-_Layout = tuple[tuple[bytes, int], ...]
-"""A dict's keys in order, each as its tnetstring and that tnetstring's length."""
+def _entry(key: bytes) -> re.Pattern[bytes]:
+    """An entry of a dict whose key is the tnetstring `key`, up to its value's payload: the key, then the value's
+    length prefix (at most `_MAX_PREFIX` digits, captured) and its colon."""
+    return re.compile(re.escape(key) + rb"(\d{1,%d}):" % _MAX_PREFIX)
+
+
+_Layout = tuple[re.Pattern[bytes], ...]
+"""A dict's keys in order, each as the pattern of its entry (`_entry`)."""
 _FLOW, _REQUEST, _RESPONSE, _ERROR, _CLIENT = _layouts()
 _TIMES = (float, int)
 """The types of a timestamp (mitmproxy writes floats, and whatever number it was given)."""
@@ -296,17 +302,17 @@ def _entries(data: bytes, span: _Span, keys: _Layout) -> list[_Span]:
     if data[end] != _DICT:
         raise _Unrecognised
     values: list[_Span] = []
-    append, find, starts = values.append, data.index, data.startswith
+    append = values.append
     pos = start
-    for key, length in keys:
-        if not starts(key, pos):
+    for key in keys:  # one match per entry: the key and the value's length prefix checked at once
+        entry = key.match(data, pos)
+        if entry is None:
             raise _Unrecognised
-        pos += length
-        colon = find(b":", pos, pos + _MAX_PREFIX + 1)
-        value_end = colon + 1 + int(data[pos:colon])
-        if not colon < value_end < end:
+        payload = entry.end()
+        value_end = payload + int(entry[1])
+        if value_end >= end:
             raise _Unrecognised
-        append((colon + 1, value_end))
+        append((payload, value_end))
         pos = value_end + 1
     if pos != end:
         raise _Unrecognised
