@@ -590,7 +590,7 @@ class Monitor:
                     movers.update(dispatch.triggers.get(requirement, ()))
         if movers and settled:
             movers = movers - settled
-        carriers: Set[int] = frozenset(dispatch.undelivered)
+        carriers: frozenset[int] = frozenset(dispatch.undelivered)
         if dispatch.carried:
             data = text.joined.encode("utf-8", "surrogatepass") if self.prefilter else None
             hits = self._hits(self._payload_filter, dispatch.carried, data)
