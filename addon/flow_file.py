@@ -194,16 +194,28 @@ def _flow(data: bytes, span: _Span) -> RecordedFlow:
 
 
 def _request(data: bytes, span: _Span) -> RecordedRequest:
-    path, _, scheme, method, port, host, ended, started, _, content, headers, _ = _entries(data, span, _REQUEST)
-    method, scheme, host, port, path = (_value(data, method), _value(data, scheme), _value(data, host),
-                                        _value(data, port), _value(data, path))
+    _, _, _, _, _, host, ended, started, _, content, headers, _ = _entries(data, span, _REQUEST)
+    method, url = _target(data[span[0]:host[1] + 1])
+    return RecordedRequest(method, url, *_message(data, headers, content, started, ended))
+
+
+_TARGET = 6
+"""How many of the request state's entries `_target` reads: the first (path, authority, scheme, method, port,
+host)."""
+
+
+@functools.lru_cache(maxsize=1024)
+def _target(entries: bytes) -> tuple[str, str]:
+    """The method and URL of a request whose state begins with `entries` (its first `_TARGET` entries: path,
+    authority, scheme, method, port, host; remembered: an endpoint's requests repeat them)."""
+    path, _, scheme, method, port, host = (_value(entries, part) for part in _entries(
+        entries + b"}", (0, len(entries)), _REQUEST[:_TARGET]))
     if type(method) is not bytes or type(scheme) is not bytes or type(path) is not bytes or type(
             host) is not str or type(port) is not int:
         raise _Unrecognised
     method_text = method.decode("utf-8", "surrogateescape").upper()
-    url = _url(method_text, scheme.decode("utf-8", "surrogateescape"), host, port,
-               path.decode("utf-8", "surrogateescape"))
-    return RecordedRequest(method_text, url, *_message(data, headers, content, started, ended))
+    return method_text, _url(method_text, scheme.decode("utf-8", "surrogateescape"), host, port,
+                             path.decode("utf-8", "surrogateescape"))
 
 
 def _url(method: str, scheme: str, host: str, port: int, path: str) -> str:
