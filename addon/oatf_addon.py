@@ -97,6 +97,10 @@ RELOAD_POLL_SECONDS = 2.0
 MAX_SUMMARY_ROWS = 1_000
 MAX_BATCH = 256
 """Events sent to the monitor process in one message, at most."""
+PING_SECONDS = 1.0
+"""How often the worker asks the monitor process for a heartbeat, at most (it is stalled after
+`MonitorProcess.stall_seconds` without an answer): not at every batch, each ping being a round trip through two
+more threads and the pipe."""
 STATUS_SECONDS = 2.0
 """How long `oatf.status` and `oatf.flow` wait for the monitor process's answer."""
 MAX_FLOWS_SHOWN = 20
@@ -539,6 +543,7 @@ class OatfAddon:
     # --- the worker thread: events to the monitor process ----------------------------------------------
     def _work(self) -> None:
         next_poll = time.monotonic() + RELOAD_POLL_SECONDS
+        next_ping = 0.0
         while not self.stopping.is_set():
             if not self.library_ready.wait(TICK_SECONDS):
                 continue  # the first library is loading: the traffic waits in the queue, to be evaluated with it
@@ -551,7 +556,8 @@ class OatfAddon:
                 with self.lock:
                     if self.monitor is not None and not self.stopping.is_set():
                         self._replace_if_gone(self.monitor)
-                    if self.monitor is not None:
+                    if self.monitor is not None and time.monotonic() >= next_ping:
+                        next_ping = time.monotonic() + PING_SECONDS
                         self.monitor.ping()
                     self._hand_over(items)
                 if time.monotonic() >= next_poll:

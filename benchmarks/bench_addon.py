@@ -1,7 +1,7 @@
 """The live addon's cost: mitmdump + `addon/oatf_addon.py` against bare mitmdump on the same MCP workload.
 
     .venv/bin/python benchmarks/bench_addon.py [--calls 300] [--rounds 5] [--client mcp|light]
-        [--server fastmcp|minimal] [--library-size 2000]
+        [--server fastmcp|minimal] [--library-size 2000] [--against DIR] [--profile]
 
 The workload: `tools/call` (`add`) in a loop over one MCP session (Streamable HTTP) per round, through each proxy
 in turn, by one of two clients against one of two servers:
@@ -19,7 +19,9 @@ Configurations:
   of the library opens a run on the session and evaluates every message;
 - mitmdump + the addon with a library of `--library-size` documents (re-identified copies of `attacks/`,
   `testing.library_copies`; 0: left out). Measuring starts once each library is loaded (the addon's
-  "attack(s) loaded" log line, caught by a logging handler a tiny script adds: the proxies log at warn).
+  "attack(s) loaded" log line, caught by a logging handler a tiny script adds: the proxies log at warn);
+- with `--against DIR` (another checkout of this project, e.g. `git archive main | tar -x -C DIR`), its addon
+  with the whole library, and with the large one: before and after a change, in the same run.
 The configurations alternate within each round (warm-up first) so that drift on this shared machine hits them
 alike. Printed: requests/s (calls / summed call latency, per round; the median of the rounds), median, p90
 and p99 latency over all calls, the proxy's CPU time per call (from /proc, so a busy machine does not inflate it;
@@ -30,10 +32,11 @@ the per-round ratios), added median and p99 latency, added CPU per call. On a lo
 ratios swing by tens of percent between rounds; the event loop's CPU per call does not.
 Targets with a library loaded (issue 15, light client, whole library and 2,000 documents): >= 95% of bare
 throughput, <= 1 ms added median latency.
-Where the proxy's time goes: run the benchmark under py-spy, which samples its child processes too (attaching to a
-running mitmdump is not allowed here: `ptrace_scope`), e.g. `py-spy record --subprocesses --threads --idle
---format raw -o stacks.txt -- .venv/bin/python benchmarks/bench_addon.py --client light --server minimal`; the
-mitmdump processes' event loops are their `MainThread` stacks.
+`--profile`: every proxy (bare included) also runs a script that profiles its event loop thread from `running` to
+`done` with cProfile, timed by that thread's CPU clock (so the other threads' work and waits for the interpreter
+lock are left out); printed afterwards, per configuration: the event loop's CPU per call in the addon's own code
+(`addon/`, `oatf_engine/`) and in mitmproxy's hook dispatch, and the addon's functions costing the most per call.
+The profiler slows the loop severalfold: compare configurations within such a run, not with a run without it.
 Afterwards the library proxies are stopped (the addon then reports every open run) and their reports are
 counted, to show the monitor really followed the traffic.
 """
@@ -59,7 +62,7 @@ from light_mcp import light_calls
 
 ADDON = ROOT / "addon" / "oatf_addon.py"
 ATTACKS = ROOT / "attacks"
-BARE, EMPTY, LIBRARY = "bare mitmdump", "addon, no attacks", "addon + library"
+BARE, EMPTY = "bare mitmdump", "addon, no attacks"
 LOADED_ENV = "BENCH_ADDON_LOADED"
 LOADED = f"""import logging, os
 class Loaded(logging.Handler):
@@ -69,6 +72,20 @@ class Loaded(logging.Handler):
 logging.getLogger("oatf").addHandler(Loaded(logging.INFO))
 """
 """A mitmdump script with no hook: a file appears once the addon has loaded its library (it logs at info)."""
+PROFILE_ENV = "BENCH_ADDON_PROFILE"
+PROFILE = f"""import cProfile, os, time
+class LoopProfile:
+    def __init__(self):
+        self.profile = cProfile.Profile(time.thread_time)
+    def running(self):
+        self.profile.enable()
+    def done(self):
+        self.profile.disable()
+        self.profile.dump_stats(os.environ["{PROFILE_ENV}"])
+addons = [LoopProfile()]
+"""
+"""A mitmdump script profiling the event loop thread (see `--profile`); loaded first, so that its `done` runs
+before the addon's shutdown."""
 CLIENTS: dict[str, Callable[[str, str | None, int], object]] = {"mcp": _calls, "light": light_calls}
 SHUTDOWN_SECONDS = 300.0
 """How long a proxy is given to stop (it reports every open run first: thousands with 2,000 documents)."""
@@ -102,26 +119,29 @@ def cpu_seconds(pid: int) -> tuple[float, float, float]:
     return main, others, children
 
 
-def configurations(workdir: Path, library_size: int) -> dict[str, tuple[str, ...]]:
+def configurations(workdir: Path, library_size: int, profiled: bool, against: Path | None
+                   ) -> dict[str, tuple[str, ...]]:
     """mitmdump arguments (beyond the harness's listen address, flow_detail and connection_strategy)."""
-    quiet = ("--set", "termlog_verbosity=warn")
+    quiet: tuple[str, ...] = ("--set", "termlog_verbosity=warn")
+    if profiled:
+        (workdir / "loop_profile.py").write_text(PROFILE)
+        quiet += ("-s", str(workdir / "loop_profile.py"))
     loaded = workdir / "loaded.py"
     loaded.write_text(LOADED)
-    configs = {
-        BARE: quiet,
-        EMPTY: (*quiet, "-s", str(ADDON), "--set", f"oatf_report_dir={workdir / 'reports-empty'}"),
-        LIBRARY: (*quiet, "-s", str(ADDON), "-s", str(loaded), "--set", f"oatf_attacks={ATTACKS}",
-                  "--set", f"oatf_report_dir={workdir / 'reports-library'}"),
-    }
+    libraries = {"library": ATTACKS}
     if library_size:
         from testing.library_copies import write_library
 
-        library = workdir / f"library-{library_size}"
-        library.mkdir()
-        write_library(library_size, library)
-        configs[f"addon + {library_size:,} docs"] = (
-            *quiet, "-s", str(ADDON), "-s", str(loaded), "--set", f"oatf_attacks={library}",
-            "--set", f"oatf_report_dir={workdir / f'reports-{library_size}'}")
+        libraries[f"{library_size:,} docs"] = workdir / f"library-{library_size}"
+        libraries[f"{library_size:,} docs"].mkdir()
+        write_library(library_size, libraries[f"{library_size:,} docs"])
+    addons = {"addon": ADDON, **({f"{against.name}'s addon": against / "addon" / "oatf_addon.py"} if against else {})}
+    configs = {BARE: quiet, EMPTY: (*quiet, "-s", str(ADDON), "--set", f"oatf_report_dir={workdir / 'reports-empty'}")}
+    for label, library in libraries.items():
+        for name, addon in addons.items():
+            configs[f"{name} + {label}"] = (
+                *quiet, "-s", str(addon), "-s", str(loaded), "--set", f"oatf_attacks={library}",
+                "--set", f"oatf_report_dir={workdir / f'reports-{len(configs)}'}")
     return configs
 
 
@@ -164,16 +184,18 @@ def bench(args: argparse.Namespace) -> tuple[
     calls, rounds = args.calls, args.rounds
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        configs = configurations(workdir, args.library_size)
+        configs = configurations(workdir, args.library_size, args.profile,
+                                 Path(args.against).resolve() if args.against else None)
         for name, extra in configs.items():
-            print(f"  {name:18} mitmdump {' '.join(extra)}", flush=True)
+            print(f"  {name:28} mitmdump {' '.join(extra)}", flush=True)
         latencies: dict[str, list[float]] = {name: [] for name in configs}
         rates: dict[str, list[float]] = {name: [] for name in configs}
         cpu: dict[str, tuple[float, ...]] = dict.fromkeys(configs, (0.0, 0.0, 0.0))
         with server(args.server, workdir) as url, ExitStack() as stack:
             proxies = {name: stack.enter_context(mitmdump(
                 workdir, tap=False, name=f"proxy{i}", extra=extra, stop_timeout=SHUTDOWN_SECONDS,
-                environment={LOADED_ENV: str(workdir / f"proxy{i}.loaded")}))
+                environment={LOADED_ENV: str(workdir / f"proxy{i}.loaded"),
+                             PROFILE_ENV: str(workdir / f"proxy{i}.pstats")}))
                 for i, (name, extra) in enumerate(configs.items())}
             for i, (name, proxy) in enumerate(proxies.items()):
                 if str(workdir / "loaded.py") in configs[name]:
@@ -191,6 +213,9 @@ def bench(args: argparse.Namespace) -> tuple[
                     latencies[name] += measured
                     rates[name].append(len(measured) / sum(measured))
         # The proxies stopped (SIGINT): the addon concluded and reported every open run.
+        if args.profile:
+            for i, name in enumerate(configs):
+                print_profile(name, workdir / f"proxy{i}.pstats", (rounds * calls + 30))
         stats = {}
         for name, extra in configs.items():
             if str(workdir / "loaded.py") in extra:  # a library proxy
@@ -201,6 +226,24 @@ def bench(args: argparse.Namespace) -> tuple[
                                "messages": sum(r["execution_summary"]["messages_seen"] for r in reports)}
     per_call = {name: tuple(seconds / (rounds * calls) for seconds in cpu[name]) for name in configs}
     return latencies, rates, per_call, stats
+
+
+def print_profile(name: str, path: Path, calls: int) -> None:
+    """The event loop's CPU per call (see `--profile`): in total, in the addon's code, in mitmproxy's hook
+    dispatch (less the hooks themselves), and the addon's functions costing the most (own time)."""
+    import pstats
+
+    stats = pstats.Stats(str(path)).stats  # type: ignore[attr-defined]
+    ours = {key: value for key, value in stats.items() if "/addon/" in key[0] or "/oatf_engine/" in key[0]}
+    total = sum(value[2] for value in stats.values())
+    dispatch = sum(value[2] for key, value in stats.items() if key[0].endswith("mitmproxy/addonmanager.py"))
+    per_call = 1e6 / calls
+    print(f"  {name}: event loop {total * per_call:.0f} µs/call under the profiler, of which the addon's code "
+          f"{sum(value[2] for value in ours.values()) * per_call:.0f} µs, mitmproxy's hook dispatch "
+          f"{dispatch * per_call:.0f} µs (own time)")
+    for (file, line, function), value in sorted(ours.items(), key=lambda item: -item[1][2])[:12]:
+        print(f"      {value[2] * per_call:6.1f} µs own, {value[3] * per_call:6.1f} µs with callees, "
+              f"{value[1] / calls:5.2f} calls/call  {Path(file).parent.name}/{Path(file).name}:{line} {function}")
 
 
 def _ms(seconds: float) -> str:
@@ -214,6 +257,8 @@ def main() -> None:
     parser.add_argument("--client", choices=sorted(CLIENTS), default="mcp")
     parser.add_argument("--server", choices=("fastmcp", "minimal"), default="fastmcp")
     parser.add_argument("--library-size", type=int, default=2000, help="documents of the large library (0: none)")
+    parser.add_argument("--against", metavar="DIR", help="also measure the addon of the checkout at DIR")
+    parser.add_argument("--profile", action="store_true", help="profile each proxy's event loop (cProfile)")
     args = parser.parse_args()
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
     print(f"MCP tools/call loop, {args.client} client, {args.server} server, {args.rounds} alternating rounds of "
@@ -223,7 +268,7 @@ def main() -> None:
     medians = {name: statistics.median(values) for name, values in latencies.items()}
     p99 = {name: statistics.quantiles(values, n=100)[-1] for name, values in latencies.items()}
     for name, values in latencies.items():
-        print(f"  {name:20} {statistics.median(rates[name]):7.1f} req/s   median {_ms(medians[name])}   "
+        print(f"  {name:28} {statistics.median(rates[name]):7.1f} req/s   median {_ms(medians[name])}   "
               f"p90 {_ms(statistics.quantiles(values, n=10)[-1])}   p99 {_ms(p99[name])}   "
               f"proxy CPU/call {sum(cpu[name]) * 1000:5.2f} ms (event loop {cpu[name][0] * 1000:5.2f}, "
               f"other threads {cpu[name][1] * 1000:5.2f}, monitor process {cpu[name][2] * 1000:5.2f})")
