@@ -123,7 +123,8 @@ class OatfAddon:
         # mode rewrote (what the agent received). The content views have no such order: a sub-addon (`addons`).
         self.inject = Inject()
         self.tap = MitmTap(on_event=lambda event: self._enqueue(self.inject.tag(event)), on_ended=self._exchange_ended)
-        self.events: queue.Queue[ObservedEvent | ExchangeEnded | ClockMark | SessionClosed | None] = queue.Queue()
+        self.events: queue.SimpleQueue[ObservedEvent | ExchangeEnded | ClockMark | SessionClosed | None] = \
+            queue.SimpleQueue()
         """What the hooks (and the feed) queue for the worker: events, the ends of exchanges that left requests
         unanswered, the MCP sessions closed, and the event loop's clock marks (`addon.watermark`)."""
         self.steps = Steps()
@@ -755,9 +756,11 @@ class OatfAddon:
             self._forget_in_flight()  # no answer will come for them
 
     def _handle(self, outputs: Sequence[Output | Reported | Recovered | Held]) -> None:
-        """What the monitor answered, in order. The runs reported are journaled together, and the flow updates
-        reach the event loop in one call per batch (a shutdown reports thousands of runs at once)."""
+        """What the monitor answered, in order. The runs reported are journaled together, logged in one record
+        (`_reported`), and the flow updates reach the event loop in one call per batch (a session's runs conclude
+        together: with 2,000 documents, over a thousand at once; a shutdown, thousands)."""
         reported: list[RunKey] = []
+        lines: list[str] = []
         unremarkable: Counter[tuple[str, str]] = Counter()
         for output in outputs:
             # Everything shown comes from the traffic or an attack file: printable, bounded.
@@ -772,7 +775,7 @@ class OatfAddon:
                             printable(output.indicator_id), output.flow_id, printable(output.evidence))
                 self._update_flow(output.flow_id, flow_marks.record_match, output)
             elif isinstance(output, Reported):
-                if self._reported(output, unremarkable):
+                if self._reported(output, lines, unremarkable):
                     reported.append(output.key)
                 for flow_id in output.flows:
                     self._update_flow(flow_id, flow_marks.record_outcome, output)
@@ -789,18 +792,23 @@ class OatfAddon:
                     self._maybe_save(flow_id)
         if reported and self.journal is not None:
             self._journal(self.journal.concluded, *reported)
+        if lines:
+            log.info("%s", "\n".join(lines))
         if unremarkable:
             log.info("oatf: %s run(s) concluded while stopping (in the summary table; a report each in %s): %s",
                      f"{unremarkable.total():,}", printable(str(self.report_dir), 300),
                      ", ".join(f"{n:,} {outcome} ({status})" for (outcome, status), n in unremarkable.items()))
         self._to_loop()
 
-    def _reported(self, output: Reported, unremarkable: Counter[tuple[str, str]]) -> bool:
+    def _reported(self, output: Reported, lines: list[str], unremarkable: Counter[tuple[str, str]]) -> bool:
         """A run the monitor process concluded and reported: its report is written and durable (True: the caller
         journals it), or could not be written (its run stays in the journal; each kind of failure is logged
-        once). Logged, unless the proxy is stopping and its outcome needs no attention (not `ATTENTION`): then
-        it is counted in `unremarkable` (outcome, status), which the caller logs in one line — a shutdown
-        concludes every open run at once, thousands, and each log line costs mitmproxy's event loop a hook."""
+        once). Logged: a run whose outcome needs attention (`ATTENTION`) or whose report was not written in a
+        record of its own; the others as a line appended to `lines`, which the caller logs as one record — every
+        log record costs mitmproxy's event loop a hook (its `add_log`, dispatched to every addon, whatever the
+        verbosity), and a session's runs conclude together. While the proxy stops, those are only counted in
+        `unremarkable` (outcome, status), which the caller logs in one line: a shutdown concludes every open run
+        at once, thousands."""
         with self.concluded_lock:
             self.concluded.append(output)
             self.outcomes[output.summary.outcome] += 1
@@ -810,11 +818,14 @@ class OatfAddon:
                 log.error("oatf: report not written (each kind of failure is logged once; the journal keeps the "
                           "runs): %s", printable(output.error or "", 300))
         outcome = output.summary.outcome
-        if output.path is not None and outcome not in ATTENTION and self.stopping.is_set():
+        line = (f"oatf {printable(output.run)}: {outcome} ({printable(output.summary.status)}) -> "
+                f"{output.path or '-'}")
+        if outcome in ATTENTION or output.path is None:
+            log.log(logging.WARNING if outcome in ATTENTION else logging.INFO, "%s", line)
+        elif self.stopping.is_set():
             unremarkable[outcome, printable(output.summary.status, 20)] += 1
         else:
-            log.log(logging.WARNING if outcome in ATTENTION else logging.INFO, "oatf %s: %s (%s) -> %s",
-                    printable(output.run), outcome, printable(output.summary.status), output.path or "-")
+            lines.append(line)
         return output.path is not None
 
     def _recovered(self, output: Recovered) -> None:
@@ -906,13 +917,19 @@ class OatfAddon:
         return self._snapshot() != self.watched
 
     def _snapshot(self) -> dict[str, float]:
+        """Each document's modification time (a directory's `.yaml`/`.yml` files, at any depth). Read every
+        `RELOAD_POLL_SECONDS` by the worker, holding the interpreter lock the event loop needs: `os.walk` and
+        `os.stat` on strings cost less than half of `Path.rglob` and `Path.stat` (2,000 documents: 8 ms, not 19)."""
         stamps: dict[str, float] = {}
         for name in self._paths():
-            root = Path(name)
-            files = [root] if not root.is_dir() else [p for p in root.rglob("*") if p.suffix in (".yaml", ".yml")]
+            if not os.path.isdir(name):
+                files = [name]
+            else:
+                files = [os.path.join(directory, file) for directory, _, names in os.walk(name) for file in names
+                         if file.endswith((".yaml", ".yml"))]
             for path in files:
                 try:
-                    stamps[str(path)] = path.stat().st_mtime
+                    stamps[path] = os.stat(path).st_mtime
                 except OSError:
                     continue
         return stamps
