@@ -760,6 +760,7 @@ class OatfAddon:
         (`_reported`), and the flow updates reach the event loop in one call per batch (a session's runs conclude
         together: with 2,000 documents, over a thousand at once; a shutdown, thousands)."""
         reported: list[RunKey] = []
+        concluded: list[Reported] = []
         lines: list[str] = []
         unremarkable: Counter[tuple[str, str]] = Counter()
         for output in outputs:
@@ -779,8 +780,7 @@ class OatfAddon:
                     reported.append(output.key)
                 for flow_id in output.flows:
                     self._update_flow(flow_id, flow_marks.record_outcome, output)
-                if self.loop is not None:
-                    self.flow_updates.put(functools.partial(self._concluded, output))
+                concluded.append(output)
             elif isinstance(output, Recovered):
                 self._recovered(output)
             elif isinstance(output, Held):
@@ -790,6 +790,8 @@ class OatfAddon:
                         self._unpin(flow_id)
                 for flow_id in placed:
                     self._maybe_save(flow_id)
+        if concluded and self.loop is not None:  # after their flows' marks
+            self.flow_updates.put(functools.partial(self._concluded, concluded))
         if reported and self.journal is not None:
             self._journal(self.journal.concluded, *reported)
         if lines:
@@ -886,17 +888,21 @@ class OatfAddon:
             with contextlib.suppress(RuntimeError):  # the loop is closed: `done` applies what is queued
                 self.loop.call_soon_threadsafe(self._apply_flow_updates)
 
-    def _concluded(self, reported: Reported) -> None:
-        """A run concluded and its verdict marked the flows its report names (on the event loop): the flows
-        whose write waited for it are written once no other live run holds them (`addon.deferred_save`). A
-        flow held for it that its report does not name (the report cites a bounded number) gets its verdict
-        here."""
-        run, named = flow_marks.run_key(reported.run), set(reported.flows)
-        for flow in self.saving.hold.waiting_for(run):
-            if flow.id not in named and isinstance(flow, http.HTTPFlow):
-                flow_marks.record_outcome(flow, reported)
-                ctx.master.addons.trigger(_update_hook(flow))
-        self.saving.concluded(run)
+    def _concluded(self, concluded: list[Reported]) -> None:
+        """Runs concluded and their verdicts marked the flows their reports name (on the event loop): the flows
+        whose write waited for them are written once no other live run holds them (`addon.deferred_save`). A
+        flow held for one that its report does not name (the report cites a bounded number) gets its verdict
+        here. Nothing to do while no flow is held (no `-w`, or none waits): a session's runs conclude together,
+        over a thousand of them with 2,000 documents."""
+        if not len(self.saving.hold):
+            return
+        for reported in concluded:
+            run, named = flow_marks.run_key(reported.run), set(reported.flows)
+            for flow in self.saving.hold.waiting_for(run):
+                if flow.id not in named and isinstance(flow, http.HTTPFlow):
+                    flow_marks.record_outcome(flow, reported)
+                    ctx.master.addons.trigger(_update_hook(flow))
+            self.saving.concluded(run)
 
     def _apply_flow_updates(self) -> None:
         """Apply the flow updates queued so far (on the event loop)."""
