@@ -194,8 +194,8 @@ def bench(args: argparse.Namespace) -> Results:
                 for i, (name, extra) in enumerate(configs.items())}
             for i, (name, proxy) in enumerate(proxies.items()):
                 if str(workdir / "loaded.py") in configs[name]:
-                    print(f"  {name}: library loaded {wait_loaded(workdir / f'proxy{i}.loaded', proxy.log):.1f} s "
-                          f"after the proxy listened", flush=True)
+                    waited = wait_loaded(workdir / f"proxy{i}.loaded", proxy.log)  # the proxies load at once
+                    print(f"  {name}: library loaded (waited {waited:.1f} s more)", flush=True)
             for proxy in proxies.values():  # warm-up
                 run_calls(args.client, url, proxy.url, 30)
             for _ in range(rounds):
