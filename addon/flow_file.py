@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import io
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, BinaryIO, cast
@@ -116,12 +117,17 @@ def _layouts() -> tuple[_Layout, ...]:
     sample.error = Error("")
     state = cast(dict[str, Any], tnetstring.loads(tnetstring.dumps(sample.get_state())))
     dicts = [state, *(state[part] for part in ("request", "response", "error", "client_conn"))]
-    encoded = (tuple(tnetstring.dumps(key) for key in keys) for keys in dicts)
-    return tuple(tuple((key, len(key)) for key in keys) for keys in encoded)
+    return tuple(tuple(_entry(tnetstring.dumps(key)) for key in keys) for keys in dicts)
 
 
-_Layout = tuple[tuple[bytes, int], ...]
-"""A dict's keys in order, each as its tnetstring and that tnetstring's length."""
+def _entry(key: bytes) -> re.Pattern[bytes]:
+    """An entry of a dict whose key is the tnetstring `key`, up to its value's payload: the key, then the value's
+    length prefix (at most `_MAX_PREFIX` digits, captured) and its colon."""
+    return re.compile(re.escape(key) + rb"(\d{1,%d}):" % _MAX_PREFIX)
+
+
+_Layout = tuple[re.Pattern[bytes], ...]
+"""A dict's keys in order, each as the pattern of its entry (`_entry`)."""
 _FLOW, _REQUEST, _RESPONSE, _ERROR, _CLIENT = _layouts()
 _TIMES = (float, int)
 """The types of a timestamp (mitmproxy writes floats, and whatever number it was given)."""
@@ -188,16 +194,28 @@ def _flow(data: bytes, span: _Span) -> RecordedFlow:
 
 
 def _request(data: bytes, span: _Span) -> RecordedRequest:
-    path, _, scheme, method, port, host, ended, started, _, content, headers, _ = _entries(data, span, _REQUEST)
-    method, scheme, host, port, path = (_value(data, method), _value(data, scheme), _value(data, host),
-                                        _value(data, port), _value(data, path))
+    _, _, _, _, _, host, ended, started, _, content, headers, _ = _entries(data, span, _REQUEST)
+    method, url = _target(data[span[0]:host[1] + 1])
+    return RecordedRequest(method, url, *_message(data, headers, content, started, ended))
+
+
+_TARGET = 6
+"""How many of the request state's entries `_target` reads: the first (path, authority, scheme, method, port,
+host)."""
+
+
+@functools.lru_cache(maxsize=1024)
+def _target(entries: bytes) -> tuple[str, str]:
+    """The method and URL of a request whose state begins with `entries` (its first `_TARGET` entries: path,
+    authority, scheme, method, port, host; remembered: an endpoint's requests repeat them)."""
+    path, _, scheme, method, port, host = (_value(entries, part) for part in _entries(
+        entries + b"}", (0, len(entries)), _REQUEST[:_TARGET]))
     if type(method) is not bytes or type(scheme) is not bytes or type(path) is not bytes or type(
             host) is not str or type(port) is not int:
         raise _Unrecognised
     method_text = method.decode("utf-8", "surrogateescape").upper()
-    url = _url(method_text, scheme.decode("utf-8", "surrogateescape"), host, port,
-               path.decode("utf-8", "surrogateescape"))
-    return RecordedRequest(method_text, url, *_message(data, headers, content, started, ended))
+    return method_text, _url(method_text, scheme.decode("utf-8", "surrogateescape"), host, port,
+                             path.decode("utf-8", "surrogateescape"))
 
 
 def _url(method: str, scheme: str, host: str, port: int, path: str) -> str:
@@ -296,17 +314,17 @@ def _entries(data: bytes, span: _Span, keys: _Layout) -> list[_Span]:
     if data[end] != _DICT:
         raise _Unrecognised
     values: list[_Span] = []
-    append, find, starts = values.append, data.index, data.startswith
+    append = values.append
     pos = start
-    for key, length in keys:
-        if not starts(key, pos):
+    for key in keys:  # one match per entry: the key and the value's length prefix checked at once
+        entry = key.match(data, pos)
+        if entry is None:
             raise _Unrecognised
-        pos += length
-        colon = find(b":", pos, pos + _MAX_PREFIX + 1)
-        value_end = colon + 1 + int(data[pos:colon])
-        if not colon < value_end < end:
+        payload = entry.end()
+        value_end = payload + int(entry[1])
+        if value_end >= end:
             raise _Unrecognised
-        append((colon + 1, value_end))
+        append((payload, value_end))
         pos = value_end + 1
     if pos != end:
         raise _Unrecognised

@@ -59,4 +59,10 @@ def compact_json(value: Any, *, sort_keys: bool = False) -> str:
     """`value` as compact JSON: no whitespace, non-ASCII kept as is, keys in insertion order unless
     `sort_keys`. Raises `TypeError`, `ValueError` or `RecursionError` for a value JSON cannot express
     within the interpreter's limits."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=sort_keys, default=_json_default)
+    return (_SORTED if sort_keys else _COMPACT).encode(value)
+
+
+_COMPACT, _SORTED = (json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, sort_keys=sort_keys,
+                                      default=_json_default) for sort_keys in (False, True))
+"""`compact_json`'s encoders, made once (`json.dumps` with these options makes one per call; they hold no
+state between calls)."""

@@ -544,13 +544,19 @@ def _split(hostport: str) -> tuple[str, int]:
 
 
 def to_flows(exchanges: list[Exchange], client: str = "10.20.0.15", seed: str = "") -> list[http.HTTPFlow]:
-    """One HTTPFlow per exchange (HTTP/1.1, plain http through a regular proxy), ids and timestamps set."""
+    """One HTTPFlow per exchange (HTTP/1.1, plain http through a regular proxy), ids and timestamps set. The
+    exchanges of one client port share their connection (`client_port`: kept alive), as in a flow file mitmproxy
+    writes: the same client connection state on each of its flows."""
     flows = []
+    connections: dict[int, connection.Client] = {}
     for n, ex in enumerate(exchanges):
         host, port = _split(ex.server)
-        client_conn = connection.Client(peername=(client, client_port(exchanges, ex)), sockname=("10.20.0.1", 8080),
-                                        timestamp_start=ex.request_at - 0.01,
-                                        state=connection.ConnectionState.CLOSED)
+        source = client_port(exchanges, ex)
+        client_conn = connections.get(source)
+        if client_conn is None:
+            client_conn = connections[source] = connection.Client(
+                peername=(client, source), sockname=("10.20.0.1", 8080), timestamp_start=ex.request_at - 0.01,
+                state=connection.ConnectionState.CLOSED)
         server_conn = connection.Server(address=(host, port), peername=("198.51.100.7", port),
                                         sockname=("10.20.0.1", 40000 + n), timestamp_start=ex.request_at - 0.005,
                                         timestamp_tcp_setup=ex.request_at - 0.004)

@@ -161,7 +161,7 @@ def message_texts(content: Any) -> list[str]:
             if len(value) >= MIN_LITERAL:
                 texts.append(_squeeze(value))
         elif isinstance(value, dict):
-            stack.extend(reversed(list(value.values())))
+            stack.extend(reversed(value.values()))
         elif isinstance(value, list):
             stack.extend(reversed(value))
     return texts

@@ -72,6 +72,7 @@ Sans-I/O: events (already placed in their protocol session) in, (event, episode)
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 from collections import OrderedDict
@@ -123,7 +124,10 @@ Route = tuple[str, str, int, str]
 """(agent, server host, server port, protocol): the server an agent's set-up exchange learned (rule 6)."""
 
 
+@functools.lru_cache(maxsize=1024)
 def _host(host: str) -> str:
+    """A host as the rules compare hosts: brackets off, lower case, loopback names as one (remembered: every
+    event asks)."""
     host = host.strip("[]").lower()
     return _LOOPBACK.get(host, host)
 
@@ -585,7 +589,9 @@ class AgentEpisodes:
 
     def _unpark(self, kept: OrderedDict[str, _Setup] | None) -> list[Placed]:
         """A route's parked set-up goes to its sessions, in the order it was sent."""
-        placed = [item for setup in (kept or {}).values() for item in self._unpark_one(setup)]
+        if not kept:
+            return []
+        placed = [item for setup in kept.values() for item in self._unpark_one(setup)]
         return sorted(placed, key=lambda item: item[0].seq)
 
     @staticmethod

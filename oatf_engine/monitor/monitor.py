@@ -88,6 +88,10 @@ class _Dispatch:
     """Attacks with an actor whose side sends it and that holds no distinctive payload (the first message counts)."""
     payloads: dict[int, tuple[int, ...]]
     """Payload requirement → the attacks with an actor whose side sends it and whose payload it gates."""
+    gating: frozenset[int]
+    """The requirements of `gated` and `triggers` (the indicator filter's answer is intersected with them)."""
+    carried: frozenset[int]
+    """The requirements of `payloads`."""
 
 
 class _Session:
@@ -575,19 +579,25 @@ class Monitor:
                         positions.setdefault(number, []).append(position)
 
         keep(dispatch.judged)
-        movers = set(dispatch.movers)
-        if dispatch.gated or dispatch.triggers:
-            hits = self._hits(self._indicator_filter, dispatch.gated.keys() | dispatch.triggers.keys(),
+        movers: Set[int] = dispatch.movers
+        if dispatch.gating:
+            hits = self._hits(self._indicator_filter, dispatch.gating,
                               prefilter.haystack(content) if self.prefilter else None)
-            for requirement in hits:
-                keep(dispatch.gated.get(requirement, {}))
-                movers.update(dispatch.triggers.get(requirement, ()))
-        movers -= settled
-        carriers: set[int] = set(dispatch.undelivered)
-        if dispatch.payloads:
+            if hits:
+                movers = set(movers)
+                for requirement in hits:
+                    keep(dispatch.gated.get(requirement, {}))
+                    movers.update(dispatch.triggers.get(requirement, ()))
+        if movers and settled:
+            movers = movers - settled
+        carriers: frozenset[int] = frozenset(dispatch.undelivered)
+        if dispatch.carried:
             data = text.joined.encode("utf-8", "surrogatepass") if self.prefilter else None
-            for requirement in self._hits(self._payload_filter, dispatch.payloads.keys(), data):
-                carriers.update(dispatch.payloads[requirement])
+            hits = self._hits(self._payload_filter, dispatch.carried, data)
+            if hits:
+                carriers = carriers.union(*(dispatch.payloads[requirement] for requirement in hits))
+        if not (positions or movers or carriers):
+            return []
         concerned = []
         for number in sorted(positions.keys() | movers | carriers):
             found = positions.get(number, [])
@@ -608,7 +618,7 @@ class Monitor:
         return [by_number[number] for number in sorted(by_number)]
 
     @staticmethod
-    def _hits(literals: prefilter.LiteralFilter, gated: Set[int], data: bytes | None) -> Iterable[int]:
+    def _hits(literals: prefilter.LiteralFilter, gated: Set[int], data: bytes | None) -> Set[int]:
         """The requirements among `gated` that `data` (a haystack; None: no prefilter) may satisfy."""
         if data is None:
             return gated
@@ -657,7 +667,8 @@ class Monitor:
         undelivered, payloads = self._carried(protocol, sender)
         dispatch = _Dispatch(frozenset(movers), {r: tuple(n) for r, n in triggers.items()},
                              {k: tuple(w) for k, w in judged.items()}, fed,
-                             {r: {k: tuple(w) for k, w in g.items()} for r, g in gated.items()}, undelivered, payloads)
+                             {r: {k: tuple(w) for k, w in g.items()} for r, g in gated.items()}, undelivered, payloads,
+                             frozenset(gated.keys() | triggers.keys()), frozenset(payloads))
         if len(self._dispatch) < MAX_REMEMBERED_EVENT_TYPES:
             self._dispatch[(protocol, event_type, sender, direction)] = dispatch
         return dispatch

@@ -216,11 +216,10 @@ class SessionResolver:
         """When the oldest hold expires (infinity when nothing is held)."""
         linker = self._linker()
         due = linker.next_release() if linker is not None else float("inf")
-        for held in self.held.values():
-            due = held.since + HOLD_SECONDS
-            break
-        for flow in self.pending.values():
-            return min(due, flow.since + MAX_PENDING_SECONDS)
+        if self.held:
+            due = next(iter(self.held.values())).since + HOLD_SECONDS
+        if self.pending:
+            return min(due, next(iter(self.pending.values())).since + MAX_PENDING_SECONDS)
         return due
 
     def expire(self, now: float) -> list[Placed]:

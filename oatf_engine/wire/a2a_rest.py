@@ -20,6 +20,7 @@ status (or an SSE `error` event) with a `google.rpc.Status` body; its content is
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -70,8 +71,10 @@ class Route:
     """The ids in the path, under their JSON-RPC `params` names."""
 
 
+@functools.lru_cache(maxsize=4096)
 def match(method: str, path: str) -> Route | None:
-    """The REST route of a request (method, path without query), or None."""
+    """The REST route of a request (method, path without query), or None (remembered: an endpoint's requests
+    repeat their method and path; a `Route` is never altered)."""
     for methods, pattern, event, distinctive in ROUTES:
         found = pattern.fullmatch(path) if method in methods else None
         if found is None:

@@ -158,8 +158,14 @@ _IDENTITY = ContentDecoder(None)  # no coding: stateless, shared
 _SSE = "text/event-stream"
 
 
-def _media_type(headers: dict[str, str]) -> str:
-    return headers.get("content-type", "").partition(";")[0].strip().lower()
+def _media_type(headers: Mapping[str, str]) -> str:
+    return _media_type_of(headers.get("content-type", ""))
+
+
+@functools.lru_cache(maxsize=1024)
+def _media_type_of(content_type: str) -> str:
+    """The media type of a Content-Type value, lower case (remembered: an endpoint's messages repeat it)."""
+    return content_type.partition(";")[0].strip().lower()
 
 
 STREAMED_MEDIA_TYPES = frozenset({
@@ -220,7 +226,7 @@ class _Exchange:
         self.status = 0
         self.scope = f"x|{exchange_id}"
         self.keys: dict[str, str] = {}  # shared by this exchange's events: replaced, never changed in place
-        self.request_headers: dict[str, str] = {}
+        self.request_headers: Mapping[str, str] = {}
         self.request: _Body | None = None
         self.response: _Body | None = None
         self.requests: dict[JsonRpcId, Pending] = {}  # requests this exchange's body carried
@@ -480,7 +486,7 @@ class WireDecoder:
             self._forget_legacy(ex.scope)
         ex.request = ex.response = None
 
-    def _body(self, ex: _Exchange, headers: dict[str, str], sse: bool) -> _Body | None:
+    def _body(self, ex: _Exchange, headers: Mapping[str, str], sse: bool) -> _Body | None:
         try:
             return _Body(headers.get("content-encoding"), SSEParser(self.config.max_event_size) if sse else None)
         except UndecodableBody as exc:
@@ -796,22 +802,23 @@ class WireDecoder:
             self._on_diagnostic(Diagnostic(code, ex.id, message))
 
 
-def _kept(headers: Headers) -> dict[str, str]:
-    """The request/response headers the decoder reads, by lower-case name (see `Headers`); a new dict."""
+def _kept(headers: Headers) -> Mapping[str, str]:
+    """The request/response headers the decoder reads, by lower-case name (see `Headers`); read only (the
+    mapping of raw fields is shared: `_kept_fields`)."""
     fields = getattr(headers, "fields", None)  # mitmproxy's `Headers`: its raw fields, not its (slow) mapping
     if fields is None:
         fields = headers.items() if isinstance(headers, Mapping) else headers
     if type(fields) is tuple:  # raw fields (mitmproxy's, a recording's): a session's messages repeat them
         try:
-            return dict(_kept_fields(fields))
+            return _kept_fields(fields)
         except TypeError:  # an unhashable field
             pass
     return _kept_of(fields)
 
 
 @functools.lru_cache(maxsize=1024)
-def _kept_fields(fields: tuple[tuple[Any, Any], ...]) -> dict[str, str]:
-    """`_kept_of(fields)`, remembered (never altered: `_kept` hands out copies)."""
+def _kept_fields(fields: tuple[tuple[Any, Any], ...]) -> Mapping[str, str]:
+    """`_kept_of(fields)`, remembered (shared by every message with these fields: never altered)."""
     return _kept_of(fields)
 
 
