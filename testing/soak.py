@@ -1,10 +1,10 @@
 """The soak's traffic, sans I/O: the MCP agent sessions of `testing/load.py` (and `benchmarks/bench_live_load.py`)
-as the wire decoder reads them (JSON-RPC envelopes included: requests wait for their answers as live), fed straight to a `Monitor` for many simulated minutes (issue 14: memory bounded by
-live work). `agents` agents at once, each running sessions one after another: `initialize` (answered with a new
-`Mcp-Session-Id`), `notifications/initialized`, `tools/list` (OW-001's poisoned description), a pause, `tools/call
-render_invoice` (one session in five complying), then `DELETE` (`Monitor.close_session`). The clock moves
-(`Monitor.tick`) every `addon.watermark.TICK_SECONDS` of event time, `SLACK_SECONDS` behind, as the live addon
-moves it."""
+as the wire decoder reads them (JSON-RPC envelopes included: requests wait for their answers, as live), fed
+straight to a `Monitor` for many simulated minutes (issue 14: memory bounded by live work). `agents` agents at
+once, each running sessions one after another: `initialize` (answered with a new `Mcp-Session-Id`),
+`notifications/initialized`, `tools/list` (OW-001's poisoned description), a pause, `tools/call render_invoice`
+(one session in five complying), then `DELETE` (`Monitor.close_session`). The clock moves (`Monitor.tick`) every
+`addon.watermark.TICK_SECONDS` of event time, `SLACK_SECONDS` behind, as the live addon moves it."""
 
 from __future__ import annotations
 
