@@ -23,9 +23,10 @@ before); then the traffic (sessions, sessions/s, failed sessions, requests sent 
 the agents saw it: p50, p99, max; `pause` is how much longer than asked an agent's think time took, i.e. how
 late this process ran), the count of the reports (from `verdicts.jsonl`): runs per session, every exploit
 session reported exactly once as exploited, (attack, session) pairs reported twice or never, evictions,
-statuses and outcomes; the backlog's maximum, RSS at start, peak and end, CPU seconds per process, SIGINT to
-exit, and whether the summary table was printed. Sessions that failed are counted by cause: the request that
-failed and the HTTP status with mitmproxy's reason (its 502 page names the upstream error), or the exception.
+statuses and outcomes; the backlog's maximum, RSS at start, peak and end (and, for a soak, over its second half:
+range and growth per minute, least squares), CPU seconds per process, SIGINT to exit, and whether the summary
+table was printed. Sessions that failed are counted by cause: the request that failed and the HTTP status with
+mitmproxy's reason (its 502 page names the upstream error), or the exception.
 
 `--bare` runs the same traffic through mitmdump without the addon (no reports, no monitor): the baseline
 that tells whether a failure or a latency is the addon's or mitmproxy's own at that load.
@@ -39,6 +40,7 @@ import contextlib
 import json
 import os
 import signal
+import statistics
 import sys
 import tempfile
 import threading
@@ -272,9 +274,11 @@ def report_resources(samples: list[Sample], interval: float) -> None:
                   f"end {values[-1] / 2**20:.1f} MiB")
     half = [s for s in samples if s.seconds >= samples[-1].seconds / 2]
     if len(half) >= 3:  # a soak: is memory flat once the runs' number has levelled off?
+        minutes = [s.seconds / 60 for s in half]
         print(f"  over the second half ({len(half)} samples from {half[0].seconds:.0f} s): " + "; ".join(
             f"{name} RSS {min(values) / 2**20:.1f}–{max(values) / 2**20:.1f} MiB "
-            f"(first {values[0] / 2**20:.1f}, last {values[-1] / 2**20:.1f})"
+            f"(first {values[0] / 2**20:.1f}, last {values[-1] / 2**20:.1f}; "
+            f"{statistics.linear_regression(minutes, values).slope / 2**20:+.2f} MiB/min, least squares)"
             for name, values in (("proxy", [s.proxy_rss for s in half]), ("monitor", [s.monitor_rss for s in half]))
             if all(values)) + "; live runs " + ", ".join(f"{s.counts.get('runs', 0):,}" for s in half))
     first, last = samples[0], samples[-1]

@@ -298,7 +298,7 @@ def _copy_durably(source: Path, target: Path) -> None:
         os.fsync(out.fileno())
 
 
-def fsync_path(path: Path) -> None:
+def fsync_path(path: str | os.PathLike[str]) -> None:
     """`os.fsync` of a file or a directory, by its path."""
     fd = os.open(path, os.O_RDONLY)
     try:

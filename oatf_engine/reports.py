@@ -117,7 +117,10 @@ class ReportWriter:
         self._jsonl: int | None = None
         """`verdicts.jsonl`'s descriptor, open between a write and the next `commit`."""
 
-    def write(self, report: dict[str, Any]) -> Path:
+    def write(self, report: dict[str, Any]) -> str:
+        """Write one report (see the class docstring); its file's path. A plain string, never a `Path`: Python
+        3.12's pathlib interns every part of a path it parses, and interned strings are immortal there, so one
+        `Path` per report made a long-running proxy's monitor process grow by every report's name (issue 14)."""
         if not self.show_secrets:
             report = redact_report(report)
         name = report_filename(report)
@@ -148,7 +151,7 @@ class ReportWriter:
             self._jsonl = os.open(os.path.join(self._folder, JSONL_NAME), os.O_WRONLY | os.O_APPEND | os.O_CREAT,
                                   0o600)  # closed by `commit`
         _write_all(self._jsonl, data)
-        return Path(path)
+        return path
 
     def commit(self) -> None:
         """Make every report written since the last commit, `verdicts.jsonl` and the directory durable."""
@@ -161,7 +164,7 @@ class ReportWriter:
             _syncfs(self.directory)
             return
         for path in [os.path.join(self._folder, JSONL_NAME), *written, self._folder]:
-            fsync_path(Path(path))
+            fsync_path(path)
 
 
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
@@ -238,9 +241,8 @@ class Reported:
     """Those of `flows` that delivered an actor's payload to the agent."""
 
     @classmethod
-    def of(cls, run: str, report: dict[str, Any], path: Path | None, error: str | None = None) -> Reported:
-        return cls(run, run_key(report), RunSummary.of(report), None if path is None else str(path), error,
-                   *flows_of(report))
+    def of(cls, run: str, report: dict[str, Any], path: str | None, error: str | None = None) -> Reported:
+        return cls(run, run_key(report), RunSummary.of(report), path, error, *flows_of(report))
 
 
 def flows_of(report: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -1,10 +1,10 @@
 """The soak's traffic, sans I/O: the MCP agent sessions of `testing/load.py` (and `benchmarks/bench_live_load.py`)
-as the decoders emit them, fed straight to a `Monitor` for many simulated minutes (issue 14: memory bounded by
-live work). `agents` agents at once, each running sessions one after another: `initialize` (answered with a new
-`Mcp-Session-Id`), `notifications/initialized`, `tools/list` (OW-001's poisoned description), a pause, `tools/call
-render_invoice` (one session in five complying), then `DELETE` (`Monitor.close_session`). The clock moves
-(`Monitor.tick`) every `addon.watermark.TICK_SECONDS` of event time, `SLACK_SECONDS` behind, as the live addon
-moves it."""
+as the wire decoder reads them (JSON-RPC envelopes included: requests wait for their answers, as live), fed
+straight to a `Monitor` for many simulated minutes (issue 14: memory bounded by live work). `agents` agents at
+once, each running sessions one after another: `initialize` (answered with a new `Mcp-Session-Id`),
+`notifications/initialized`, `tools/list` (OW-001's poisoned description), a pause, `tools/call render_invoice`
+(one session in five complying), then `DELETE` (`Monitor.close_session`). The clock moves (`Monitor.tick`) every
+`addon.watermark.TICK_SECONDS` of event time, `SLACK_SECONDS` behind, as the live addon moves it."""
 
 from __future__ import annotations
 
@@ -15,10 +15,12 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
+from addon.recordings import decode_flows
 from addon.watermark import SLACK_SECONDS, TICK_SECONDS
 from oatf_engine.events import ObservedEvent
 from oatf_engine.monitor import Monitor, Output
 from oatf_engine.monitor.recent import RecentFlows
+from oatf_engine.wire import WireDecoder
 from testing import sessions
 
 START = 1_800_000_000.0
@@ -38,7 +40,7 @@ def _templates() -> dict[str, list[ObservedEvent]]:
         **{variant: {"steps": [{"wait": TEMPLATE_PAUSE, "mcp": {"method": "tools/call", "params": call[variant],
                                                                  "result": answer}}]}
            for variant in sessions.VARIANTS}}
-    return {variant: sessions.expected_events(sessions.play(script, variant), "127.0.0.1")
+    return {variant: decode_flows(WireDecoder(), sessions.to_flows(sessions.play(script, variant), "127.0.0.1"))
             for variant in sessions.VARIANTS}
 
 

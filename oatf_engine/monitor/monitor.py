@@ -20,12 +20,13 @@ from ..events import Call, ExchangeEnded, ObservedEvent, awaits_answer
 from . import prefilter
 from .actors import PhaseChange
 from .delivery import MessageText
-from .episodes import MAX_FLOWS, remember
+from .episodes import MAX_ANSWER_WAIT, MAX_FLOWS, remember
 from .indicators import Judged
 from .library import LoadedAttack
 from .options import MonitorOptions, session_named
 from .paper import Cohort, PaperTimer, bits, paper_class
 from .plan import MAX_REMEMBERED_EVENT_TYPES, TRIGGER, Gate
+from .recent import RecentFlows
 from .run import AttackRun, RunBlank
 from .sessions import SessionResolver
 from .traffic import OTHER, SessionTraffic
@@ -202,9 +203,10 @@ class Monitor:
         """`PaperTimer`s with members left, over every session."""
         self._paper_count = 0
         """Runs on paper, over every session."""
-        self._awaiting_flows: OrderedDict[str, list[str]] = OrderedDict()
-        """Flow → the sessions a request of it was counted in while it waited for its answer, the latest
-        `MAX_FLOWS` flows: where an `ExchangeEnded` of the flow releases it (`exchange_ended`)."""
+        self._awaiting_flows: RecentFlows[list[str]] = RecentFlows(MAX_FLOWS, MAX_ANSWER_WAIT)
+        """Flow → the sessions a request of it was counted in while it waited for its answer: where an
+        `ExchangeEnded` of the flow releases it (`exchange_ended`). Forgotten once the flow sent no request for
+        `MAX_ANSWER_WAIT` (`recent`): its requests hold nothing any more (`answers`), so its end changes no run."""
         self._ended_calls: OrderedDict[Call, None] = OrderedDict()
         """The requests of the latest `MAX_ENDED_CALLS` ends of exchanges: one the session rules place after its
         exchange ended (held for its answer, parked set-up, or copied into a later episode) waits for nothing."""
@@ -372,7 +374,7 @@ class Monitor:
                 outputs.extend(self._observe(item, item_session))
         flows = self._awaiting_flows
         for flow in dict.fromkeys(call[0] for call in ended.unanswered):
-            for session in flows.pop(flow, ()):
+            for session in flows.take(flow, ended.timestamp) or ():
                 state = self._sessions.get(session)
                 if state is None:
                     continue
@@ -403,8 +405,8 @@ class Monitor:
             call = (event.flow_id, event.sender, event.jsonrpc_id)
             if call in self._ended_calls:
                 late = call  # its exchange ended before it was placed: released once the runs have taken it
-            elif (flows := self._awaiting_flows.get(event.flow_id)) is None:
-                remember(self._awaiting_flows, event.flow_id, [session], MAX_FLOWS)
+            elif (flows := self._awaiting_flows.get(event.flow_id, event.timestamp)) is None:
+                self._awaiting_flows.put(event.flow_id, [session], event.timestamp)
             elif session not in flows:
                 flows.append(session)
         if event.injected:  # inject mode: rare, and every run that takes the event lists it

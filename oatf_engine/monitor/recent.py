@@ -53,6 +53,11 @@ class RecentFlows[V]:
     def pop(self, flow: str) -> None:
         self._entries.pop(flow, None)
 
+    def take(self, flow: str, now: float) -> V | None:
+        """Forget the flow, returning its value if it was seen within `quiet` seconds before `now`."""
+        entry = self._entries.pop(flow, None)
+        return None if entry is None or now - entry[1] > self.quiet else entry[0]
+
     def forget_quiet(self, now: float) -> None:
         """Drop the entries quiet for longer than `quiet` seconds at `now` (they are never read again)."""
         entries = self._entries

@@ -29,7 +29,7 @@ def concluded(outcome: str, run: str, flows: tuple[str, ...], delivered: bool = 
     """A `Reported` of `run` whose report cites `flows`; `outcome` as `report` spells results."""
     body = report(outcome, session=run.partition("@")[2], delivered=delivered)
     body["execution_summary"].update(flows_cited=list(flows), started_at=1.0)
-    return Reported.of(run, body, Path("reports/r.json"))
+    return Reported.of(run, body, "reports/r.json")
 
 
 def match(run: str, flow: http.HTTPFlow, indicator: str = "ACME-001-01") -> IndicatorMatched:

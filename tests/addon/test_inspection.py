@@ -32,7 +32,7 @@ from tests.oatf_engine.test_reports import report
 def reported(result: str, session: str, delivered: bool = True) -> Reported:
     run = report(result, session=session, delivered=delivered)
     run["execution_summary"]["started_at"] = 1.0
-    return Reported.of(f"r-{session}", run, Path("r.json"))
+    return Reported.of(f"r-{session}", run, "r.json")
 
 
 def test_verdicts_are_logged_at_the_level_their_outcome_deserves(caplog: pytest.LogCaptureFixture) -> None:

@@ -161,7 +161,7 @@ def reports(tmp_path: Path) -> list[dict[str, Any]]:
 
 def concluded(session: str) -> Reported:
     return Reported.of("r", {**report("exploited", session=session), "execution_summary": {
-        "status": "completed", "session": session, "started_at": 1.0, "ended_at": 2.0}}, Path("r.json"))
+        "status": "completed", "session": session, "started_at": 1.0, "ended_at": 2.0}}, "r.json")
 
 
 def test_done_and_verdicts_read_a_snapshot_of_the_concluded_runs(tmp_path: Path,

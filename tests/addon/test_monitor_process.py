@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from oatf_engine.monitor import Monitor, MonitorOptions, Output, RunConcluded
 from oatf_engine.monitor.monitor import IndicatorMatched
 from oatf_engine.reports import Reported
 from tests.oatf_engine.monitor.test_monitor import POISONED_TOOL, TIMED, attack, call, event
+from tests.oatf_engine.test_reports import report
 
 
 class Collector:
@@ -232,3 +234,19 @@ def test_the_child_concludes_its_runs_at_shutdown_without_the_cyclic_collector(
     assert collecting == [False] and gc.isenabled()
     [(kind, reported)] = answers
     assert kind == "done" and len(reported) == 3 and all(Path(r.path or "").is_file() for r in reported)
+
+
+def test_nothing_of_a_written_report_outlives_its_reported(tmp_path: Path) -> None:
+    """Issue 14: the child writes a report per run for as long as the proxy runs, so nothing of one may stay once
+    it is told. Python 3.12's pathlib interns every part of a path it parses, and interned strings are immortal
+    there: a `Path` per report kept every report's file name for the process's life (the monitor process of a
+    20-minute soak grew by ~3 MiB a minute)."""
+    reporting = Reporting(str(tmp_path))
+    reports = [report("exploited", session=f"written-once-{n}") for n in range(3)]  # names no other test parses
+    reporting.conclude([RunConcluded(f"r{n}", {**r, "execution_summary": {**r["execution_summary"], "started_at": 1.0}})
+                        for n, r in enumerate(reports)])
+    told = reporting.commit()
+    assert len(told) == 3 and all(r.path is not None and os.path.exists(r.path) for r in told)
+    for name in (os.path.basename(r.path or "") for r in told):
+        fresh = "".join(list(name))  # the same text, a string object of its own
+        assert sys.intern(fresh) is fresh, f"{name!r} was interned (kept for the process's life)"

@@ -29,8 +29,8 @@ def report(result: str, session: str = "mcp_session:abc/1", attack_id: str | Non
 
 def test_writer_writes_one_file_per_run_and_appends_jsonl(tmp_path: Path) -> None:
     writer = ReportWriter(tmp_path / "reports")
-    first = writer.write(report("exploited"))
-    second = writer.write(report("not_exploited", session="connection:127.0.0.1:5"))
+    first = Path(writer.write(report("exploited")))
+    second = Path(writer.write(report("not_exploited", session="connection:127.0.0.1:5")))
     assert first.name.startswith("ACME-001__mcp_session_abc_1__")
     assert first.name.endswith("__1970-01-01T00_20_34.500Z.json")
     assert json.loads(first.read_text())["verdict"]["result"] == "exploited"
@@ -47,7 +47,7 @@ def test_reports_are_made_durable_together_at_commit(tmp_path: Path, monkeypatch
     monkeypatch.setattr(reports, "SYNCFS", lambda fd: (synced.append(os.fstat(fd).st_ino), 0)[1])
     monkeypatch.setattr(os, "fsync", lambda fd: pytest.fail("fsync where syncfs is available"))
     writer = ReportWriter(tmp_path)
-    paths = [writer.write(report("exploited", session=f"s{n}")) for n in range(5)]
+    paths = [Path(writer.write(report("exploited", session=f"s{n}"))) for n in range(5)]
     assert synced == [] and all(path.exists() for path in paths)
     writer.commit()
     assert synced == [tmp_path.stat().st_ino]
@@ -63,7 +63,7 @@ def test_without_syncfs_commit_fsyncs_each_report_then_the_jsonl_and_the_directo
     monkeypatch.setattr(reports, "SYNCFS", None)
     monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.fstat(fd).st_ino), real(fd))[1])
     writer = ReportWriter(tmp_path)
-    paths = [writer.write(report("exploited", session=f"s{n}")) for n in range(5)]
+    paths = [Path(writer.write(report("exploited", session=f"s{n}"))) for n in range(5)]
     writer.commit()
     assert sorted(synced) == sorted(p.stat().st_ino for p in [*paths, tmp_path / JSONL_NAME, tmp_path])
     writer.commit()
@@ -111,7 +111,7 @@ def test_the_summary_line_counts_every_run_when_the_table_shows_the_latest() -> 
 
 def test_hostile_session_keys_get_distinct_bounded_file_names(tmp_path: Path) -> None:
     writer = ReportWriter(tmp_path)
-    paths = {writer.write(report("exploited", session=key)) for key in ("ctx/1", "ctx:1", "t" * 5000, "é" * 300)}
+    paths = {Path(writer.write(report("exploited", session=key))) for key in ("ctx/1", "ctx:1", "t" * 5000, "é" * 300)}
     assert len(paths) == 4 and all(len(p.name) < 200 for p in paths)
     assert len((tmp_path / JSONL_NAME).read_text().splitlines()) == 4
 
@@ -147,12 +147,12 @@ def test_a_report_file_and_its_jsonl_line_are_the_redacted_report_as_compact_jso
     assert b"AKIAABCDEFGHIJKLMNOP" not in expected and b"\\u00e9" in expected
     directory = tmp_path / "reports"
     writer = ReportWriter(directory)
-    first = writer.write(secret)
+    first = Path(writer.write(secret))
     writer.commit()
     for path in directory.iterdir():
         path.unlink()
     directory.rmdir()
-    second = writer.write(secret)
+    second = Path(writer.write(secret))
     writer.commit()
     assert first == second and first.read_bytes() == expected
     assert (directory / JSONL_NAME).read_bytes() == expected
@@ -173,7 +173,7 @@ def test_every_recorded_session_s_reports_are_written_as_their_compact_json(tmp_
         for variant in sessions.VARIANTS if attack_id in scripted else ():
             for run in monitor_reports(path, variant):
                 data = (json.dumps(reports.redact_report(run), separators=(",", ":"), default=str) + "\n").encode()
-                assert writer.write(run).read_bytes() == data
+                assert Path(writer.write(run)).read_bytes() == data
                 expected.append(data)
     writer.commit()
     assert len(expected) > 60

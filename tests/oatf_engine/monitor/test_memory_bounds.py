@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from oatf_engine.events import ObservedEvent
+from oatf_engine.events import ObservedEvent, awaits_answer
 from oatf_engine.monitor import Monitor, MonitorOptions, RunConcluded, load_library
 from oatf_engine.monitor.sessions import FLOW_QUIET_SECONDS
 from testing import soak
@@ -30,10 +30,12 @@ def test_flow_maps_forget_exchanges_quiet_for_longer_than_any_answer_takes() -> 
     assert reports > 1_000 and len(flows) > 3 * recent / 2, "many sessions concluded, most exchanges long over"
     assert sizes["resolver.flow_session"] <= recent, sizes  # without forgetting: every flow seen
     assert 0 < sizes["episodes.flows"] <= recent, sizes
-    # Time passes (one more exchange, long after the last): the sessions' exchanges are forgotten.
+    assert 0 < sizes["monitor._awaiting_flows"] <= recent, sizes  # flows whose requests an exchange's end releases
+    # Time passes (one more request, long after the last): the sessions' exchanges are forgotten.
     at = driver.now + FLOW_QUIET_SECONDS + 1
     keyed = next(e for _, _, e in soak.traffic(agents=1, seconds=1.0)
-                 if isinstance(e, ObservedEvent) and e.session_keys)
+                 if isinstance(e, ObservedEvent) and e.session_keys and awaits_answer(e))
     driver.feed((at, 0, dataclasses.replace(keyed, timestamp=at, flow_id="later", session_keys={"mcp_session": "z"})))
     sizes = soak.sizes(monitor)
     assert sizes["resolver.flow_session"] <= 1 and sizes["episodes.flows"] <= 1, sizes
+    assert sizes["monitor._awaiting_flows"] == 1, sizes
