@@ -12,7 +12,7 @@ finding is kept in `Library.waived` for the caller to warn about.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -28,7 +28,9 @@ DOCUMENT_SUFFIXES = (".yaml", ".yml")
 
 @dataclass(frozen=True)
 class LoadedAttack:
-    """A valid, normalized attack document, ready to evaluate."""
+    """A valid, normalized attack document, ready to evaluate. Its `document` keeps no `source` (the position of
+    each node, for diagnostics): what loading found is located already (`warnings`, `LoadProblem`), and the
+    positions were half of a document's memory and of its cache entry."""
 
     path: str
     document: oatf.Document
@@ -120,7 +122,8 @@ def load_document(path: str, data: bytes, lenient: bool = False) -> tuple[Loaded
         return None, [LoadProblem(path, "no-indicators",
                                   "the document has no indicators: it can be simulated but not evaluated "
                                   "(format spec §11.4), so it is not loaded")]
-    return LoadedAttack(path, oatf.normalize(document), tuple(result.warnings)), [_problem(path, e) for e in strict]
+    loaded = replace(oatf.normalize(document), source=None)
+    return LoadedAttack(path, loaded, tuple(result.warnings)), [_problem(path, e) for e in strict]
 
 
 def load_attack(path: Path, lenient: bool = False,

@@ -75,6 +75,15 @@ def test_a_cold_and_a_warm_cache_load_what_loading_without_one_does(corpus: list
     assert written(tmp_path / "cache") == packs  # warm: nothing loaded again, nothing written
 
 
+def test_loaded_attacks_keep_no_source_positions(tmp_path: Path) -> None:
+    """What loading found is located when it is loaded: a loaded document does not carry the position of each of
+    its nodes (half of a pack's entry), with or without the cache."""
+    cache = DocumentCache(tmp_path / "cache")
+    for library in (load_library([str(ATTACKS)], cache=None), load_library([str(ATTACKS)], cache=cache),
+                    load_library([str(ATTACKS)], cache=cache)):
+        assert library.attacks and all(a.document.source is None for a in library.attacks)
+
+
 def test_a_warm_load_reads_the_cache_not_the_documents(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cache = DocumentCache(tmp_path / "cache")
     expected = snapshot(load_library([str(ATTACKS)], cache=cache))
