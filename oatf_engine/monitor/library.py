@@ -95,7 +95,8 @@ def document_files(paths: list[str]) -> tuple[list[Path], list[LoadProblem]]:
     for name in paths:
         path = Path(name)
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.suffix in DOCUMENT_SUFFIXES and p.is_file())
+            found = sorted((p for p in path.rglob("*") if p.suffix in DOCUMENT_SUFFIXES and p.is_file()),
+                           key=lambda p: p.parts)  # `Path`'s order, without a method call per comparison
             if not found:
                 problems.append(LoadProblem(name, "no-documents", "no OATF document (.yaml, .yml) in this directory"))
             files.extend(found)
