@@ -104,18 +104,17 @@ def _plain(value: Any) -> bool:
 
 
 def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
-    """(path, string) for every payload-eligible string under `value` (see the module docstring), depth-first,
-    without recursion."""
-    stack: list[tuple[str, Any]] = [(path, value)]
-    while stack:
-        here, node = stack.pop()
-        if isinstance(node, str):
-            yield here, node
-        elif isinstance(node, dict):
-            stack.extend(reversed([(f"{here}.{key}" if here else str(key), item) for key, item in node.items()
-                                   if key not in NEVER_SENT_KEYS and not (key in IDENTIFIER_KEYS and _plain(item))]))
-        elif isinstance(node, list | tuple):
-            stack.extend(reversed([(f"{here}[{index}]", item) for index, item in enumerate(node)]))
+    """(path, string) for every payload-eligible string under `value` (see the module docstring)."""
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if key in NEVER_SENT_KEYS or (key in IDENTIFIER_KEYS and _plain(item)):
+                continue
+            yield from _strings(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            yield from _strings(item, f"{path}[{index}]")
 
 
 def _phase_texts(actor: oatf.Actor, index: int,
