@@ -66,6 +66,18 @@ T = TypeVar("T")
 _ROOT_KEYS = ("oatf", "$schema", "attack")
 
 
+_MEMBERS: dict[type[StrEnum], dict[str, StrEnum]] = {}
+"""Each closed enum's members by value (a lookup, where calling the enum costs a few frames per value)."""
+
+
+def _member[M: StrEnum](enum: type[M], value: str) -> M | str:
+    """The member of `enum` whose value is `value` (`enum(value)`), else `value` itself."""
+    members = _MEMBERS.get(enum)
+    if members is None:
+        members = _MEMBERS[enum] = {member.value: member for member in enum}
+    return members.get(value, value)
+
+
 def _type_name(value: Any) -> str:
     if value is None:
         return "null"
@@ -160,12 +172,7 @@ class ModelBuilder:
     def enum(self, enum: type[E], raw: dict[str, Any], key: str, path: str) -> E | str | None:
         """A closed enum member; an unknown string is kept as-is for `validate` (V-005)."""
         value = self.string(raw, key, path)
-        if value is None:
-            return None
-        try:
-            return enum(value)
-        except ValueError:
-            return value
+        return None if value is None else _member(enum, value)
 
     def sequence(self, raw: dict[str, Any], key: str, path: str,
                  item: Callable[[Any, str], T | None]) -> tuple[T, ...] | None:
@@ -269,10 +276,7 @@ class ModelBuilder:
         if not isinstance(value, str):
             self.fail(at, f"{what} entries must be strings, got {_type_name(value)}")
             return None
-        try:
-            return enum(value)
-        except ValueError:
-            return value
+        return _member(enum, value)
 
     def severity(self, raw: Any, path: str) -> Severity | None:
         """Scalar (`high`) or object form (SDK spec §2.4); the scalar form is kept as `confidence=None`."""

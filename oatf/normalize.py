@@ -7,8 +7,7 @@ untouched: the model is immutable) and `normalize(normalize(d)) == normalize(d)`
 
 from __future__ import annotations
 
-import re
-from dataclasses import replace
+from typing import Any
 
 from .model import (
     Actor,
@@ -31,6 +30,18 @@ from .protocols import extract_protocol
 DEFAULT_ATTACK_NAME = "Untitled"
 DEFAULT_ACTOR_NAME = "default"
 DEFAULT_SEVERITY_CONFIDENCE = 50
+
+
+def replace[M](value: M, **changes: Any) -> M:
+    """`dataclasses.replace` for the model's frozen dataclasses, which have neither `__post_init__` nor fields
+    outside `__init__`: a copy with `changes`, without calling `__init__` (which sets every field through
+    `object.__setattr__`: half of normalizing a document)."""
+    state = vars(value)
+    if not changes.keys() <= state.keys():
+        raise TypeError(f"{type(value).__name__} has no field {', '.join(sorted(changes.keys() - state.keys()))}")
+    copy = object.__new__(type(value))
+    vars(copy).update(state, **changes)
+    return copy
 
 
 def normalize(document: Document) -> Document:
@@ -77,7 +88,7 @@ def n008_normalize_classification(classification: Classification | None) -> Clas
 
 def normalize_tag(tag: str) -> str:
     """N-008: `Rug_Pull` → `rug-pull`."""
-    return re.sub(r"[_ ]", "-", tag.lower())
+    return tag.lower().replace("_", "-").replace(" ", "-")
 
 
 def n006_n007_to_actors(execution: Execution | None) -> Execution | None:

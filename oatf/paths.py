@@ -67,9 +67,11 @@ def path_keys(path: str, wildcard: bool = True) -> tuple[str, ...]:
     return tuple(step for step in _wildcard_steps(path) if step is not None)
 
 
+@lru_cache(maxsize=1024)
 def is_wildcard_path(path: str) -> bool:
     """Whether `path` is a wildcard dot-path: simple segments each optionally suffixed by `[*]`, or ""
-    (SDK spec §5.1.2; format spec §5.4 grammar)."""
+    (SDK spec §5.1.2; format spec §5.4 grammar). Remembered: a library's documents name few targets, and a
+    search in re2 costs more than the lookup."""
     return _WILDCARD_PATH.search(path) is not None
 
 

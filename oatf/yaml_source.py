@@ -12,9 +12,11 @@ pure-Python one otherwise) with our own iterative composer, so that:
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -259,141 +261,145 @@ def syntax_message(exc: MarkedYAMLError, text: str) -> str:
     return problem
 
 
-def _events(text: str) -> Iterator[Any]:
-    """The parsing events of `text`: from ruamel.yaml's C parser itself when it is installed (what
-    `YAML(typ="safe").parse` uses then, without building a loader class and scanning for plug-ins per
-    document: a third of the parsing time), else from `YAML(typ="safe", pure=True).parse`."""
+@contextlib.contextmanager
+def _events(text: str) -> Iterator[Callable[[], Any]]:
+    """The parsing events of `text`, one per call (None after the last): from ruamel.yaml's C parser itself when
+    it is installed (what `YAML(typ="safe").parse` uses then, without building a loader class and scanning for
+    plug-ins per document: a third of the parsing time), else from `YAML(typ="safe", pure=True).parse`."""
     if CParser is None:
-        yield from YAML(typ="safe", pure=True).parse(text)
+        yield functools.partial(next, iter(YAML(typ="safe", pure=True).parse(text)), None)
         return
     parser = CParser(text)
     try:
-        get = parser.get_event
-        while (event := get()) is not None:
-            yield event
+        yield parser.get_event
     finally:
         parser.dispose()
 
 
 def _compose(text: str) -> YamlSource:
+    """`text`'s one document as plain values, with positions and features. One loop over the events, without a
+    call per node (a document of a library is a few hundred nodes: the loop is most of parsing): a scalar, an
+    ended collection or an alias is *placed* (appended to its list, or a mapping's key or value), at the end of
+    the loop's body; `frame` is the innermost open collection (`None` at the root)."""
     positions: dict[str, tuple[int, int]] = {}
-    source = YamlSource(value=None, positions=positions)
+    key_positions: dict[str, tuple[int, int]] = {}
+    source = YamlSource(value=None, positions=positions, key_positions=key_positions)
+    features = source.yaml_features
     documents = 0
     stack: list[_Frame] = []
+    frame: _Frame | None = None
     anchors: dict[str, tuple[Any, int]] = {}
     node_count = 0
     expanded = 0
     root: Any = None
     have_root = False
-
-    def place(value: Any, line: int, column: int, anchor: str | None, size: int) -> None:
-        nonlocal root, have_root
-        if not stack:
-            root, have_root = value, True
-            positions[""] = (line, column)
-            return
-        frame = stack[-1]
-        container = frame.container
-        if type(container) is list:
-            positions[f"{frame.path}[{len(container)}]"] = (line, column)
-            container.append(value)
-        elif frame.key is _NO_KEY:
-            if type(value) is str:
-                key = value
-            elif isinstance(value, int | float) or value is None:  # bool is an int
-                key = _scalar_key(value)
-            else:
-                raise _error("mapping keys must be scalars", line, column)
-            path = f"{frame.path}.{key}" if frame.path else key
-            if key == "<<":
-                source.yaml_features.append((path, "merge key `<<`"))
-            if key in container:
-                raise _error(f"duplicate key {echo(key)}", line, column)
-            frame.key, frame.key_path = key, path
-            positions[path] = source.key_positions[path] = (line, column)
-        else:
-            if size == 1:  # a scalar value is located where it is written; a collection, at its key
-                positions[frame.key_path] = (line, column)
-            container[frame.key] = value
-            frame.key = _NO_KEY
-        if anchor is not None:
-            anchors[anchor] = (value, size)
-
-    for event in _events(text):
-        kind = type(event)
-        if kind is ScalarEvent:
-            mark = event.start_mark
-            line, column = mark.line + 1, mark.column + 1
-            anchor, tag = event.anchor, _tag(event)
-            if anchor is not None or tag is not None:
-                _record_features(source, _current_path(stack), anchor, tag)
-            try:
-                if tag is not None and tag in _CORE_TAGS:
-                    value = _tagged_scalar(tag, event.value)
-                elif event.style or tag is not None:
-                    value = event.value
-                else:
-                    value = resolve_plain_scalar(event.value)
-            except ValueError as exc:  # a value not matching its tag, an integer too large
-                raise _error(str(exc), line, column) from None
-            place(value, line, column, anchor, 1)
-        elif kind is MappingEndEvent or kind is SequenceEndEvent:
-            frame = stack.pop()
-            line, column = positions[frame.path]
-            place(frame.container, line, column, frame.anchor, expanded - frame.start_count + 1)
-            continue
-        elif kind is MappingStartEvent or kind is SequenceStartEvent:
-            mark = event.start_mark
-            line, column = mark.line + 1, mark.column + 1
-            if len(stack) >= MAX_NESTING_DEPTH:
-                raise _error(f"nesting deeper than {MAX_NESTING_DEPTH} levels", line, column)
-            if stack and stack[-1].key is _NO_KEY and type(stack[-1].container) is dict:
-                raise _error("mapping keys must be scalars", line, column)
-            path_here = _current_path(stack)
-            anchor, tag = event.anchor, _tag(event)
-            if anchor is not None or tag is not None:
-                _record_features(source, path_here, anchor, tag)
-            # A collection's position is recorded now (unless its key already located it); it is placed in
-            # its parent when it ends.
-            positions.setdefault(path_here, (line, column))
-            stack.append(_Frame({} if kind is MappingStartEvent else [], path_here, anchor, expanded + 1))
-        elif kind is AliasEvent:
-            mark = event.start_mark
-            line, column = mark.line + 1, mark.column + 1
-            source.yaml_features.append((_current_path(stack), f"alias *{echo(event.anchor)}"))
-            if event.anchor not in anchors:
-                raise _error(f"alias *{echo(event.anchor)} refers to an unknown anchor", line, column)
-            value, size = anchors[event.anchor]
-            expanded += size
-            if expanded > MAX_EXPANDED_NODES:
-                raise _error(f"aliases expand the document beyond {MAX_EXPANDED_NODES} nodes", line, column)
-            place(value, line, column, None, size)
-        elif kind is DocumentStartEvent:
-            documents += 1
-            if documents > 1:
+    with _events(text) as get:
+        while (event := get()) is not None:
+            kind = type(event)
+            if kind is ScalarEvent:
                 mark = event.start_mark
-                raise _error("an OATF file holds exactly one YAML document; found a second one",
-                             mark.line + 1, mark.column + 1)
-            continue
-        elif kind is StreamEndEvent:
-            break
-        else:
-            continue
-        node_count += 1
-        expanded += 1
-        if node_count > MAX_EXPANDED_NODES:
-            raise _error(f"document has more than {MAX_EXPANDED_NODES} nodes", line, column)
+                line, column = mark.line + 1, mark.column + 1
+                # `event.ctag`, not `event.tag`: a property that calls `str` on every event, tagged or not
+                anchor, tag, value = event.anchor, event.ctag, event.value
+                if anchor is not None or tag is not None:
+                    tag = None if tag is None else str(tag)
+                    _record_features(source, _current_path(frame), anchor, tag)
+                try:
+                    if tag is not None:
+                        if tag in _CORE_TAGS:
+                            value = _tagged_scalar(tag, value)
+                    elif not event.style and (not value or value[0] in _NON_STRING_STARTS):  # may not be a string
+                        value = resolve_plain_scalar(value)
+                except ValueError as exc:  # a value not matching its tag, an integer too large
+                    raise _error(str(exc), line, column) from None
+                size = 1
+            elif kind is MappingEndEvent or kind is SequenceEndEvent:
+                ended = stack.pop()
+                frame = stack[-1] if stack else None
+                line, column = positions[ended.path]
+                value, anchor, size = ended.container, ended.anchor, expanded - ended.start_count + 1
+            elif kind is MappingStartEvent or kind is SequenceStartEvent:
+                mark = event.start_mark
+                line, column = mark.line + 1, mark.column + 1
+                if len(stack) >= MAX_NESTING_DEPTH:
+                    raise _error(f"nesting deeper than {MAX_NESTING_DEPTH} levels", line, column)
+                if frame is not None and frame.key is _NO_KEY and type(frame.container) is dict:
+                    raise _error("mapping keys must be scalars", line, column)
+                path_here = _current_path(frame)
+                anchor, tag = event.anchor, event.ctag
+                if anchor is not None or tag is not None:
+                    _record_features(source, path_here, anchor, None if tag is None else str(tag))
+                # A collection's position is recorded now (unless its key already located it); it is placed in
+                # its parent when it ends.
+                positions.setdefault(path_here, (line, column))
+                frame = _Frame({} if kind is MappingStartEvent else [], path_here, anchor, expanded + 1)
+                stack.append(frame)
+                node_count += 1
+                expanded += 1
+                if node_count > MAX_EXPANDED_NODES:
+                    raise _error(f"document has more than {MAX_EXPANDED_NODES} nodes", line, column)
+                continue
+            elif kind is AliasEvent:
+                mark = event.start_mark
+                line, column = mark.line + 1, mark.column + 1
+                anchor = event.anchor
+                features.append((_current_path(frame), f"alias *{echo(anchor)}"))
+                if anchor not in anchors:
+                    raise _error(f"alias *{echo(anchor)} refers to an unknown anchor", line, column)
+                value, size = anchors[anchor]
+                expanded += size
+                if expanded > MAX_EXPANDED_NODES:
+                    raise _error(f"aliases expand the document beyond {MAX_EXPANDED_NODES} nodes", line, column)
+                anchor = None
+            elif kind is DocumentStartEvent:
+                documents += 1
+                if documents > 1:
+                    mark = event.start_mark
+                    raise _error("an OATF file holds exactly one YAML document; found a second one",
+                                 mark.line + 1, mark.column + 1)
+                continue
+            elif kind is StreamEndEvent:
+                break
+            else:
+                continue
+            # Placing `value` (at `line`, `column`; `anchor` names it; `size`: its nodes once aliases are expanded).
+            if frame is None:
+                root, have_root = value, True
+                positions[""] = (line, column)
+            elif type(container := frame.container) is list:
+                positions[f"{frame.path}[{len(container)}]"] = (line, column)
+                container.append(value)
+            elif frame.key is _NO_KEY:
+                if type(value) is str:
+                    key = value
+                elif isinstance(value, int | float) or value is None:  # bool is an int
+                    key = _scalar_key(value)
+                else:
+                    raise _error("mapping keys must be scalars", line, column)
+                path = f"{frame.path}.{key}" if frame.path else key
+                if key == "<<":
+                    features.append((path, "merge key `<<`"))
+                if key in container:
+                    raise _error(f"duplicate key {echo(key)}", line, column)
+                frame.key, frame.key_path = key, path
+                positions[path] = key_positions[path] = (line, column)
+            else:
+                if size == 1:  # a scalar value is located where it is written; a collection, at its key
+                    positions[frame.key_path] = (line, column)
+                container[frame.key] = value
+                frame.key = _NO_KEY
+            if anchor is not None:
+                anchors[anchor] = (value, size)
+            if kind is not ScalarEvent and kind is not AliasEvent:
+                continue
+            node_count += 1
+            expanded += 1
+            if node_count > MAX_EXPANDED_NODES:
+                raise _error(f"document has more than {MAX_EXPANDED_NODES} nodes", line, column)
     if documents == 0 or not have_root:
         raise _error("document is empty")
     source.value = root
     return source
-
-
-def _tag(event: Any) -> str | None:
-    """A scalar's or collection's tag: `event.tag` (a property that calls `str` on every event, tagged or not:
-    a twentieth of parsing), read from the attribute behind it."""
-    tag = event.ctag
-    return None if tag is None else str(tag)
 
 
 def _record_features(source: YamlSource, path: str, anchor: str | None, tag: str | None) -> None:
@@ -413,12 +419,11 @@ def _scalar_key(value: Any) -> str:
     return str(value)
 
 
-def _current_path(stack: list[_Frame]) -> str:
-    """The dot-path of the node about to be placed."""
-    if not stack:
+def _current_path(frame: _Frame | None) -> str:
+    """The dot-path of the node about to be placed in `frame` (the innermost open collection; None: the root)."""
+    if frame is None:
         return ""
-    frame = stack[-1]
-    if isinstance(frame.container, list):
+    if type(frame.container) is list:
         return child_path(frame.path, len(frame.container))
     if frame.key is _NO_KEY:
         return frame.path

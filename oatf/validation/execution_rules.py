@@ -59,8 +59,22 @@ class ActorSite:
     phases: tuple[PhaseSite, ...]
 
 
-def actor_sites(execution: Execution) -> Iterator[ActorSite]:
-    """Every actor of the execution profile, in the multi-actor shape N-006/N-007 give it."""
+_last_sites: tuple[Execution | None, tuple[ActorSite, ...]] = (None, ())
+"""The execution profile `actor_sites` was last asked about, and its answer (one assignment: thread-safe)."""
+
+
+def actor_sites(execution: Execution) -> tuple[ActorSite, ...]:
+    """Every actor of the execution profile, in the multi-actor shape N-006/N-007 give it. Remembered for the
+    profile last asked about: the rules of one document ask several times."""
+    global _last_sites
+    last, sites = _last_sites
+    if last is not execution:
+        sites = tuple(_actor_sites(execution))
+        _last_sites = (execution, sites)
+    return sites
+
+
+def _actor_sites(execution: Execution) -> Iterator[ActorSite]:
     if execution.actors is not None:
         for a, actor in enumerate(execution.actors):
             path = f"actors[{a}]"

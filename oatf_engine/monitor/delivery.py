@@ -117,10 +117,14 @@ def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
             yield from _strings(item, f"{path}[{index}]")
 
 
-def _phase_texts(actor: oatf.Actor, index: int) -> dict[str, PayloadText]:
-    """The payload strings of one phase: its effective state and its `send` actions, keyed by their text."""
+def _phase_texts(actor: oatf.Actor, index: int,
+                 known: dict[tuple[str, str], PayloadText | None]) -> dict[str, PayloadText]:
+    """The payload strings of one phase: its effective state and its `send` actions, keyed by their text.
+    `known`: the `PayloadText.of` of each (path, string) seen in the actor's earlier phases (a phase's effective
+    state repeats most of the previous one's)."""
     phase = actor.phases[index]
     found: dict[str, PayloadText] = {}
+    pieces: set[tuple[str, ...]] = set()  # of `found`'s payloads
     sources: list[tuple[str, Any]] = [(f"phases[{index}].state", oatf.compute_effective_state(actor.phases, index))]
     for number, action in enumerate(phase.on_enter or ()):
         for key, value in action.entries:
@@ -128,16 +132,24 @@ def _phase_texts(actor: oatf.Actor, index: int) -> dict[str, PayloadText]:
                 sources.append((f"phases[{index}].on_enter[{number}].send", value.get("params")))
     for root, value in sources:
         for path, text in _strings(value, root):
-            payload = PayloadText.of(path, text)
-            if payload is not None and payload.pieces not in {p.pieces for p in found.values()}:
-                found[" ".join(payload.pieces)] = payload
+            if (path, text) in known:
+                payload = known[path, text]
+            else:
+                payload = known[path, text] = PayloadText.of(path, text)
+            if payload is not None and payload.pieces not in pieces:
+                key = " ".join(payload.pieces)
+                if key in found:  # other pieces joined alike: replaced
+                    pieces.discard(found[key].pieces)
+                pieces.add(payload.pieces)
+                found[key] = payload
     return found
 
 
 def actor_payload(actor: oatf.Actor) -> tuple[PayloadText, ...]:
     """The actor's payload (see the module docstring): what its later phases introduce, else its first
     phase's text."""
-    phases = [_phase_texts(actor, index) for index in range(len(actor.phases))]
+    known: dict[tuple[str, str], PayloadText | None] = {}
+    phases = [_phase_texts(actor, index, known) for index in range(len(actor.phases))]
     if not phases:
         return ()
     introduced: dict[str, PayloadText] = {}

@@ -12,7 +12,7 @@ finding is kept in `Library.waived` for the caller to warn about.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -20,7 +20,7 @@ import oatf
 
 from ..collector import collector_paused
 from ..progress import Progress
-from .document_cache import DocumentCache
+from .document_cache import DocumentCache, Pack
 from .plan import AttackPlan
 
 DOCUMENT_SUFFIXES = (".yaml", ".yml")
@@ -28,7 +28,9 @@ DOCUMENT_SUFFIXES = (".yaml", ".yml")
 
 @dataclass(frozen=True)
 class LoadedAttack:
-    """A valid, normalized attack document, ready to evaluate."""
+    """A valid, normalized attack document, ready to evaluate. Its `document` keeps no `source` (the position of
+    each node, for diagnostics): what loading found is located already (`warnings`, `LoadProblem`), and the
+    positions were half of a document's memory and of its cache entry."""
 
     path: str
     document: oatf.Document
@@ -93,7 +95,8 @@ def document_files(paths: list[str]) -> tuple[list[Path], list[LoadProblem]]:
     for name in paths:
         path = Path(name)
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.suffix in DOCUMENT_SUFFIXES and p.is_file())
+            found = sorted((p for p in path.rglob("*") if p.suffix in DOCUMENT_SUFFIXES and p.is_file()),
+                           key=lambda p: p.parts)  # `Path`'s order, without a method call per comparison
             if not found:
                 problems.append(LoadProblem(name, "no-documents", "no OATF document (.yaml, .yml) in this directory"))
             files.extend(found)
@@ -120,27 +123,30 @@ def load_document(path: str, data: bytes, lenient: bool = False) -> tuple[Loaded
         return None, [LoadProblem(path, "no-indicators",
                                   "the document has no indicators: it can be simulated but not evaluated "
                                   "(format spec §11.4), so it is not loaded")]
-    return LoadedAttack(path, oatf.normalize(document), tuple(result.warnings)), [_problem(path, e) for e in strict]
+    loaded = replace(oatf.normalize(document), source=None)
+    return LoadedAttack(path, loaded, tuple(result.warnings)), [_problem(path, e) for e in strict]
 
 
 def load_attack(path: Path, lenient: bool = False,
-                cache: DocumentCache | None = None) -> tuple[LoadedAttack | None, list[LoadProblem]]:
+                pack: Pack | None = None) -> tuple[LoadedAttack | None, list[LoadProblem]]:
     """One document, parsed, validated, strictly checked and normalized, and its problems: when the attack is
     None they are why it is not loaded, else (only with `lenient`) the strict findings it was loaded despite.
-    Through `cache` when there is one: an entry of this path, text, `lenient` and code is used when it holds a
-    loading result of this path, else the document is loaded and the entry written (`document_cache`)."""
+    Through `pack` (its library's cached entries, `document_cache`) when there is one: the entry of this path,
+    text, `lenient` and code is used when it holds a loading result of this path, else the document is loaded;
+    either is this load's entry."""
     try:
         data = path.read_bytes()
     except OSError as exc:
         return None, [LoadProblem(str(path), "unreadable", exc.strerror or str(exc))]
-    if cache is None:
+    if pack is None:
         return load_document(str(path), data, lenient)
-    key = cache.key(str(path), data, lenient)
-    stored = cache.get(key)
+    key = pack.key(str(path), data)
+    stored = pack.get(key)
     if _is_result(stored, str(path)):
+        pack.put(key, stored, loaded=False)
         return stored  # checked by `_is_result`
     result = load_document(str(path), data, lenient)
-    cache.put(key, result)
+    pack.put(key, result, loaded=True)
     return result
 
 
@@ -164,7 +170,8 @@ def load_library(paths: list[str], lenient: bool = False, progress: Progress | N
                  cache: DocumentCache | Literal["default"] | None = "default") -> Library:
     """Every document under `paths` (strictly checked unless `lenient`); attacks with duplicate ids after the
     first are reported, not loaded. `progress`: the stage `loading attacks`, in documents. `cache`: the loading
-    results kept from earlier loads (`document_cache`; by default `DocumentCache.default()`, None: none)."""
+    results kept from earlier loads (`document_cache`, the pack of these `paths`; by default
+    `DocumentCache.default()`, None: none)."""
     if cache == "default":
         cache = DocumentCache.default()
     files, problems = document_files(paths)
@@ -174,10 +181,11 @@ def load_library(paths: list[str], lenient: bool = False, progress: Progress | N
     if progress is not None:
         progress.start("loading attacks", len(files), "documents")
     with collector_paused():  # documents and plans are long-lived, without cycles: a third of the time otherwise
+        pack = Pack(cache, paths, lenient) if cache is not None else None
         for count, path in enumerate(files):
             if progress is not None:
                 progress.update(count)  # a document takes milliseconds to load: each one counts
-            result, found = load_attack(path, lenient, cache)
+            result, found = load_attack(path, lenient, pack)
             if result is None:
                 problems.extend(found)
                 continue
@@ -188,9 +196,9 @@ def load_library(paths: list[str], lenient: bool = False, progress: Progress | N
             seen[result.key] = str(path)
             attacks.append(result)
             waived.extend(found)
+        if pack is not None:
+            pack.save()
     if progress is not None:
         progress.update(len(files))
         progress.finish(f"loaded {len(attacks):,} attack(s) from {len(files):,} document(s)")
-    if cache is not None:
-        cache.prune()
     return Library(tuple(attacks), tuple(problems), tuple(waived))

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import oatf
 from oatf.model import AttackVerdict, EvaluationSummary, IndicatorVerdict, SemanticExamples
+from oatf.normalize import replace
 from oatf.plain import to_plain
 
 
@@ -35,6 +36,20 @@ def test_values_are_immutable_and_compare_structurally() -> None:
     assert a == b and a is not b
     with pytest.raises(dataclasses.FrozenInstanceError):
         a.event = "tools/list"  # type: ignore[misc]
+
+
+def test_normalize_replaces_fields_as_dataclasses_replace_does() -> None:
+    """`normalize`'s `replace` (without `__init__`) gives what `dataclasses.replace` gives, leaves the value it
+    copies alone and refuses a field the type does not have."""
+    trigger = oatf.Trigger.from_dict({"event": "tools/call", "match": {"name": {"regex": "^exec"}}})
+    copied = replace(trigger, count=2, event="tools/list")
+    assert copied == dataclasses.replace(trigger, count=2, event="tools/list") and repr(copied) == repr(
+        dataclasses.replace(trigger, count=2, event="tools/list"))
+    assert (trigger.count, trigger.event) == (None, "tools/call")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        copied.count = 3  # type: ignore[misc]
+    with pytest.raises(TypeError, match="Trigger has no field cuont"):
+        replace(trigger, cuont=2)
 
 
 def test_source_positions_do_not_affect_equality() -> None:
