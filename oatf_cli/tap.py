@@ -4,26 +4,26 @@ The tap starts COMMAND as its child and stands between the agent and it:
 - **Relay.** The agent's stdin goes to the child's stdin and the child's stdout to our stdout, byte for byte,
   each chunk written on as soon as it is read (two relay threads doing only `os.read`/`os.write`); the
   child's stderr is ours. The tap writes nothing else to stdout (it is the protocol).
-- **Evaluation.** Each chunk read is queued, with the time it was read, for an evaluation thread, just before
-  it is relayed (so a request is always queued before the answer the peer gives it), which takes the chunks
-  in batches (`BATCH_SECONDS`, `Evaluator.run`): NDJSON
-  framing and MCP decoding (`oatf_engine.wire.ndjson`, the HTTP transports' JSON-RPC logic; the events' client
-  is `<agent>:<pid>`, `--agent`), and `--record`'s capture. The events are then judged alone (`Judge`: the
-  `Monitor` built from the engine settings, reports, a journal for `oatf recover`; one journal record per
-  batch), or, with `--monitor PATH`,
-  sent to a shared monitor (`oatf_engine.feed`: the addon's `oatf_listen`, or `oatf monitor --listen`) that
-  judges the agent's other traffic too. A tap that cannot reach the shared monitor, or loses it, says so and
-  judges alone, the events the monitor had not acknowledged included. The clock ticks every `TICK_SECONDS`
-  while the traffic is quiet, so grace periods end live.
-- **Never blocked.** The relay never waits for the evaluation: the queue holds at most `MAX_QUEUED_BYTES`;
-  a chunk beyond it is relayed but not evaluated, counted and said on stderr (with the total at the end), and
-  its direction's framing resumes at its next line. While the evaluation thread works, a relay thread waits
-  at most `SWITCH_SECONDS` for the interpreter lock.
+- **Evaluation.** Each chunk read is queued, with the time it was read, just before it is relayed (so a
+  request is always queued before the answer the peer gives it), and sent as raw bytes in batches
+  (`BATCH_SECONDS`, `Backlog.run`) to the tap's evaluation process (`oatf_cli.tap_evaluation`): NDJSON framing
+  and MCP decoding (`oatf_engine.wire.ndjson`, the HTTP transports' JSON-RPC logic; the events' client is
+  `<agent>:<pid>`, `--agent`), `--record`'s capture, and judging alone (`Judge`: the `Monitor` built from the
+  engine settings, reports, a journal for `oatf recover`; one journal record per batch), or, with `--monitor
+  PATH`, sending the events to a shared monitor (`oatf_engine.feed`). Evaluating in a process of its own, it
+  never holds an interpreter lock the relay threads wait for (in the tap's own process, a round trip waited
+  for whatever the evaluation was doing when the answer came). When it dies, the tap says so and starts
+  another (`EvaluationProcess`, `MAX_REPLACEMENTS`), which concludes the dead one's open runs from its
+  journal, as any judge opening a journal does, and evaluates the rest.
+- **Never blocked.** The relay never waits for the evaluation: at most `MAX_QUEUED_BYTES` wait to be sent to
+  it; a chunk beyond that is relayed but not evaluated, counted and said on stderr (with the total at the
+  end), and its direction's framing resumes at its next line.
 - **Lifetime.** SIGINT, SIGTERM and SIGHUP are forwarded to the child (which runs in a process group of its
-  own, so a terminal's Ctrl-C reaches it once); on Linux the child also gets SIGTERM if the tap itself is
-  killed (`PR_SET_PDEATHSIG`), so it is never orphaned. When the child ends (the agent closed stdin, a
-  signal, a crash), the rest of its stdout is relayed, every open run is concluded (status `interrupted`)
-  and reported, and the tap exits with the child's status (dying of the child's signal when it died of one).
+  own, so a terminal's Ctrl-C reaches it once); on Linux the child and the evaluation process also get
+  SIGTERM if the tap itself is killed (`PR_SET_PDEATHSIG`), so neither is orphaned. When the child ends (the
+  agent closed stdin, a signal, a crash), the rest of its stdout is relayed, every open run is concluded
+  (status `interrupted`) and reported, and the tap exits with the child's status (dying of the child's signal
+  when it died of one).
 - Diagnostics (undecodable traffic, the reports written) go to stderr only with `verbose`; errors of the
   tap itself (an attack not loaded, a report not written, the shared monitor lost, evaluation behind) always
   do, each kind once.
