@@ -131,6 +131,9 @@ class Measured(NamedTuple):
     cpu: tuple[float, float, float, float]
     """CPU seconds per call of the agent, the tap's relay (its process; 0 for the server directly), the tap's
     evaluation (its evaluation process) and the server."""
+    switches: float
+    """Context switches per call of the relay's process, all its threads (0 for the server directly): its
+    wake-ups, and its threads' waits for one another's interpreter lock."""
 
 
 def session(command: list[str], tool: str, calls: int, stderr: IO[str], cwd: Path = ROOT) -> Measured:
@@ -146,6 +149,7 @@ def session(command: list[str], tool: str, calls: int, stderr: IO[str], cwd: Pat
     processes = _tree(process.pid)
     evaluations = _evaluation_processes(processes)
     cpu_before = [_cpu(pid) for pid in processes]
+    switches = _switches(process.pid)
     agent_cpu = time.process_time()
     started = time.perf_counter()
     for i in range(calls):
@@ -157,14 +161,15 @@ def session(command: list[str], tool: str, calls: int, stderr: IO[str], cwd: Pat
     elapsed = time.perf_counter() - started
     agent_cpu = time.process_time() - agent_cpu
     used = {pid: _cpu(pid) - before for pid, before in zip(processes, cpu_before, strict=True)}
+    switches = (_switches(process.pid) - switches) / calls
     stdin.close()
     process.wait(timeout=300)
     if len(processes) == 1:
-        return Measured(elapsed, latencies, (agent_cpu / calls, 0.0, 0.0, used[process.pid] / calls))
+        return Measured(elapsed, latencies, (agent_cpu / calls, 0.0, 0.0, used[process.pid] / calls), 0.0)
     evaluation = sum(cpu for pid, cpu in used.items() if pid in evaluations)
     served = sum(used.values()) - used[process.pid] - evaluation
     return Measured(elapsed, latencies, (agent_cpu / calls, used[process.pid] / calls, evaluation / calls,
-                                         served / calls))
+                                         served / calls), switches)
 
 
 def _tree(pid: int) -> list[int]:
@@ -182,6 +187,12 @@ def _cpu(pid: int) -> float:
     """CPU seconds `pid` used so far, all its threads (Linux `/proc/PID/task/TID/schedstat`: nanoseconds, where
     `stat`'s clock ticks are 10 ms, coarser than a call)."""
     return sum(int((task / "schedstat").read_text().split()[0]) for task in Path(f"/proc/{pid}/task").iterdir()) / 1e9
+
+
+def _switches(pid: int) -> int:
+    """Context switches of `pid` so far, all its threads (Linux `/proc/PID/task/TID/status`)."""
+    return sum(int(line.split()[1]) for task in Path(f"/proc/{pid}/task").iterdir()
+               for line in (task / "status").read_text().splitlines() if "ctxt_switches:" in line)
 
 
 def _load() -> str:
@@ -252,7 +263,9 @@ def _summary(server: str, names: tuple[str, ...], measured: dict[str, list[Measu
                                             for i in range(4))
         print(f"  {name:>22}: {statistics.median(calls / r.elapsed for r in measured[name]):6.0f} calls/s, "
               f"median {medians[name] * 1000:.3f} ms, p90 {ordered[int(len(ordered) * 0.9)] * 1000:.3f} ms; CPU/call: "
-              f"agent {agent:.0f} us, relay {relay:.0f} us, evaluation {evaluation:.0f} us, server {served:.0f} us")
+              f"agent {agent:.0f} us, relay {relay:.0f} us, evaluation {evaluation:.0f} us, server {served:.0f} us; "
+              f"relay context switches/call "
+              f"{statistics.median(result.switches for result in measured[name]):.1f}")
     for name in names[1:]:
         ratio = statistics.median(direct.elapsed / result.elapsed
                                   for direct, result in zip(measured[DIRECT], measured[name], strict=True))

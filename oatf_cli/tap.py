@@ -32,7 +32,6 @@ The tap starts COMMAND as its child and stands between the agent and it:
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import dataclasses
 import fcntl
 import functools
@@ -50,7 +49,7 @@ from pathlib import Path
 from typing import IO
 
 from oatf_cli.judge import Say
-from oatf_cli.tap_evaluation import BEGIN, DATA, END, FINISH, OPTIONS, READY, header
+from oatf_cli.tap_evaluation import BEGIN, DATA, END, FINISH, OPTIONS, READY, die_with_parent, header
 from oatf_cli.tap_evaluation import GAP as GAP_FRAME
 from oatf_engine.engine_config import EngineConfig
 from oatf_engine.events import Side
@@ -64,7 +63,6 @@ still hold it open)."""
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 EXIT_USAGE, EXIT_NOT_FOUND, EXIT_NOT_EXECUTABLE = 2, 127, 126
 LOCAL_AGENT = "127.0.0.1"
-_PR_SET_PDEATHSIG = 1
 RECORD_PID = "{pid}"
 """In a `--record` path: the tap's process id (`record_path`)."""
 ROOT = Path(__file__).resolve().parents[1]
@@ -310,12 +308,6 @@ def _write_pieces(fd: int, pieces: list[bytes]) -> None:
             views[0] = views[0][written:]
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGTERM when the tap dies, however it dies (Linux)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -373,7 +365,7 @@ def _run(options: TapOptions, stdin: int, stdout: int, say: Say, stderr: IO[str]
     try:
         child = subprocess.Popen(options.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
                                  process_group=0,
-                                 preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+                                 preexec_fn=die_with_parent if sys.platform == "linux" else None)
     except OSError as exc:
         say.always(f"{options.command[0]}: {exc.strerror or exc}")
         evaluation.finish(True)

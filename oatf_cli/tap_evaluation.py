@@ -168,10 +168,17 @@ class Evaluator:
         self.record.flush()
 
 
-def _die_with_parent(parent: int) -> None:
-    """SIGTERM when the tap dies, however it dies (Linux); gone at once if it already has."""
+def die_with_parent() -> None:
+    """SIGTERM when the parent dies, however it dies (Linux `PR_SET_PDEATHSIG`: the parent is the thread that
+    started this process)."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _start(parent: int) -> None:
+    """Die with the tap (gone at once if it already is); yield the CPU to the relay and the server when they
+    wake (`SCHED_BATCH`)."""
     if sys.platform == "linux":
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        die_with_parent()
     if os.getppid() != parent:
         sys.exit(0)
     if hasattr(os, "SCHED_BATCH"):
@@ -192,7 +199,7 @@ def _frames(fd: int, reader: FrameReader) -> Iterator[list[Frame] | None]:
 
 def main(argv: list[str]) -> int:
     """The evaluation process (see the module docstring)."""
-    _die_with_parent(int(argv[0]))
+    _start(int(argv[0]))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     say = Say("oatf tap", sys.stderr)
     reader = FrameReader()
