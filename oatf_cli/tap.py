@@ -4,26 +4,26 @@ The tap starts COMMAND as its child and stands between the agent and it:
 - **Relay.** The agent's stdin goes to the child's stdin and the child's stdout to our stdout, byte for byte,
   each chunk written on as soon as it is read (two relay threads doing only `os.read`/`os.write`); the
   child's stderr is ours. The tap writes nothing else to stdout (it is the protocol).
-- **Evaluation.** Each chunk read is queued, with the time it was read, for an evaluation thread, just before
-  it is relayed (so a request is always queued before the answer the peer gives it), which takes the chunks
-  in batches (`BATCH_SECONDS`, `Evaluator.run`): NDJSON
-  framing and MCP decoding (`oatf_engine.wire.ndjson`, the HTTP transports' JSON-RPC logic; the events' client
-  is `<agent>:<pid>`, `--agent`), and `--record`'s capture. The events are then judged alone (`Judge`: the
-  `Monitor` built from the engine settings, reports, a journal for `oatf recover`; one journal record per
-  batch), or, with `--monitor PATH`,
-  sent to a shared monitor (`oatf_engine.feed`: the addon's `oatf_listen`, or `oatf monitor --listen`) that
-  judges the agent's other traffic too. A tap that cannot reach the shared monitor, or loses it, says so and
-  judges alone, the events the monitor had not acknowledged included. The clock ticks every `TICK_SECONDS`
-  while the traffic is quiet, so grace periods end live.
-- **Never blocked.** The relay never waits for the evaluation: the queue holds at most `MAX_QUEUED_BYTES`;
-  a chunk beyond it is relayed but not evaluated, counted and said on stderr (with the total at the end), and
-  its direction's framing resumes at its next line. While the evaluation thread works, a relay thread waits
-  at most `SWITCH_SECONDS` for the interpreter lock.
+- **Evaluation.** Each chunk read is queued, with the time it was read, just before it is relayed (so a
+  request is always queued before the answer the peer gives it), and sent as raw bytes in batches
+  (`BATCH_SECONDS`, `Backlog.run`) to the tap's evaluation process (`oatf_cli.tap_evaluation`): NDJSON framing
+  and MCP decoding (`oatf_engine.wire.ndjson`, the HTTP transports' JSON-RPC logic; the events' client is
+  `<agent>:<pid>`, `--agent`), `--record`'s capture, and judging alone (`Judge`: the `Monitor` built from the
+  engine settings, reports, a journal for `oatf recover`; one journal record per batch), or, with `--monitor
+  PATH`, sending the events to a shared monitor (`oatf_engine.feed`). Evaluating in a process of its own, it
+  never holds an interpreter lock the relay threads wait for (in the tap's own process, a round trip waited
+  for whatever the evaluation was doing when the answer came). When it dies, the tap says so and starts
+  another (`EvaluationProcess`, `MAX_REPLACEMENTS`), which concludes the dead one's open runs from its
+  journal, as any judge opening a journal does, and evaluates the rest.
+- **Never blocked.** The relay never waits for the evaluation: at most `MAX_QUEUED_BYTES` wait to be sent to
+  it; a chunk beyond that is relayed but not evaluated, counted and said on stderr (with the total at the
+  end), and its direction's framing resumes at its next line.
 - **Lifetime.** SIGINT, SIGTERM and SIGHUP are forwarded to the child (which runs in a process group of its
-  own, so a terminal's Ctrl-C reaches it once); on Linux the child also gets SIGTERM if the tap itself is
-  killed (`PR_SET_PDEATHSIG`), so it is never orphaned. When the child ends (the agent closed stdin, a
-  signal, a crash), the rest of its stdout is relayed, every open run is concluded (status `interrupted`)
-  and reported, and the tap exits with the child's status (dying of the child's signal when it died of one).
+  own, so a terminal's Ctrl-C reaches it once); on Linux the child and the evaluation process also get
+  SIGTERM if the tap itself is killed (`PR_SET_PDEATHSIG`), so neither is orphaned. When the child ends (the
+  agent closed stdin, a signal, a crash), the rest of its stdout is relayed, every open run is concluded
+  (status `interrupted`) and reported, and the tap exits with the child's status (dying of the child's signal
+  when it died of one).
 - Diagnostics (undecodable traffic, the reports written) go to stderr only with `verbose`; errors of the
   tap itself (an attack not loaded, a report not written, the shared monitor lost, evaluation behind) always
   do, each kind once.
@@ -32,9 +32,11 @@ The tap starts COMMAND as its child and stands between the agent and it:
 from __future__ import annotations
 
 import contextlib
-import ctypes
+import dataclasses
+import fcntl
 import functools
 import os
+import pickle
 import queue
 import signal
 import subprocess
@@ -43,16 +45,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO
 
-from oatf_cli.judge import TICK_SECONDS, Judge, Say
+from oatf_cli.judge import Say
+from oatf_cli.tap_evaluation import BEGIN, DATA, END, FINISH, OPTIONS, READY, die_with_parent, header
+from oatf_cli.tap_evaluation import GAP as GAP_FRAME
 from oatf_engine.engine_config import EngineConfig
-from oatf_engine.events import ObservedEvent, Side
-from oatf_engine.feed import FeedClient, FrameError
-from oatf_engine.monitor import load_library
-from oatf_engine.semantic import load_semantic_evaluator
-from oatf_engine.wire import Diagnostic, WireDecoder
-from oatf_engine.wire.ndjson import StdioSession, endpoint_of, record_header, record_line
+from oatf_engine.events import Side
 
 CHUNK = 1 << 16
 MAX_QUEUED_BYTES = 64 << 20
@@ -63,18 +63,21 @@ still hold it open)."""
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 EXIT_USAGE, EXIT_NOT_FOUND, EXIT_NOT_EXECUTABLE = 2, 127, 126
 LOCAL_AGENT = "127.0.0.1"
-_PR_SET_PDEATHSIG = 1
 RECORD_PID = "{pid}"
 """In a `--record` path: the tap's process id (`record_path`)."""
+ROOT = Path(__file__).resolve().parents[1]
+F_SETPIPE_SZ = 1031
+IOV_MAX = 1024
 SWITCH_SECONDS = 0.0005
-"""How long a relay thread waits at most for the interpreter lock while the evaluation thread holds it
-(`sys.setswitchinterval` for the tap's process; Python's default, 5 ms, was added to round trips whenever the
-evaluation was busy: with the whole library loaded, a FastMCP `tools/call` loop ran at 235 calls/s through the
-tap, 320-370 with 0.5 ms, same machine and minutes, `benchmarks/bench_tap.py`)."""
+"""How long a thread of the tap waits at most for the interpreter lock while another holds it
+(`sys.setswitchinterval` for the tap's process): with Python's default, 5 ms, a relay thread busy with a burst
+kept the sending thread waiting, and the backlog outgrew `MAX_QUEUED_BYTES`."""
+MAX_REPLACEMENTS = 3
+"""How many times an evaluation process that died is replaced."""
 BATCH_SECONDS = 0.05
 BATCH_BYTES = 1 << 20
-"""Once a chunk is queued, the evaluation thread lets chunks gather for `BATCH_SECONDS`, or until `BATCH_BYTES`
-are queued, before it takes them all (`Evaluator.run`)."""
+"""Once a chunk is queued, the sending thread lets chunks gather for `BATCH_SECONDS`, or until `BATCH_BYTES`
+are queued, before it takes them all (`Backlog.run`)."""
 GAP = b""
 """Queued in place of the chunks left out: the direction's framing resumes at its next line."""
 
@@ -98,27 +101,16 @@ class TapOptions:
     """A shared monitor's socket (`--monitor`), or None: judge alone."""
 
 
-class Evaluator:
-    """The evaluation thread's work: chunks in (`put`), events to the judge or the shared monitor, the capture
-    out."""
+class Backlog:
+    """The chunks the relay threads read, waiting for the evaluation process: queued by `put` (never blocks),
+    sent by `run` in batches."""
 
-    def __init__(self, session: StdioSession, make_judge: Callable[[], Judge], judge: Judge | None,
-                 record: IO[str] | None, say: Say, monitor_path: str | None) -> None:
-        self.session = session
-        self.make_judge = make_judge
-        self.judge = judge
-        """Judging alone (from the start, or since the shared monitor was lost); else None."""
-        self.feed: FeedClient | None = None
-        """The shared monitor's feed, while it serves."""
-        self.monitor_path = monitor_path
-        self.server_exited = False
-        """The server exited by itself (the agent closed the session): its runs end as a recording's do
-        (`Monitor.end_of_traffic`), not cut short; after a signal they are concluded `interrupted` at once."""
-        self.record = record
+    def __init__(self, send: Callable[[list[Chunk]], None], say: Say) -> None:
+        self.send = send
         self.say = say
         self.queue: queue.SimpleQueue[Chunk | None] = queue.SimpleQueue()
         self.queued = 0
-        """Bytes queued and not yet evaluated."""
+        """Bytes queued and not yet sent."""
         self.dropped_bytes = 0
         self.dropped_chunks = 0
         self._said_dropped = 0
@@ -128,7 +120,7 @@ class Evaluator:
         """Set when `BATCH_BYTES` are queued: the batch is taken at once."""
 
     def put(self, sender: Side, data: bytes | None) -> None:
-        """Queue what a relay thread just copied, or leave it out (counted) beyond `MAX_QUEUED_BYTES`: never
+        """Queue what a relay thread just read, or leave it out (counted) beyond `MAX_QUEUED_BYTES`: never
         blocks."""
         now = time.time()
         with self._lock:
@@ -146,88 +138,35 @@ class Evaluator:
                 self._gathered.set()
 
     def run(self) -> None:
-        """Evaluate queued chunks until `None` is queued, then conclude and report every open run. The chunks
-        are taken in batches: once one is queued, the thread waits `BATCH_SECONDS` (or until `BATCH_BYTES` are
-        queued) and takes the chunks queued by then, up to `BATCH_BYTES`, handing their events on together (one
-        journal record, one frame to a shared monitor): a tap evaluating each chunk as it came woke for each, and
-        its evaluation, cache-cold each time, cost three times its CPU on a busy machine."""
+        """Send the queued chunks until `None` is queued. They are taken in batches: once one is queued, the
+        thread waits `BATCH_SECONDS` (or until `BATCH_BYTES` are queued) and takes the chunks queued by then, up
+        to `BATCH_BYTES`, sent in one write (the evaluation process evaluates each batch together: one journal
+        record, one frame to a shared monitor): a tap that woke for each chunk took the interpreter lock from
+        the relay threads that often, and its evaluation, cache-cold each time, cost three times its CPU on a
+        busy machine."""
         while True:
-            try:
-                item = self.queue.get(timeout=TICK_SECONDS)
-            except queue.Empty:
-                self.say.guard("tick", self._tick)
-                continue
-            if item is not None:
+            item = self.queue.get()
+            if item is not None and self.queued < BATCH_BYTES:  # a backlog is sent without waiting
                 self._gathered.wait(BATCH_SECONDS)
-                self._gathered.clear()
-            events: list[ObservedEvent] = []
+            self._gathered.clear()
+            batch: list[Chunk] = []
             taken = 0
             while item is not None:
+                batch.append(item)
                 taken += len(item[1] or b"")
-                with self._lock:
-                    self.queued -= len(item[1] or b"")
-                self.say.guard("evaluation", functools.partial(self._chunk, *item, events))
                 if taken >= BATCH_BYTES:
                     break
                 try:
                     item = self.queue.get_nowait()
                 except queue.Empty:
                     break
-            self.say.guard("evaluation", functools.partial(self._hand, events))
+            with self._lock:
+                self.queued -= taken
+            if batch:
+                self.say.guard("evaluation", functools.partial(self.send, batch))
             self._say_dropped()
             if item is None:
-                break
-        self._say_dropped()
-        self.say.guard("shutdown", self._finish)
-        self.session.close()
-
-    def _tick(self) -> None:
-        if self.judge is not None:  # a shared monitor keeps its own clock
-            self.judge.tick(time.time())
-
-    def _chunk(self, sender: Side, data: bytes | None, timestamp: float, events: list[ObservedEvent]) -> None:
-        """Decode (and record) one chunk; its events appended to `events`."""
-        if data is None:
-            last = self.session.end(sender)
-            lines = [last] if last is not None else []
-        elif data is GAP:
-            self.session.gap(sender)
-            return
-        else:
-            lines = self.session.lines(sender, data)
-        for line in lines:
-            if self.record is not None:
-                self.say.guard("record", functools.partial(self._record, sender, line, timestamp))
-            events.extend(self.session.message(sender, line, timestamp))
-
-    def _hand(self, events: list[ObservedEvent]) -> None:
-        if not events:
-            return
-        if self.feed is not None:
-            try:
-                self.feed.send(events)
                 return
-            except (OSError, FrameError) as exc:
-                self.alone(f"the shared monitor at {self.monitor_path} failed ({exc})", self.feed.close())
-                return
-        assert self.judge is not None
-        self.judge.observe(events)
-
-    def alone(self, why: str, unacked: list[ObservedEvent]) -> None:
-        """Judge alone from now on, beginning with what the shared monitor did not acknowledge."""
-        self.feed = None
-        self.judge = self.make_judge()
-        self.say.always(f"{why}: judging alone from now on ({len(unacked)} event(s) it had not acknowledged "
-                        f"included), reports in {self.judge.report_dir}")
-        self.judge.observe(unacked)
-
-    def _finish(self) -> None:
-        if self.feed is not None:
-            unacked = self.feed.close()
-            if unacked:
-                self.alone(f"the shared monitor at {self.monitor_path} did not acknowledge every event", unacked)
-        if self.judge is not None:
-            self.judge.finish(self.server_exited)
 
     def _say_dropped(self) -> None:
         if self.dropped_chunks != self._said_dropped:
@@ -236,16 +175,137 @@ class Evaluator:
                             f"{self.dropped_chunks} chunk(s) relayed but not evaluated so far (over "
                             f"{MAX_QUEUED_BYTES} bytes waiting); verdicts may miss what they held")
 
-    def _record(self, sender: Side, line: bytes, timestamp: float) -> None:
-        assert self.record is not None
-        self.record.write(record_line(sender, line, timestamp))
-        self.record.flush()
+
+class EvaluationProcess:
+    """The tap's end of its evaluation process (`oatf_cli.tap_evaluation`): started (`start`), told the server
+    (`begin`), fed batches (`send`), replaced when it died (`MAX_REPLACEMENTS` times: the next one concludes
+    from the journal the runs the dead one left open, as any judge opening a journal does), finished
+    (`finish`). Its messages go to the tap's stderr (its file descriptor, else copied line by line)."""
+
+    def __init__(self, options: TapOptions, say: Say, stderr: IO[str]) -> None:
+        self.options = options
+        self.say = say
+        self.stderr = stderr
+        self.process: subprocess.Popen[bytes] | None = None
+        self.server: tuple[int, list[str]] | None = None
+        self.replaced = 0
+        self._copier: threading.Thread | None = None
+
+    def start(self) -> bool:
+        """Start the process and wait until it is ready; False when it cannot judge (it said why)."""
+        try:
+            errors: int | None = self.stderr.fileno()
+        except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+            errors = None
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *(p for p in sys.path if p)])}
+        process = subprocess.Popen([sys.executable, "-m", "oatf_cli.tap_evaluation", str(os.getpid())],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE if errors is None else errors, bufsize=0,
+                                   process_group=0, env=env)
+        assert process.stdin is not None and process.stdout is not None
+        if process.stderr is not None:
+            self._copier = threading.Thread(target=self._copy, args=(process.stderr,), name="oatf-tap-messages",
+                                            daemon=True)
+            self._copier.start()
+        with contextlib.suppress(OSError):  # a larger pipe: a batch in one write while the process keeps up
+            fcntl.fcntl(process.stdin.fileno(), F_SETPIPE_SZ, BATCH_BYTES)
+        with contextlib.suppress(OSError):  # it died at once: said below
+            _write_pieces(process.stdin.fileno(), _frame(OPTIONS, pickle.dumps(self.options)))
+        if process.stdout.readline() != READY:
+            self._end(process)
+            return False
+        self.process = process
+        return True
+
+    def begin(self, pid: int, command: list[str]) -> None:
+        """The server's process id and command: the session's name, the capture's header."""
+        self.server = (pid, command)
+        self._write(_frame(BEGIN, pickle.dumps((pid, command, True))))
+
+    def send(self, batch: list[Chunk]) -> None:
+        """Send a batch of chunks."""
+        self._write(encode_batch(batch))
+
+    def finish(self, server_exited: bool) -> None:
+        """Tell the process the traffic is over and wait until it has concluded and reported every run."""
+        self._write(_frame(FINISH, b"1" if server_exited else b"0"))
+        if self.process is not None:
+            status = self._end(self.process)
+            if status:
+                self.say.always(f"the evaluation process ended with status {status} before it concluded every run: "
+                                f"the journal in {self.options.report_dir} keeps them for `oatf recover`")
+
+    def _write(self, pieces: list[bytes]) -> None:
+        while self.process is not None:
+            assert self.process.stdin is not None
+            try:
+                _write_pieces(self.process.stdin.fileno(), pieces)
+                return
+            except OSError:
+                self._replace()
+
+    def _replace(self) -> None:
+        assert self.process is not None
+        status = self._end(self.process)
+        self.process = None
+        if self.replaced == MAX_REPLACEMENTS:
+            self.say.always(f"the evaluation process died (status {status}) for the {self.replaced + 1}th time: "
+                            f"the rest of the traffic is relayed but not evaluated; the journal in "
+                            f"{self.options.report_dir} keeps its open runs for `oatf recover`")
+            return
+        self.replaced += 1
+        self.say.always(f"the evaluation process died (status {status}): the traffic it had not evaluated is "
+                        f"lost; another one concludes its open runs from its journal (status `recovered`) and "
+                        f"evaluates the rest, the relay goes on")
+        if self.start() and self.server is not None:
+            pid, command = self.server
+            self._write([*_frame(BEGIN, pickle.dumps((pid, command, False))),
+                         *encode_batch([("client", GAP, time.time()), ("server", GAP, time.time())])])
+
+    def _end(self, process: subprocess.Popen[bytes]) -> int:
+        for pipe in (process.stdin, process.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+        status = process.wait()
+        if self._copier is not None:
+            self._copier.join()
+            self._copier = None
+        return status
+
+    def _copy(self, messages: IO[bytes]) -> None:
+        for line in messages:
+            self.stderr.write(line.decode("utf-8", "replace"))
+            self.stderr.flush()
+        messages.close()
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGTERM when the tap dies, however it dies (Linux)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+def encode_batch(batch: list[Chunk]) -> list[bytes]:
+    """A batch of chunks as the evaluation process reads it (`oatf_cli.tap_evaluation`'s frames), in pieces
+    written without joining them (`_write_pieces`: a burst of traffic is copied once less)."""
+    pieces: list[bytes] = []
+    for sender, data, timestamp in batch:
+        pieces.append(header(GAP_FRAME if data is GAP else END if data is None else DATA, sender, timestamp,
+                             len(data or b"")))
+        if data:
+            pieces.append(data)
+    return pieces
+
+
+def _frame(kind: bytes, data: bytes) -> list[bytes]:
+    """A frame of the tap's own (options, the server, the end)."""
+    return [header(kind, "client", time.time(), len(data)), data]
+
+
+def _write_pieces(fd: int, pieces: list[bytes]) -> None:
+    """Write `pieces` in order, as few system calls as `IOV_MAX` allows."""
+    views = [memoryview(piece) for piece in pieces if piece]
+    while views:
+        written = os.writev(fd, views[:IOV_MAX])
+        while views and written >= len(views[0]):
+            written -= len(views.pop(0))
+        if written:
+            views[0] = views[0][written:]
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -254,7 +314,7 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _relay(source: int, target: int | None, sender: Side, evaluator: Evaluator,
+def _relay(source: int, target: int | None, sender: Side, backlog: Backlog,
            on_end: Callable[[], None] = lambda: None) -> None:
     """Copy `source` to `target` chunk by chunk, queueing each chunk for evaluation *before* it is written: the
     peer cannot answer a message it has not received, so the evaluation always sees a request before its answer
@@ -265,7 +325,7 @@ def _relay(source: int, target: int | None, sender: Side, evaluator: Evaluator,
     gone) stops the copying, not the reading (the evaluation still sees the traffic)."""
     try:
         while data := os.read(source, CHUNK):
-            evaluator.put(sender, data)
+            backlog.put(sender, data)
             if target is not None:
                 try:
                     _write_all(target, data)
@@ -274,96 +334,78 @@ def _relay(source: int, target: int | None, sender: Side, evaluator: Evaluator,
     except OSError:
         pass
     finally:
-        evaluator.put(sender, None)
+        backlog.put(sender, None)
         on_end()
 
 
 def run_tap(options: TapOptions, stdin: int = 0, stdout: int = 1, stderr: IO[str] = sys.stderr) -> int:
     """Run the tap (see the module docstring); the child's exit status (negative: the signal that ended it),
     or `EXIT_USAGE` / `EXIT_NOT_FOUND` / `EXIT_NOT_EXECUTABLE` when it could not start."""
-    say = Say("oatf tap", stderr)
     switch = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_SECONDS)
     try:
-        return _run(options, stdin, stdout, say)
+        return _run(options, stdin, stdout, Say("oatf tap", stderr), stderr)
     finally:
         sys.setswitchinterval(switch)
 
 
-def _run(options: TapOptions, stdin: int, stdout: int, say: Say) -> int:
-    library = load_library(options.attack_paths, options.config.lenient)
-    for problem in library.problems:
-        say.always(f"not loaded: {problem}")
-    try:
-        semantic = load_semantic_evaluator(options.config.semantic_evaluator)
-        make_judge = functools.partial(Judge, list(library.attacks), options.config, semantic, options.report_dir,
-                                       say, options.verbose)
-        judge = make_judge() if options.monitor is None else None
-        record = open(record_path(options.record), "w", encoding="utf-8") if options.record else None  # noqa: SIM115
-    except (ImportError, AttributeError, OSError) as exc:
-        say.always(str(exc))
+def _run(options: TapOptions, stdin: int, stdout: int, say: Say, stderr: IO[str]) -> int:
+    if options.record:
+        record = record_path(options.record)
+        options = dataclasses.replace(options, record=record)
+        try:
+            open(record, "w").close()  # the evaluation process appends to it
+        except OSError as exc:
+            say.always(str(exc))
+            return EXIT_USAGE
+    evaluation = EvaluationProcess(options, say, stderr)
+    if not evaluation.start():
         return EXIT_USAGE
+    backlog = Backlog(evaluation.send, say)
     try:
         child = subprocess.Popen(options.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
                                  process_group=0,
-                                 preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+                                 preexec_fn=die_with_parent if sys.platform == "linux" else None)
     except OSError as exc:
         say.always(f"{options.command[0]}: {exc.strerror or exc}")
-        if record is not None:
-            record.close()
-        if judge is not None:
-            judge.finish(True)
+        evaluation.finish(True)
         return EXIT_NOT_FOUND if isinstance(exc, FileNotFoundError) else EXIT_NOT_EXECUTABLE
     assert child.stdin is not None and child.stdout is not None
-    session_name = f"stdio:{child.pid}"
-    if record is not None:
-        record.write(record_header(session_name, child.pid, options.command, options.agent, time.time()))
-        record.flush()
-
-    def diagnose(diagnostic: Diagnostic) -> None:
-        if options.verbose:
-            say.always(f"{diagnostic.code}: {diagnostic.message}")
-
-    decoder = WireDecoder(options.config.decoder, on_diagnostic=diagnose)
-    session = StdioSession(decoder, session_name, endpoint_of(options.command, child.pid), options.agent)
-    evaluator = Evaluator(session, make_judge, judge, record, say, options.monitor)
-    if options.monitor is not None:
-        source = f"oatf tap {options.command[0]} (pid {child.pid}, agent {options.agent})"
-        try:
-            evaluator.feed = FeedClient(options.monitor, source)
-        except (OSError, FrameError) as exc:
-            evaluator.alone(f"cannot reach the shared monitor at {options.monitor} ({exc})", [])
+    evaluation.begin(child.pid, options.command)
     previous = {signum: signal.signal(signum, lambda signum, _frame: child.send_signal(signum))
                 for signum in FORWARDED_SIGNALS} if threading.current_thread() is threading.main_thread() else {}
     child_stdin = child.stdin.fileno()
     threads = [
         threading.Thread(target=_relay, name="oatf-tap-stdin", daemon=True,
-                         args=(stdin, child_stdin, "client", evaluator, child.stdin.close)),
+                         args=(stdin, child_stdin, "client", backlog, child.stdin.close)),
         threading.Thread(target=_relay, name="oatf-tap-stdout", daemon=True,
-                         args=(child.stdout.fileno(), stdout, "server", evaluator)),
+                         args=(child.stdout.fileno(), stdout, "server", backlog)),
     ]
-    evaluation = threading.Thread(target=evaluator.run, name="oatf-tap-evaluation", daemon=True)
-    evaluation.start()
+    ended: list[bool] = []
+
+    def send() -> None:
+        """Send the batches, then finish the evaluation process: this thread forks its replacements, which
+        die with the thread that forked them (`PR_SET_PDEATHSIG`), so it lives until they are done."""
+        backlog.run()
+        say.guard("shutdown", functools.partial(evaluation.finish, ended[0]))
+
+    sender = threading.Thread(target=send, name="oatf-tap-evaluation", daemon=True)
+    sender.start()
     for thread in threads:
         thread.start()
     try:
         status = child.wait()
         threads[1].join(DRAIN_SECONDS)
-        evaluator.server_exited = status >= 0  # not killed by a signal: the session is over, not cut short
-        evaluator.queue.put(None)
-        evaluation.join()
+        ended.append(status >= 0)  # not killed by a signal: the session is over, not cut short
+        backlog.queue.put(None)
+        sender.join()
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        if record is not None:
-            with contextlib.suppress(OSError):
-                record.close()
     if options.verbose:
-        judged = (f"{evaluator.judge.reported} run(s) reported in {options.report_dir}" if evaluator.judge
-                  else f"its events judged by the shared monitor at {options.monitor}")
-        say.always(f"{options.command[0]} exited with status {status}; {judged}")
-    if evaluator.dropped_chunks:
-        say.always(f"{evaluator.dropped_bytes} byte(s) relayed but not evaluated (evaluation was behind)")
+        say.always(f"{options.command[0]} exited with status {status}")
+    if backlog.dropped_chunks:
+        say.always(f"{backlog.dropped_bytes} byte(s) relayed but not evaluated (evaluation was behind)")
     return status
 
 

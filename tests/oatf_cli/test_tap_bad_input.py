@@ -12,7 +12,10 @@ import json
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 from testing.paths import ROOT
 from testing.taps import Tee
@@ -34,16 +37,47 @@ def leak(request_id: int) -> bytes:
 
 
 def test_a_50_mb_line_is_relayed_whole_and_said_too_long_to_inspect(tmp_path: Path) -> None:
+    """Both directions' 50 MB line relayed whole, said too long to inspect, and the framing resumes after it:
+    the next line's leak is judged. The line is sent 16 MiB at a time, each piece once the evaluation caught up
+    with the one before (its clock ticked — it ticks after `TICK_SECONDS` with nothing to evaluate — after the
+    piece came back): sent at once, the 100 MB burst can outrun the evaluation process past `MAX_QUEUED_BYTES`,
+    and a chunk beyond it is left out (said; `test_tap_shared.test_the_queue_is_bounded_…`), the line's end
+    with it, and the framing then resumes after the next line."""
     huge = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
         "name": "forecast", "arguments": {"city": "x" * (50 << 20)}}}).encode() + b"\n"
-    data = huge + leak(2)
-    done = subprocess.run([OATF, *tap_command(tmp_path, sys.executable, "-c", ECHO, flags=("-v",))], input=data,
-                          capture_output=True, timeout=GUARD)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert len(done.stdout) == len(data) and done.stdout == data
-    assert b"oversize_body" in done.stderr  # said, not inspected
-    # The framing resumes after it: the next line's leak is judged.
+    tap = subprocess.Popen([OATF, *tap_command(tmp_path, sys.executable, "-c", ECHO, flags=("-v",))], bufsize=0,
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert tap.stdin is not None and tap.stdout is not None and tap.stderr is not None
+    echoed = []
+    try:
+        for start in range(0, len(huge), 16 << 20):
+            piece = huge[start:start + (16 << 20)]
+            writer = threading.Thread(target=tap.stdin.write, args=(piece,), daemon=True)  # unbuffered: bufsize 0
+            writer.start()
+            echoed.append(b"")
+            while len(echoed[-1]) < len(piece):
+                echoed[-1] += tap.stdout.read(len(piece) - len(echoed[-1]))
+            writer.join(GUARD)
+            back = time.time()
+            deadline = time.monotonic() + GUARD
+            while not any(record.get("tick", 0) > back for record in journal(tmp_path)):
+                assert time.monotonic() < deadline, "the evaluation never caught up"
+                time.sleep(0.1)
+        tap.stdin.write(leak(2))
+        tap.stdin.close()
+        echoed.append(b"".join(iter(tap.stdout.read, b"")))
+        stderr = b"".join(iter(tap.stderr.read, b""))
+        assert tap.wait(GUARD) == 0, stderr[-2000:]
+    finally:
+        tap.kill()
+    assert b"".join(echoed) == huge + leak(2)
+    assert stderr.count(b"oversize_body") == 2  # said, not inspected
     assert [r["outcome"] for r in reports(tmp_path)] == ["exploited"]
+
+
+def journal(report_dir: Path) -> list[dict[str, Any]]:
+    lines = b"".join(p.read_bytes() for p in (report_dir / "journal").glob("*.jsonl")).splitlines()
+    return [json.loads(line) for line in lines if line.endswith(b"}")]
 
 
 def test_a_child_that_crashes_mid_session_ends_the_tap_with_its_status_and_runs_reported(tmp_path: Path) -> None:

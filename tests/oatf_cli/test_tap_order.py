@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from oatf_cli import tap as tap_module
-from oatf_cli.tap import Evaluator, TapOptions, run_tap
+from oatf_cli.tap import Backlog, TapOptions, run_tap
 from oatf_engine.engine_config import engine_config
 from oatf_engine.events import Side
 from tests.oatf_cli.test_tap import ATTACK, GUARD, SERVER, reports
@@ -52,9 +52,9 @@ def test_an_answer_is_never_evaluated_before_its_request(tmp_path: Path, monkeyp
     `tools/list` until the server's answer is queued: the capture holds the request before its answer, and the
     resisting agent is `resisted` (the description reached it), not `not_delivered`."""
     answered = threading.Event()
-    put, write_all = Evaluator.put, tap_module._write_all
+    put, write_all = Backlog.put, tap_module._write_all
 
-    def queue(self: Evaluator, sender: Side, data: bytes | None) -> None:
+    def queue(self: Backlog, sender: Side, data: bytes | None) -> None:
         put(self, sender, data)
         if sender == "server" and data and b'"tools":[' in data:  # the listing, not `initialize`'s capabilities
             answered.set()
@@ -64,7 +64,7 @@ def test_an_answer_is_never_evaluated_before_its_request(tmp_path: Path, monkeyp
         if b'"tools/list"' in data:
             assert answered.wait(GUARD), "the server never answered tools/list"
 
-    monkeypatch.setattr(Evaluator, "put", queue)
+    monkeypatch.setattr(Backlog, "put", queue)
     monkeypatch.setattr(tap_module, "_write_all", relay)
     agent_read, tap_stdin = os.pipe()
     tap_stdout, agent_write = os.pipe()

@@ -18,7 +18,8 @@ import pytest
 
 from oatf_cli import tap as tap_module
 from oatf_cli.judge import Say
-from oatf_cli.tap import Evaluator
+from oatf_cli.tap import Backlog, Chunk, encode_batch
+from oatf_cli.tap_evaluation import Evaluator, FrameReader
 from oatf_engine.journal import Journal, take_lock
 from oatf_engine.wire import WireDecoder
 from oatf_engine.wire.ndjson import StdioSession, endpoint_of
@@ -160,17 +161,20 @@ def test_the_queue_is_bounded_and_overflow_is_counted_said_and_resynchronised(
 
     stderr = io.StringIO()
     session = StdioSession(WireDecoder(), "stdio:1", endpoint_of(["server"], 1), "127.0.0.1")
-    evaluator = Evaluator(session, Judged, Judged(), None, Say("oatf tap", stderr), None)  # type: ignore[arg-type]
+    say = Say("oatf tap", stderr)
+    evaluator = Evaluator(session, Judged, Judged(), None, say, None)  # type: ignore[arg-type]
+    reader = FrameReader()
+    backlog = Backlog(lambda batch: evaluator.evaluate(list(reader.feed(b"".join(encode_batch(batch))))), say)
     ping = b'{"jsonrpc":"2.0","method":"notifications/a"}\n'
-    evaluator.put("client", ping)
+    backlog.put("client", ping)
     started = time.monotonic()
-    evaluator.put("client", b'{"jsonrpc":"2.0","method":"notifications/lost", "pad": "' + b"x" * 200)
-    evaluator.put("client", b'"}\n' + ping.replace(b"/a", b"/b"))  # the rest of the lost line, then a whole one
+    backlog.put("client", b'{"jsonrpc":"2.0","method":"notifications/lost", "pad": "' + b"x" * 200)
+    backlog.put("client", b'"}\n' + ping.replace(b"/a", b"/b"))  # the rest of the lost line, then a whole one
     assert time.monotonic() - started < 0.1  # never blocked
-    evaluator.queue.put(None)
-    evaluator.run()
+    backlog.queue.put(None)
+    backlog.run()
     assert seen == ["notifications/a", "notifications/b"]
-    assert evaluator.dropped_chunks == 1 and evaluator.dropped_bytes > 200
+    assert backlog.dropped_chunks == 1 and backlog.dropped_bytes > 200
     assert "relayed but not evaluated" in stderr.getvalue()
 
 
@@ -180,24 +184,14 @@ def test_the_evaluation_takes_the_chunks_in_batches_bounded_in_bytes(
     in one batch, in order, a batch holding at most `BATCH_BYTES` of chunks (a tap handing on each chunk as it
     came woke and journaled per message)."""
     monkeypatch.setattr(tap_module, "BATCH_BYTES", 100)
-    batches: list[list[str]] = []
-
-    class Judged:
-        report_dir = str(tmp_path)
-
-        def observe(self, events: list) -> None:  # type: ignore[type-arg]
-            batches.append([e.event_type for e in events])
-
-        def finish(self, ended: bool) -> None:
-            """Nothing to conclude."""
-
-    session = StdioSession(WireDecoder(), "stdio:1", endpoint_of(["server"], 1), "127.0.0.1")
-    evaluator = Evaluator(session, Judged, Judged(), None, Say("oatf tap", io.StringIO()), None)  # type: ignore[arg-type]
-    for name in "abcd":  # 46 bytes each: two chunks reach BATCH_BYTES
-        evaluator.put("client", b'{"jsonrpc":"2.0","method":"notifications/%s"}\n' % name.encode())
-    evaluator.queue.put(None)
-    evaluator.run()
-    assert batches == [["notifications/a", "notifications/b", "notifications/c"], ["notifications/d"]]
+    batches: list[list[Chunk]] = []
+    backlog = Backlog(batches.append, Say("oatf tap", io.StringIO()))
+    pings = [b'{"jsonrpc":"2.0","method":"notifications/%s"}\n' % name.encode() for name in "abcd"]
+    for ping in pings:  # 46 bytes each: three chunks reach BATCH_BYTES
+        backlog.put("client", ping)
+    backlog.queue.put(None)
+    backlog.run()
+    assert [[data for _side, data, _time in batch] for batch in batches] == [pings[:3], pings[3:]]
 
 
 def test_a_full_batch_is_taken_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -206,27 +200,16 @@ def test_a_full_batch_is_taken_at_once(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setattr(tap_module, "BATCH_SECONDS", 10 * GUARD)
     monkeypatch.setattr(tap_module, "BATCH_BYTES", 100)
     observed = threading.Event()
-
-    class Judged:
-        report_dir = str(tmp_path)
-
-        def observe(self, events: list) -> None:  # type: ignore[type-arg]
-            observed.set()
-
-        def finish(self, ended: bool) -> None:
-            """Nothing to conclude."""
-
-    session = StdioSession(WireDecoder(), "stdio:1", endpoint_of(["server"], 1), "127.0.0.1")
-    evaluator = Evaluator(session, Judged, Judged(), None, Say("oatf tap", io.StringIO()), None)  # type: ignore[arg-type]
-    evaluation = threading.Thread(target=evaluator.run, daemon=True)
-    evaluation.start()
+    backlog = Backlog(lambda _batch: observed.set(), Say("oatf tap", io.StringIO()))
+    sending = threading.Thread(target=backlog.run, daemon=True)
+    sending.start()
     ping = b'{"jsonrpc":"2.0","method":"notifications/a"}\n'
-    evaluator.put("client", ping)
+    backlog.put("client", ping)
     assert not observed.wait(0.2)  # gathering
-    evaluator.put("client", ping * 2)  # 138 bytes queued
+    backlog.put("client", ping * 2)  # 138 bytes queued
     assert observed.wait(GUARD), "the full batch waited for BATCH_SECONDS"
-    evaluator.queue.put(None)
-    evaluation.join(GUARD)
+    backlog.queue.put(None)
+    sending.join(GUARD)
 
 
 def test_the_capture_names_the_agent(tmp_path: Path) -> None:

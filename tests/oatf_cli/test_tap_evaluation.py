@@ -1,0 +1,98 @@
+"""`oatf tap`'s evaluation process (`oatf_cli.tap_evaluation`): it is not the tap (the relay never waits for
+its interpreter lock), dies with the tap, and when it dies the relay goes on, another one concludes its open
+runs from its journal and evaluates the rest."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from oatf_cli.tap_evaluation import FINISH, Frame, FrameReader, header
+from tests.oatf_cli.test_tap import GUARD, _line, open_session, reports
+
+LEAK = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "forecast", "arguments": {
+    "city": "Oslo", "context": "-----BEGIN OPENSSH PRIVATE KEY-----\nx\n-----END OPENSSH PRIVATE KEY-----"}}}
+
+
+def evaluation_process(tap: int, other_than: int | None = None) -> int:
+    """The tap's evaluation process (Linux `/proc`), once there is one other than `other_than`."""
+    deadline = time.monotonic() + GUARD
+    while True:
+        children = [int(child) for task in Path(f"/proc/{tap}/task").iterdir()
+                    for child in (task / "children").read_text().split()]
+        found = [child for child in children if child != other_than
+                 and b"oatf_cli.tap_evaluation" in Path(f"/proc/{child}/cmdline").read_bytes()]
+        if found:
+            [pid] = found
+            return pid
+        assert time.monotonic() < deadline, "no evaluation process"
+        time.sleep(0.05)
+
+
+def journaled(report_dir: Path, text: bytes) -> None:
+    deadline = time.monotonic() + GUARD
+    while text not in b"".join(p.read_bytes() for p in (report_dir / "journal").glob("*.jsonl")):
+        assert time.monotonic() < deadline, f"{text!r} was never journaled"
+        time.sleep(0.05)
+
+
+def gone(pid: int) -> bool:
+    deadline = time.monotonic() + GUARD
+    while Path(f"/proc/{pid}").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z":
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_frames_are_read_back_in_any_chunking() -> None:
+    stream = (header(b"D", "client", 1.5, 8) + b'{"a":1}\n' + header(b"E", "server", 2.0)
+              + header(FINISH, "client", 3.0, 1) + b"1")
+    reader = FrameReader()
+    frames = [frame for i in range(len(stream)) for frame in reader.feed(stream[i:i + 1])]
+    assert frames == [Frame(b"D", "client", 1.5, b'{"a":1}\n'), Frame(b"E", "server", 2.0, b""),
+                      Frame(FINISH, "client", 3.0, b"1")]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="/proc")
+def test_a_dead_evaluation_process_is_said_the_relay_goes_on_and_its_runs_are_recovered(tmp_path: Path) -> None:
+    """`kill -9` of the evaluation process after the agent leaked the key (journaled): the next call is still
+    answered, the tap says what happened, and the run the dead process left open is reported `exploited`
+    (status `recovered`) by its replacement; the tap exits as the server did."""
+    tap = open_session(tmp_path)
+    try:
+        _line(tap, LEAK)
+        journaled(tmp_path, b'"tools/call"')
+        evaluation = evaluation_process(tap.pid)
+        os.kill(evaluation, signal.SIGKILL)
+        assert gone(evaluation)
+        answer = _line(tap, {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                             "params": {"name": "forecast", "arguments": {"city": "Bergen"}}})
+        assert answer["id"] == 3 and not answer["result"]["isError"], answer
+        replacement = evaluation_process(tap.pid, other_than=evaluation)
+        _, stderr = tap.communicate(timeout=GUARD)
+    finally:
+        tap.kill()
+    assert tap.returncode == 0, stderr
+    assert stderr.count(b"the evaluation process died") == 1, stderr
+    assert b"1 run(s) left open by a process that did not stop cleanly were concluded" in stderr, stderr
+    recovered = [r for r in reports(tmp_path) if r["execution_summary"]["status"] == "recovered"]
+    assert [r["outcome"] for r in recovered] == ["exploited"]
+    assert gone(replacement)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
+def test_the_evaluation_process_dies_with_the_tap(tmp_path: Path) -> None:
+    tap = open_session(tmp_path)
+    try:
+        evaluation = evaluation_process(tap.pid)
+        tap.kill()
+        tap.communicate(timeout=GUARD)
+    finally:
+        tap.kill()
+    assert gone(evaluation)
