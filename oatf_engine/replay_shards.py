@@ -1,0 +1,210 @@
+"""Replay's sessions evaluated by forked worker processes, fed while the recording is decoded (`oatf evaluate
+--jobs N`, `oatf_engine.replay`).
+
+What stays in the main process: reading, decoding and placing (`replay.placed_events`). They are one decoder and
+one session resolver over the whole recording, as on the live proxy, and cannot be split by any key without
+changing what is placed where: exchanges answer each other across flows (the legacy MCP transport answers POSTs
+on its GET stream), an agent episode gathers sessions of several protocols and of several hosts (README "How
+traffic becomes runs", rules 4–6: a chain of agents is one episode), and the clock every run sees stops at the
+oldest event held anywhere (`SessionResolver.oldest_held`).
+
+What the workers do: each follows its share of the episodes in its own monitor. A placed event goes to the
+worker of its episode (its session: a hash of it, so an episode is never split over workers, and a run sees
+every event of its episode in order); an end of an exchange goes to every worker (one of an episode a worker
+does not follow changes nothing there). The main process sends events as they are placed, `SHARD_BATCH` per
+worker at a time, and blocks while a worker is a batch behind: memory holds a few batches, not the recording,
+and the decoder and the monitors run at once, on different cores. The workers are forked before the recording
+is read (`ShardedMonitors` is entered first), so they share none of its memory.
+
+A worker that fails (an exception, or killed) fails the replay (`WorkerFailed`): no report of any worker is
+returned then, as no run may silently go missing. Ctrl-C is the main process's: the workers ignore it and are
+stopped when it leaves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import operator
+import signal
+import traceback
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import fields
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from oatf_engine.collector import collector_paused
+from oatf_engine.events import ExchangeEnded, ObservedEvent
+from oatf_engine.progress import UPDATE_EVERY
+
+if TYPE_CHECKING:
+    from oatf_engine.replay import Placed, SessionClose
+
+SHARD_BATCH = 1024
+"""Placed events sent to a worker at a time (pickled together: fewer, larger messages cost less per event)."""
+
+Evaluate = Callable[[Iterable["Placed | ExchangeEnded"], "list[SessionClose]", Callable[[], float]],
+                    list[dict[str, Any]]]
+"""What a worker runs over its share: placed events, closes, the recording's end (asked once every event is
+placed) → the reports of its runs."""
+
+_FIELDS = tuple(field.name for field in fields(ObservedEvent))
+_flat = operator.attrgetter(*_FIELDS)
+"""An event as a tuple of its fields, in order (`ObservedEvent(*fields)` rebuilds it): pickled and unpickled in
+a third of the time of the frozen dataclass itself."""
+_Sent = tuple[tuple[Any, ...], str, float] | ExchangeEnded
+
+
+class WorkerFailed(Exception):
+    """An evaluation process failed: the replay has no complete result."""
+
+
+class ShardedMonitors:
+    """`shards` forked processes, each evaluating its share of the episodes with `evaluate` (see the module
+    docstring). A context manager: the processes start on entry and are stopped on exit; `evaluate` once."""
+
+    def __init__(self, evaluate: Evaluate, shards: int) -> None:
+        self.shards = shards
+        self._evaluate = evaluate
+        self._connections: list[Connection] = []
+        self._processes: list[BaseProcess] = []
+
+    def __enter__(self) -> ShardedMonitors:
+        context = multiprocessing.get_context("fork")
+        try:
+            for _ in range(self.shards):
+                ours, theirs = context.Pipe()
+                process = context.Process(target=_serve, args=(theirs, self._evaluate, self._connections),
+                                          daemon=True)
+                process.start()
+                theirs.close()
+                self._connections.append(ours)
+                self._processes.append(process)
+        except BaseException:
+            self._stop()
+            raise
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self._stop()
+
+    def evaluate(self, placed: Iterable[Placed | ExchangeEnded], closes: list[SessionClose],
+                 end: Callable[[], float], through: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
+        """The reports of every worker's runs over `placed` (in time order; see the module docstring), worker by
+        worker; `closes` and `end` as `replay._evaluate_placed` takes them. `through` is told how many more
+        events were sent to the workers every `UPDATE_EVERY` events, and at the end."""
+        for index in range(self.shards):
+            self._send(index, closes)
+        batches: list[list[_Sent]] = [[] for _ in range(self.shards)]
+        count = 0
+        for count, item in enumerate(placed, 1):
+            if isinstance(item, ExchangeEnded):
+                for index, batch in enumerate(batches):
+                    batch.append(item)
+                    if len(batch) >= SHARD_BATCH:
+                        self._send(index, batch)
+                        batch.clear()
+            else:
+                event, session, clock = item
+                index = zlib.crc32(session.encode("utf-8", "surrogatepass")) % self.shards
+                batch = batches[index]
+                batch.append((_flat(event), session, clock))
+                if len(batch) >= SHARD_BATCH:
+                    self._send(index, batch)
+                    batch.clear()
+            if through is not None and count % UPDATE_EVERY == 0:
+                through(UPDATE_EVERY)
+        finished = end()
+        for index, batch in enumerate(batches):
+            if batch:
+                self._send(index, batch)
+            self._send(index, float(finished))
+        reports = [self._receive(index) for index in range(self.shards)]
+        if through is not None and count % UPDATE_EVERY:
+            through(count % UPDATE_EVERY)
+        return [report for shard in reports for report in shard]
+
+    def _send(self, index: int, message: object) -> None:
+        try:
+            self._connections[index].send(message)
+        except OSError:  # the worker is gone (a broken pipe, a reset connection)
+            raise self._failed(index) from None
+
+    def _receive(self, index: int) -> list[dict[str, Any]]:
+        try:
+            kind, value = self._connections[index].recv()
+        except (EOFError, OSError):
+            raise self._failed(index) from None
+        if kind == "failed":
+            raise WorkerFailed(f"evaluation process {index + 1} of {self.shards} failed: {value}")
+        reports: list[dict[str, Any]] = value
+        return reports
+
+    def _failed(self, index: int) -> WorkerFailed:
+        """Why worker `index` stopped: the error it reported, else how it exited."""
+        connection, process = self._connections[index], self._processes[index]
+        try:
+            if connection.poll(1.0):
+                kind, value = connection.recv()
+                if kind == "failed":
+                    return WorkerFailed(f"evaluation process {index + 1} of {self.shards} failed: {value}")
+        except (EOFError, OSError):
+            pass
+        process.join(5.0)
+        code = process.exitcode
+        how = (f"was killed by signal {signal.Signals(-code).name}" if code is not None and code < 0
+               else f"exited with status {code}" if code is not None else "stopped answering")
+        return WorkerFailed(f"evaluation process {index + 1} of {self.shards} (pid {process.pid}) {how} before it "
+                            "finished: no report is complete")
+
+    def _stop(self) -> None:
+        """Stop the workers still running (after a failure, or Ctrl-C) and wait for every one."""
+        for connection in self._connections:
+            connection.close()
+        for process in self._processes:
+            process.join(5.0)
+            if process.exitcode is None:
+                process.terminate()
+                process.join()
+
+
+def _serve(connection: Connection, evaluate: Evaluate, inherited: list[Connection]) -> None:
+    """A worker: closes, then batches of placed events until the recording's end (a float), evaluated as they come
+    (`ShardedMonitors.evaluate`); answers ("reports", its reports) or ("failed", the error)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the main process stops us
+    for other in inherited:  # the main process's ends to the workers forked before this one
+        other.close()
+    try:
+        with collector_paused():
+            closes: list[SessionClose] = connection.recv()
+            ended: list[float] = []
+            reports = evaluate(_received(connection, ended), closes, lambda: ended[0])
+        connection.send(("reports", reports))
+    except Exception as exc:  # any error is the replay's: reported to the main process
+        last = traceback.format_exception_only(exc)[-1].strip()
+        with contextlib.suppress(OSError):  # unless it stopped first (it failed, or was interrupted)
+            connection.send(("failed", last))
+    finally:
+        connection.close()
+
+
+def _received(connection: Connection, ended: list[float]) -> Iterator[Placed | ExchangeEnded]:
+    """The placed events the main process sends, each rebuilt, until the recording's end (put in `ended`)."""
+    while True:
+        message = connection.recv()
+        if isinstance(message, float):
+            ended.append(message)
+            return
+        for item in message:
+            if isinstance(item, ExchangeEnded):
+                yield item
+            else:
+                event, session, clock = item
+                yield ObservedEvent(*event), session, clock
+
+
+__all__ = ["SHARD_BATCH", "ShardedMonitors", "WorkerFailed"]
