@@ -150,9 +150,9 @@ def sharded_monitors(attacks: list[LoadedAttack], options: MonitorOptions, seman
     """`shards` forked processes, each following its share of the episodes with a `Monitor` of `attacks`
     (`evaluate_placed`); enter it before reading the recording, so the processes share none of its memory."""
 
-    def evaluate(placed: Iterable[Placed | ExchangeEnded], closes: list[SessionClose],
-                 end: Callable[[], float]) -> list[dict[str, Any]]:
-        return evaluate_placed(attacks, placed, closes, options, end, semantic)
+    def evaluate(placed: Iterable[Placed | ExchangeEnded], closes: list[SessionClose], end: Callable[[], float],
+                 last_clock: Callable[[float], float]) -> list[dict[str, Any]]:
+        return evaluate_placed(attacks, placed, closes, options, end, semantic, last_clock=last_clock)
 
     return ShardedMonitors(evaluate, shards)
 
@@ -209,10 +209,12 @@ class _Tally:
 def evaluate_placed(attacks: list[LoadedAttack], placed: Iterable[Placed | ExchangeEnded],
                     closes: list[SessionClose], options: MonitorOptions, end: Callable[[], float],
                     semantic: oatf.SemanticEvaluator | None = None,
-                    through: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
+                    through: Callable[[int], None] | None = None,
+                    last_clock: Callable[[float], float] | None = None) -> list[dict[str, Any]]:
     """The reports of the runs over `placed`, in one monitor, in the order they were concluded; `closes` in time
-    order; the recording ending at `end()` (asked once every event is placed); `through` is told how many more
-    events are through every `UPDATE_EVERY` events, and at the end."""
+    order; the recording ending at `end()` (asked once every event is placed; `last_clock`: see
+    `Monitor.end_of_traffic`); `through` is told how many more events are through every `UPDATE_EVERY` events,
+    and at the end."""
     monitor = Monitor(attacks, options, semantic=semantic)
     outputs = []
     pending = iter(closes)
@@ -231,7 +233,7 @@ def evaluate_placed(attacks: list[LoadedAttack], placed: Iterable[Placed | Excha
             through(UPDATE_EVERY)
     for session_id, at in [*([close] if close is not None else []), *pending]:
         monitor.close_session("mcp", "mcp_session", session_id, at)
-    outputs.extend(monitor.end_of_traffic(end()))
+    outputs.extend(monitor.end_of_traffic(end(), last_clock))
     if through is not None and count % UPDATE_EVERY:
         through(count % UPDATE_EVERY)
     return [o.report for o in outputs if isinstance(o, RunConcluded)]

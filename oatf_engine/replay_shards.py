@@ -46,10 +46,11 @@ if TYPE_CHECKING:
 SHARD_BATCH = 1024
 """Placed events sent to a worker at a time (pickled together: fewer, larger messages cost less per event)."""
 
-Evaluate = Callable[[Iterable["Placed | ExchangeEnded"], "list[SessionClose]", Callable[[], float]],
-                    list[dict[str, Any]]]
+Evaluate = Callable[[Iterable["Placed | ExchangeEnded"], "list[SessionClose]", Callable[[], float],
+                     Callable[[float], float]], list[dict[str, Any]]]
 """What a worker runs over its share: placed events, closes, the recording's end (asked once every event is
-placed) → the reports of its runs."""
+placed), the clock to conclude the runs still waiting for traffic at (`Monitor.end_of_traffic`'s `last_clock`)
+→ the reports of its runs."""
 
 _FIELDS = tuple(field.name for field in fields(ObservedEvent))
 _flat = operator.attrgetter(*_FIELDS)
@@ -123,7 +124,10 @@ class ShardedMonitors:
             if batch:
                 self._send(index, batch)
             self._send(index, float(finished))
-        reports = [self._receive(index) for index in range(self.shards)]
+        last = max(self._receive(index, "clock") for index in range(self.shards))
+        for index in range(self.shards):
+            self._send(index, last)
+        reports = [self._receive(index, "reports") for index in range(self.shards)]
         if through is not None and count % UPDATE_EVERY:
             through(count % UPDATE_EVERY)
         return [report for shard in reports for report in shard]
@@ -134,15 +138,17 @@ class ShardedMonitors:
         except OSError:  # the worker is gone (a broken pipe, a reset connection)
             raise self._failed(index) from None
 
-    def _receive(self, index: int) -> list[dict[str, Any]]:
+    def _receive(self, index: int, expected: str) -> Any:
+        """Worker `index`'s next answer, of kind `expected` ("clock": where the end of the traffic brought its
+        monitor's clock; "reports")."""
         try:
             kind, value = self._connections[index].recv()
         except (EOFError, OSError):
             raise self._failed(index) from None
         if kind == "failed":
             raise WorkerFailed(f"evaluation process {index + 1} of {self.shards} failed: {value}")
-        reports: list[dict[str, Any]] = value
-        return reports
+        assert kind == expected, (kind, expected)
+        return value
 
     def _failed(self, index: int) -> WorkerFailed:
         """Why worker `index` stopped: the error it reported, else how it exited."""
@@ -174,7 +180,8 @@ class ShardedMonitors:
 
 def _serve(connection: Connection, evaluate: Evaluate, inherited: list[Connection]) -> None:
     """A worker: closes, then batches of placed events until the recording's end (a float), evaluated as they come
-    (`ShardedMonitors.evaluate`); answers ("reports", its reports) or ("failed", the error)."""
+    (`ShardedMonitors.evaluate`); once through, ("clock", its monitor's clock) for the latest of all, then
+    ("reports", its reports); or ("failed", the error)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the main process stops us
     for other in inherited:  # the main process's ends to the workers forked before this one
         other.close()
@@ -182,7 +189,7 @@ def _serve(connection: Connection, evaluate: Evaluate, inherited: list[Connectio
         with collector_paused():
             closes: list[SessionClose] = connection.recv()
             ended: list[float] = []
-            reports = evaluate(_received(connection, ended), closes, lambda: ended[0])
+            reports = evaluate(_received(connection, ended), closes, lambda: ended[0], _latest(connection))
         connection.send(("reports", reports))
     except Exception as exc:  # any error is the replay's: reported to the main process
         last = traceback.format_exception_only(exc)[-1].strip()
@@ -190,6 +197,18 @@ def _serve(connection: Connection, evaluate: Evaluate, inherited: list[Connectio
             connection.send(("failed", last))
     finally:
         connection.close()
+
+
+def _latest(connection: Connection) -> Callable[[float], float]:
+    """`Monitor.end_of_traffic`'s `last_clock` in a worker: the latest clock of every worker's monitor, which the
+    main process answers once each has told it its own."""
+
+    def last_clock(clock: float) -> float:
+        connection.send(("clock", clock))
+        latest: float = connection.recv()
+        return latest
+
+    return last_clock
 
 
 def _received(connection: Connection, ended: list[float]) -> Iterator[Placed | ExchangeEnded]:
