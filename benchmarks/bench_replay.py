@@ -280,9 +280,10 @@ def median(values: list[float]) -> float:
 
 def processes(path: Path, workers: int, rounds: int) -> None:
     """`replay` with one process and with `workers`, each in a fresh process, alternately, `rounds` times: messages
-    per second (wall), CPU per message of every process, the peak RSS of the main process and of each worker
-    (`VmHWM`, read every 20 ms while they run: a worker's pages shared with the main process, forked before the
-    recording is read, count in both), and whether the reports are identical, in the same order."""
+    per second (wall), CPU per message of every process (library loading included), the peak RSS of the main
+    process and of each worker (`VmHWM`, read every 20 ms while they run: a worker's pages shared with the main
+    process, forked before the recording is read, count in both), and whether the reports are identical, in the
+    same order."""
     figures: dict[int, list[dict[str, Any]]] = {1: [], workers: []}
     for _ in range(rounds):
         for count in figures:
@@ -307,11 +308,14 @@ def processes(path: Path, workers: int, rounds: int) -> None:
     for count, runs in figures.items():
         wall = median([f["wall"] for f in runs])
         cpu = median([(f["cpu"] + f["workers cpu"]) / messages * 1e6 for f in runs])
+        main_cpu = median([f["cpu"] / messages * 1e6 for f in runs])
+        split = (f" (main {main_cpu:.1f}, workers {cpu - main_cpu:.1f} together: on idle cores the wall clock is "
+                 f"bound by the larger of main's and one worker's)") if count > 1 else ""
         main = median([f["rss"] for f in runs])
         worker = max((max(f["worker rss"], default=0.0) for f in runs), default=0.0)
         total = median([f["rss"] + sum(f["worker rss"]) for f in runs])
         print(f"    --jobs {count}: {runs[0]['processes']} evaluation process(es)   {messages / wall:>8,.0f} "
-              f"messages/s wall ({wall:.1f} s)   {cpu:6.1f} us CPU per message (all processes)   "
+              f"messages/s wall ({wall:.1f} s)   {cpu:6.1f} us CPU per message (all processes){split}   "
               f"peak RSS: main {main:,.0f} MB"
               + (f", largest worker {worker:,.0f} MB, sum {total:,.0f} MB" if count > 1 else ""))
     one, many = figures[1][0], figures[workers][0]
