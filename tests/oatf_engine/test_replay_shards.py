@@ -130,3 +130,32 @@ def test_a_failed_worker_fails_the_replay(action: Callable[[], None], error: str
             pool.evaluate(first_worker_events(), [], lambda: 1.0)
         processes = pool._processes
     assert all(process.exitcode is not None for process in processes)
+
+
+def counting(placed: Iterable[Any], closes: list[Any], end: Callable[[], float],
+             last_clock: Callable[[float], float]) -> list[dict[str, Any]]:
+    """A worker's evaluation that reports how many events it got, and the end and last clock it was told."""
+    count = sum(1 for _ in placed)
+    return [{"events": count, "end": end(), "last": last_clock(float(os.getpid() % 7))}]
+
+
+def test_ctrl_c_is_the_main_process_s(capfd: pytest.CaptureFixture[str]) -> None:
+    """Ctrl-C reaches the whole process group: the workers ignore it (they finish, and their answers are whole),
+    the main process's KeyboardInterrupt stops them, silently."""
+    events = first_worker_events()
+    with ShardedMonitors(counting, 2) as pool:
+        for process in pool._processes:
+            assert process.pid is not None
+            os.kill(process.pid, signal.SIGINT)
+        reports = pool.evaluate(events, [], lambda: 5.0)
+    assert sorted(r["events"] for r in reports) == [0, 3] and {r["end"] for r in reports} == {5.0}
+    assert len({r["last"] for r in reports}) == 1, "every worker is told the latest clock of all"
+
+    def interrupted() -> Iterable[Any]:
+        yield from events
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt), ShardedMonitors(counting, 2) as pool:
+        pool.evaluate(interrupted(), [], lambda: 5.0)
+    assert all(process.exitcode is not None for process in pool._processes)
+    assert capfd.readouterr().err == "", "no worker says anything"
