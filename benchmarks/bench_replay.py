@@ -278,29 +278,43 @@ def median(values: list[float]) -> float:
     return sorted(values)[len(values) // 2]
 
 
+def _proportional(pid: int) -> float:
+    """`pid`'s proportional set size in MB now (`Pss`: a page shared by n processes counts 1/n in each), 0 once
+    it is gone."""
+    try:
+        rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return 0.0
+    return int(rollup.split("\nPss:")[1].split()[0]) / 1024 if "\nPss:" in rollup else 0.0
+
+
 def processes(path: Path, workers: int, rounds: int) -> None:
     """`replay` with one process and with `workers`, each in a fresh process, alternately, `rounds` times: messages
     per second (wall), CPU per message of every process (library loading included), the peak RSS of the main
     process and of each worker (`VmHWM`, read every 20 ms while they run: a worker's pages shared with the main
-    process, forked before the recording is read, count in both), and whether the reports are identical, in the
-    same order."""
+    process, forked before the recording is read, count in both; so the largest sum of their proportional set
+    sizes, sampled alike), and whether the reports are identical, in the same order."""
     figures: dict[int, list[dict[str, Any]]] = {1: [], workers: []}
     for _ in range(rounds):
         for count in figures:
             child = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--replay-of", str(path),
                                       "--workers", str(count)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
             peaks: dict[int, float] = {}
+            proportional = 0.0
             while child.poll() is None:
-                for pid in _descendants(child.pid):
+                pids = _descendants(child.pid)
+                for pid in pids:
                     peak = _peak_of(pid)
                     if peak is not None:
                         peaks[pid] = max(peak, peaks.get(pid, 0.0))
+                proportional = max(proportional, sum(_proportional(pid) for pid in [child.pid, *pids]))
                 time.sleep(0.02)
             out, _ = child.communicate()
             if child.returncode:
                 raise SystemExit(f"replay with {count} process(es) failed ({child.returncode})")
             figure = json.loads(out.splitlines()[-1])
             figure["worker rss"] = sorted(peaks.values(), reverse=True)
+            figure["pss"] = proportional
             figures[count].append(figure)
     messages = figures[1][0]["messages"]
     print(f"  oatf evaluate --jobs 1 and --jobs {workers}: replay() each in a fresh process, alternately, {rounds} "
@@ -314,10 +328,12 @@ def processes(path: Path, workers: int, rounds: int) -> None:
         main = median([f["rss"] for f in runs])
         worker = max((max(f["worker rss"], default=0.0) for f in runs), default=0.0)
         total = median([f["rss"] + sum(f["worker rss"]) for f in runs])
+        pss = median([f["pss"] for f in runs])
         print(f"    --jobs {count}: {runs[0]['processes']} evaluation process(es)   {messages / wall:>8,.0f} "
               f"messages/s wall ({wall:.1f} s)   {cpu:6.1f} us CPU per message (all processes){split}   "
               f"peak RSS: main {main:,.0f} MB"
-              + (f", largest worker {worker:,.0f} MB, sum {total:,.0f} MB" if count > 1 else ""))
+              + (f", largest worker {worker:,.0f} MB, sum {total:,.0f} MB" if count > 1 else "")
+              + f"; largest sum of every process's PSS sampled {pss:,.0f} MB")
     one, many = figures[1][0], figures[workers][0]
     print(f"    wall ratio --jobs 1 / --jobs {workers}: "
           f"{median([f['wall'] for f in figures[1]]) / median([f['wall'] for f in figures[workers]]):.2f}; identical "

@@ -75,6 +75,8 @@ class ShardedMonitors:
 
     def __enter__(self) -> ShardedMonitors:
         context = multiprocessing.get_context("fork")
+        # Ctrl-C is held back while forking, so that no worker gets it before it ignores it (`_serve`).
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             for _ in range(self.shards):
                 ours, theirs = context.Pipe()
@@ -87,6 +89,8 @@ class ShardedMonitors:
         except BaseException:
             self._stop()
             raise
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
@@ -183,6 +187,7 @@ def _serve(connection: Connection, evaluate: Evaluate, inherited: list[Connectio
     (`ShardedMonitors.evaluate`); once through, ("clock", its monitor's clock) for the latest of all, then
     ("reports", its reports); or ("failed", the error)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the main process stops us
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # held back while forking (`__enter__`)
     for other in inherited:  # the main process's ends to the workers forked before this one
         other.close()
     try:

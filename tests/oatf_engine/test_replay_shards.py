@@ -18,8 +18,10 @@ from mitmproxy import http
 from mitmproxy.io import FlowWriter
 
 import oatf_engine.replay as replay_module
-from addon.recordings import replay
-from oatf_engine.events import Endpoint, ObservedEvent
+from addon.recordings import decode_recordings, replay
+from oatf_engine.events import Endpoint, ExchangeEnded, ObservedEvent
+from oatf_engine.monitor import load_library
+from oatf_engine.replay import evaluate_events
 from oatf_engine.replay_shards import ShardedMonitors, WorkerFailed
 from testing.paths import ROOT
 from tests.addon.test_recordings import RUN_INPUT, STREAM, exchange
@@ -85,6 +87,15 @@ def test_two_processes_give_one_process_reports_in_the_same_order(tmp_path: Path
     assert calls, "the MCP calls made during the AG-UI runs are in the threads' runs"
     assert {zlib.crc32(s.encode()) % 2 for s in sessions} == {0, 1}, "both processes follow episodes"
     assert [json.dumps(strip_clock(r), sort_keys=True) for r in two.reports] == [
+        json.dumps(strip_clock(r), sort_keys=True) for r in one.reports]
+
+    # Events decoded first (stdio captures among the recordings: `evaluate_events`), split the same way.
+    monkeypatch.setattr(replay_module, "PARALLEL_MIN_EVENTS", 0)
+    library = list(load_library(attacks).attacks)
+    endings: list[ExchangeEnded] = []
+    events, _ = decode_recordings([str(path)], endings=endings)
+    split = evaluate_events(library, events, workers=2, endings=endings)
+    assert [json.dumps(strip_clock(r), sort_keys=True) for r in split] == [
         json.dumps(strip_clock(r), sort_keys=True) for r in one.reports]
 
 
