@@ -154,7 +154,18 @@ def sharded_monitors(attacks: list[LoadedAttack], options: MonitorOptions, seman
                  last_clock: Callable[[float], float]) -> list[dict[str, Any]]:
         return evaluate_placed(attacks, placed, closes, options, end, semantic, last_clock=last_clock)
 
+    _compile_expressions(attacks)
     return ShardedMonitors(evaluate, shards)
+
+
+def _compile_expressions(attacks: list[LoadedAttack]) -> None:
+    """Compile the attacks' CEL expressions now (each process compiles one at its first evaluation and keeps it:
+    `oatf.cel_syntax_error`), so that forked workers inherit them, and cel-python's parser, rather than each
+    building its own (~0.3 s of CPU a process)."""
+    for loaded in attacks:
+        for indicator in loaded.attack.indicators or ():
+            if indicator.expression is not None and indicator.expression.cel is not None:
+                oatf.cel_syntax_error(indicator.expression.cel)
 
 
 def evaluate_stream(attacks: list[LoadedAttack], events: Iterable[ObservedEvent | ExchangeEnded],

@@ -26,7 +26,9 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import operator
+import os
 import signal
+import socket
 import traceback
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -59,6 +61,16 @@ a third of the time of the frozen dataclass itself."""
 _Sent = tuple[tuple[Any, ...], str, float] | ExchangeEnded
 
 
+SEND_BUFFER = 4 << 20
+"""Bytes of batches the kernel holds for a worker (asked of it; Linux caps it at `net.core.wmem_max`): the main
+process goes on decoding while a worker is that far behind, instead of waiting for it to finish its batch."""
+
+
+def _widen(connection: Connection) -> None:
+    with socket.socket(fileno=os.dup(connection.fileno())) as view:  # the same socket, through another descriptor
+        view.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
+
+
 class WorkerFailed(Exception):
     """An evaluation process failed: the replay has no complete result."""
 
@@ -80,6 +92,7 @@ class ShardedMonitors:
         try:
             for _ in range(self.shards):
                 ours, theirs = context.Pipe()
+                _widen(ours)
                 process = context.Process(target=_serve, args=(theirs, self._evaluate, self._connections),
                                           daemon=True)
                 process.start()
