@@ -50,14 +50,14 @@ def _start(args: list[str], log: Path, env: dict[str, str] | None = None) -> sub
                                 env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
 
 
-def stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGINT (mitmdump then runs its `done` hooks), then SIGKILL after 5 s; only this process group."""
+def stop(process: subprocess.Popen[bytes], timeout: float = 5.0) -> None:
+    """SIGINT (mitmdump then runs its `done` hooks), then SIGKILL after `timeout` s; only this process group."""
     if process.poll() is not None:
         return
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGINT)
     try:
-        process.wait(timeout=5)
+        process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
@@ -140,10 +140,10 @@ class Proxy:
 @contextlib.contextmanager
 def mitmdump(workdir: Path, tap: bool = True, flows: Path | None = None, name: str = "proxy",
              extra: tuple[str, ...] = (), record_events: bool = True,
-             environment: dict[str, str] | None = None) -> Iterator[Proxy]:
+             environment: dict[str, str] | None = None, stop_timeout: float = 5.0) -> Iterator[Proxy]:
     """mitmdump on a free loopback port; with `tap`, running `tap_script.py` (events to a JSONL file unless
     not `record_events`, and the flows, streamed bodies included, to `flows` when given); `environment`: more
-    environment variables."""
+    environment variables; stopped with `stop` (SIGKILL after `stop_timeout` s)."""
     port = free_port()
     args = [str(MITMDUMP), "--listen-host", "127.0.0.1", "--listen-port", str(port),
             "--set", "flow_detail=0", "--set", "connection_strategy=lazy", *extra]
@@ -162,4 +162,4 @@ def mitmdump(workdir: Path, tap: bool = True, flows: Path | None = None, name: s
         wait_for_port(port, process)
         yield Proxy(process, port, events_file, log)
     finally:
-        stop(process)
+        stop(process, stop_timeout)

@@ -37,12 +37,13 @@ def reported(result: str, session: str, delivered: bool = True) -> Reported:
 
 def test_verdicts_are_logged_at_the_level_their_outcome_deserves(caplog: pytest.LogCaptureFixture) -> None:
     """Exploited and partial runs are warnings (the console's status bar shows them); resisted, not delivered
-    and inconclusive ones are information."""
+    and inconclusive ones are information (a line each, in one record per batch)."""
     addon = OatfAddon()
     with caplog.at_level(logging.INFO, logger="oatf"):
         addon._handle([reported("exploited", "a"), reported("partial", "b"), reported("not_exploited", "c"),
                        reported("not_exploited", "d", delivered=False)])
-    levels = {record.getMessage().split(":")[1].split()[0]: record.levelname for record in caplog.records}
+    levels = {line.split(":")[1].split()[0]: record.levelname for record in caplog.records  # a record a batch
+              for line in record.getMessage().splitlines()}
     assert levels == {"exploited": "WARNING", "partial": "WARNING", "resisted": "INFO", "not_delivered": "INFO"}
 
 

@@ -1,6 +1,7 @@
-"""What the proxy logs of the runs the monitor reports: each run a line while it runs; while it stops (a
-shutdown concludes every open run at once, thousands), each run whose outcome needs attention a line, the others
-counted in one line per batch — every one of them is in the summary table and has its report file."""
+"""What the proxy logs of the runs the monitor reports: each run a line while it runs (the lines of a batch in one
+record, but for runs that need attention); while it stops (a shutdown concludes every open run at once,
+thousands), each run whose outcome needs attention a line, the others counted in one line per batch — every one
+of them is in the summary table and has its report file."""
 
 from __future__ import annotations
 
@@ -38,3 +39,25 @@ def test_while_stopping_unremarkable_runs_are_counted_in_one_line(caplog: pytest
     assert counted.startswith("oatf: 4 run(s) concluded while stopping")
     assert len(lines) == 4  # the exploited run, the unwritten one (and its error), the count
     assert len(addon.concluded_reports()[0]) == 8
+
+
+def test_while_running_the_unremarkable_runs_of_a_batch_are_one_record_of_a_line_each(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Each log record costs mitmproxy's event loop a hook (`add_log`, whatever the verbosity), and a session's runs
+    conclude together (with 2,000 documents, over a thousand): their lines go out as one record; a run that needs
+    attention, or whose report was not written, keeps a record of its own."""
+    addon = OatfAddon()
+    batch = [*(reported(n, "not_delivered", "completed") for n in range(3)), reported(3, "exploited"),
+             reported(4, "resisted", "completed"), reported(5, "not_delivered", path=None)]
+    with caplog.at_level(logging.INFO, logger="oatf"):
+        addon._handle(batch)
+    records = [r.getMessage() for r in caplog.records]
+    assert records == [
+        "oatf OW-001@mcp_session:s3: exploited (interrupted) -> r.json",
+        "oatf: report not written (each kind of failure is logged once; the journal keeps the runs): OSError: "
+        "[Errno 28] No space left on device",
+        "oatf OW-001@mcp_session:s5: not_delivered (interrupted) -> -",
+        "oatf OW-001@mcp_session:s0: not_delivered (completed) -> r.json\n"
+        "oatf OW-001@mcp_session:s1: not_delivered (completed) -> r.json\n"
+        "oatf OW-001@mcp_session:s2: not_delivered (completed) -> r.json\n"
+        "oatf OW-001@mcp_session:s4: resisted (completed) -> r.json"]
