@@ -150,7 +150,7 @@ def sharded_monitors(attacks: list[LoadedAttack], options: MonitorOptions, seman
     """`shards` forked processes, each following its share of the episodes with a `Monitor` of `attacks`
     (`evaluate_placed`); enter it before reading the recording, so the processes share none of its memory."""
 
-    def evaluate(placed: Iterable[Placed | ExchangeEnded], closes: list[SessionClose], end: Callable[[], float],
+    def evaluate(placed: Iterable[Placed | ExchangeEnded | float], closes: list[SessionClose], end: Callable[[], float],
                  last_clock: Callable[[float], float]) -> list[dict[str, Any]]:
         return evaluate_placed(attacks, placed, closes, options, end, semantic, last_clock=last_clock)
 
@@ -217,15 +217,15 @@ class _Tally:
         return 0.0 if self.latest is None else self.latest
 
 
-def evaluate_placed(attacks: list[LoadedAttack], placed: Iterable[Placed | ExchangeEnded],
+def evaluate_placed(attacks: list[LoadedAttack], placed: Iterable[Placed | ExchangeEnded | float],
                     closes: list[SessionClose], options: MonitorOptions, end: Callable[[], float],
                     semantic: oatf.SemanticEvaluator | None = None,
                     through: Callable[[int], None] | None = None,
                     last_clock: Callable[[float], float] | None = None) -> list[dict[str, Any]]:
-    """The reports of the runs over `placed`, in one monitor, in the order they were concluded; `closes` in time
-    order; the recording ending at `end()` (asked once every event is placed; `last_clock`: see
-    `Monitor.end_of_traffic`); `through` is told how many more events are through every `UPDATE_EVERY` events,
-    and at the end."""
+    """The reports of the runs over `placed`, in one monitor, in the order they were concluded (a float among them:
+    the time another process's event moved the clock to, `replay_shards`); `closes` in time order; the recording
+    ending at `end()` (asked once every event is placed; `last_clock`: see `Monitor.end_of_traffic`); `through`
+    is told how many more events are through every `UPDATE_EVERY` events, and at the end."""
     monitor = Monitor(attacks, options, semantic=semantic)
     outputs = []
     pending = iter(closes)
@@ -235,10 +235,14 @@ def evaluate_placed(attacks: list[LoadedAttack], placed: Iterable[Placed | Excha
         if isinstance(item, ExchangeEnded):
             outputs.extend(monitor.exchange_ended(item, placed=True))
             continue
-        event, session, clock = item
+        clock = item if isinstance(item, float) else item[2]
         while close is not None and close[1] <= clock:
             monitor.close_session("mcp", "mcp_session", *close)
             close = next(pending, None)
+        if isinstance(item, float):  # another process's event moved the clock (`replay_shards`)
+            outputs.extend(monitor.tick(clock))
+            continue
+        event, session, clock = item
         outputs.extend(monitor.observe(event, session, clock))
         if through is not None and count % UPDATE_EVERY == 0:
             through(UPDATE_EVERY)

@@ -11,7 +11,10 @@ oldest event held anywhere (`SessionResolver.oldest_held`).
 What the workers do: each follows its share of the episodes in its own monitor. A placed event goes to the
 worker of its episode (its session: a hash of it, so an episode is never split over workers, and a run sees
 every event of its episode in order); an end of an exchange goes to every worker (one of an episode a worker
-does not follow changes nothing there). The main process sends events as they are placed, `SHARD_BATCH` per
+does not follow changes nothing there), and so does the clock: where each event moved it, when that is later
+than the worker was told (a run's timers fire, and a closed session closes, between the same events of its
+episode as in one monitor: a run concluded by the clock before a late-placed event of its session, such as
+parked set-up traffic, does not take that event). The main process sends events as they are placed, `SHARD_BATCH` per
 worker at a time, and blocks while a worker is a batch behind: memory holds a few batches, not the recording,
 and the decoder and the monitors run at once, on different cores. The workers are forked before the recording
 is read (`ShardedMonitors` is entered first), so they share none of its memory.
@@ -48,7 +51,7 @@ if TYPE_CHECKING:
 SHARD_BATCH = 1024
 """Placed events sent to a worker at a time (pickled together: fewer, larger messages cost less per event)."""
 
-Evaluate = Callable[[Iterable["Placed | ExchangeEnded"], "list[SessionClose]", Callable[[], float],
+Evaluate = Callable[[Iterable["Placed | ExchangeEnded | float"], "list[SessionClose]", Callable[[], float],
                      Callable[[float], float]], list[dict[str, Any]]]
 """What a worker runs over its share: placed events, closes, the recording's end (asked once every event is
 placed), the clock to conclude the runs still waiting for traffic at (`Monitor.end_of_traffic`'s `last_clock`)
@@ -58,7 +61,7 @@ _FIELDS = tuple(field.name for field in fields(ObservedEvent))
 _flat = operator.attrgetter(*_FIELDS)
 """An event as a tuple of its fields, in order (`ObservedEvent(*fields)` rebuilds it): pickled and unpickled in
 a third of the time of the frozen dataclass itself."""
-_Sent = tuple[tuple[Any, ...], str, float] | ExchangeEnded
+_Sent = tuple[tuple[Any, ...], str, float] | ExchangeEnded | float
 
 
 SEND_BUFFER = 4 << 20
@@ -118,6 +121,7 @@ class ShardedMonitors:
         for index in range(self.shards):
             self._send(index, closes)
         batches: list[list[_Sent]] = [[] for _ in range(self.shards)]
+        seen = [float("-inf")] * self.shards
         count = 0
         for count, item in enumerate(placed, 1):
             if isinstance(item, ExchangeEnded):
@@ -129,11 +133,17 @@ class ShardedMonitors:
             else:
                 event, session, clock = item
                 index = zlib.crc32(session.encode("utf-8", "surrogatepass")) % self.shards
-                batch = batches[index]
-                batch.append((_flat(event), session, clock))
-                if len(batch) >= SHARD_BATCH:
-                    self._send(index, batch)
-                    batch.clear()
+                for other, batch in enumerate(batches):
+                    if other == index:
+                        batch.append((_flat(event), session, clock))
+                    elif clock > seen[other]:  # the clock of every run moves with every event, as in one monitor
+                        batch.append(clock)
+                    else:
+                        continue
+                    seen[other] = max(seen[other], clock)
+                    if len(batch) >= SHARD_BATCH:
+                        self._send(other, batch)
+                        batch.clear()
             if through is not None and count % UPDATE_EVERY == 0:
                 through(UPDATE_EVERY)
         finished = end()
@@ -229,7 +239,7 @@ def _latest(connection: Connection) -> Callable[[float], float]:
     return last_clock
 
 
-def _received(connection: Connection, ended: list[float]) -> Iterator[Placed | ExchangeEnded]:
+def _received(connection: Connection, ended: list[float]) -> Iterator[Placed | ExchangeEnded | float]:
     """The placed events the main process sends, each rebuilt, until the recording's end (put in `ended`)."""
     while True:
         message = connection.recv()
@@ -237,7 +247,7 @@ def _received(connection: Connection, ended: list[float]) -> Iterator[Placed | E
             ended.append(message)
             return
         for item in message:
-            if isinstance(item, ExchangeEnded):
+            if isinstance(item, ExchangeEnded | float):
                 yield item
             else:
                 event, session, clock = item
