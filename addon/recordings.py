@@ -14,6 +14,7 @@ import bisect
 import math
 import operator
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 from mitmproxy.exceptions import FlowReadException
@@ -31,8 +32,8 @@ from oatf_engine.replay import (
     collector_paused,
     evaluate_events,
     evaluate_stream,
-    may_fork,
-    worker_count,
+    sharded_monitors,
+    stream_workers,
 )
 from oatf_engine.semantic import load_semantic_evaluator
 from oatf_engine.wire import DecoderConfig, WireDecoder, is_streamed, kept_header
@@ -172,33 +173,39 @@ def replay(attack_paths: list[str], flow_paths: list[str], config: EngineConfig 
     `progress`: each stage as it goes: loading, reading, decoding, evaluating). Raises ImportError/AttributeError
     when the configured semantic evaluator does not load.
 
-    In one process (`workers` 1, or forking unavailable) over flow files, events go from the decoder to the
-    monitor as they come (`events_in_order`, `oatf_engine.replay.evaluate_stream`: the stage `evaluating`, in
-    flows), so memory is bounded by the flows read and the live runs, not by the events of the recording; with
-    more processes, or stdio captures, every event is decoded first (`decode_recordings`), then evaluated."""
+    Over flow files, events go from the decoder to the monitor as they come (`events_in_order`,
+    `oatf_engine.replay.evaluate_stream`: the stage `evaluating`, in flows), so memory is bounded by the flows
+    read and the live runs, not by the events of the recording. With `workers` > 1 (forking available, and
+    recordings of at least `PARALLEL_MIN_BYTES`), that many processes are forked before the recordings are read,
+    and each follows its share of the episodes as the events are placed (`oatf_engine.replay_shards`). With stdio
+    captures, every event is decoded first (`decode_recordings`), then evaluated (`evaluate_events`)."""
     config = config or engine_config({})
     semantic = load_semantic_evaluator(config.semantic_evaluator)
     origins: dict[str, str] = {}
     with collector_paused():
         library = load_library(attack_paths, config.lenient, progress)
         attacks = list(library.attacks)
-        closes: list[SessionClose] = []
-        flows, captures = read_recordings(flow_paths, origins, progress, closes)
-        decoder = WireDecoder(config.decoder)
-        if captures or may_fork(workers):
-            endings: list[ExchangeEnded] = []
-            events, flow_count = _decoded_recordings(decoder, flows, captures, progress, endings)
-            reports = evaluate_events(attacks, events, config.monitor, workers, semantic, progress, closes, endings)
-            event_count, used = len(events), worker_count(len(events), workers)
-        else:
-            if progress is not None:
-                progress.start("evaluating", len(flows), "flows")
-            stream = events_in_order(decoder, flows, progress.update if progress is not None else None)
-            flow_count, used = len(flows), 1
-            reports, event_count = evaluate_stream(attacks, stream, config.monitor, semantic, closes)
-            if progress is not None:
-                progress.finish(f"decoded and evaluated {event_count:,} event(s) from {flow_count:,} flow(s) in 1 "
-                                f"process: {len(reports):,} run(s) concluded")
+        used = stream_workers(sum(map(file_size, flow_paths)), workers)
+        with (sharded_monitors(attacks, config.monitor, semantic, used) if used > 1 else nullcontext()) as pool:
+            closes: list[SessionClose] = []
+            flows, captures = read_recordings(flow_paths, origins, progress, closes)
+            decoder = WireDecoder(config.decoder)
+            if captures:
+                endings: list[ExchangeEnded] = []
+                events, flow_count = _decoded_recordings(decoder, flows, captures, progress, endings)
+                del flows
+                reports = evaluate_events(attacks, events, config.monitor, used, semantic, progress, closes, endings,
+                                          pool)
+                event_count = len(events)
+            else:
+                if progress is not None:
+                    progress.start("evaluating", len(flows), "flows")
+                stream = events_in_order(decoder, flows, progress.update if progress is not None else None)
+                flow_count = len(flows)
+                reports, event_count = evaluate_stream(attacks, stream, config.monitor, semantic, closes, pool)
+                if progress is not None:
+                    progress.finish(f"decoded and evaluated {event_count:,} event(s) from {flow_count:,} flow(s) in "
+                                    f"{used} process{'es' if used > 1 else ''}: {len(reports):,} run(s) concluded")
     return ReplayResult(reports, list(library.problems), event_count, flow_count, used,
                         attack_ids=tuple(a.key for a in library.attacks), waived=list(library.waived),
                         attacks={a.key: a.attack for a in library.attacks}, flow_files=origins)

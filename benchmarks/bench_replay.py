@@ -28,16 +28,21 @@ library: this checkout's `attacks/`): each checkout in a fresh process, alternat
 the CPU per message of each stage (end to end, reading, decoding, the monitor) as ranges with the ratios of the
 medians, the peak RSS of `replay()` end to end, and whether both give identical reports.
 Also the start-up: the CPU a fresh interpreter spends importing `addon.recordings` (next to one importing nothing).
+`--jobs-rounds N` replays with one process and with `--workers` (as `oatf evaluate --jobs`), each in a fresh
+process, alternately, N times (instead of the figures above): messages/s, CPU per message of every process, the
+peak RSS of the main process and of each worker, and whether the reports are identical in the same order.
 `--profile N` prints the N most expensive functions of the monitor stage (cProfile, by own time).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import dataclasses
 import hashlib
 import io
+import itertools
 import json
 import pstats
 import resource
@@ -237,6 +242,109 @@ def stage_figures(path: Path) -> dict[str, Any]:
             "monitor": monitor_cpu, "rss": rss, "reports": digest.hexdigest()}
 
 
+def replay_figures(path: Path, workers: int) -> dict[str, Any]:
+    """In a fresh process (a child of `processes`): `replay` end to end with `workers`, its wall clock, the CPU of
+    this process and of its workers, this process's peak RSS, and a digest of the reports in their order."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    result, wall, cpu = timed(replay, [ATTACKS], [str(path)], None, workers)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    workers_cpu = after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime
+    digest = hashlib.sha256(json.dumps(result.reports, sort_keys=True).encode()).hexdigest()
+    return {"messages": result.events, "processes": result.workers, "wall": wall, "cpu": cpu,
+            "workers cpu": workers_cpu, "rss": peak_rss(), "reports": digest}
+
+
+def _descendants(pid: int) -> list[int]:
+    found, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        for task in Path(f"/proc/{current}/task").glob("*/children"):
+            with contextlib.suppress(OSError):
+                kids = [int(k) for k in task.read_text().split()]
+                found += kids
+                pending += kids
+    return found
+
+
+def _peak_of(pid: int) -> float | None:
+    """`pid`'s peak RSS in MB so far (`VmHWM`), None once it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    return int(status.split("VmHWM:")[1].split()[0]) / 1024 if "VmHWM:" in status else None
+
+
+def median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
+def _proportional(pid: int) -> float:
+    """`pid`'s proportional set size in MB now (`Pss`: a page shared by n processes counts 1/n in each), 0 once
+    it is gone."""
+    try:
+        rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return 0.0
+    return int(rollup.split("\nPss:")[1].split()[0]) / 1024 if "\nPss:" in rollup else 0.0
+
+
+def processes(path: Path, workers: int, rounds: int) -> None:
+    """`replay` with one process and with `workers`, each in a fresh process, alternately, `rounds` times: messages
+    per second (wall), CPU per message of every process (library loading included), the peak RSS of the main
+    process and of each worker (`VmHWM`, read every 20 ms while they run: a worker's pages shared with the main
+    process, forked before the recording is read, count in both; so the largest sum of their proportional set
+    sizes, sampled every 0.5 s), and whether the reports are identical, in the same order."""
+    figures: dict[int, list[dict[str, Any]]] = {1: [], workers: []}
+    for _ in range(rounds):
+        for count in figures:
+            child = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--replay-of", str(path),
+                                      "--workers", str(count)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+            peaks: dict[int, float] = {}
+            proportional = 0.0
+            for sample in itertools.count():
+                if child.poll() is not None:
+                    break
+                pids = _descendants(child.pid)
+                for pid in pids:
+                    peak = _peak_of(pid)
+                    if peak is not None:
+                        peaks[pid] = max(peak, peaks.get(pid, 0.0))
+                if sample % 25 == 0:  # walking page tables costs: PSS every 0.5 s
+                    proportional = max(proportional, sum(_proportional(pid) for pid in [child.pid, *pids]))
+                time.sleep(0.02)
+            out, _ = child.communicate()
+            if child.returncode:
+                raise SystemExit(f"replay with {count} process(es) failed ({child.returncode})")
+            figure = json.loads(out.splitlines()[-1])
+            figure["worker rss"] = sorted(peaks.values(), reverse=True)
+            figure["pss"] = proportional
+            figures[count].append(figure)
+    messages = figures[1][0]["messages"]
+    print(f"  oatf evaluate --jobs 1 and --jobs {workers}: replay() each in a fresh process, alternately, {rounds} "
+          f"round(s), {messages:,} messages (medians):")
+    for count, runs in figures.items():
+        wall = median([f["wall"] for f in runs])
+        cpu = median([(f["cpu"] + f["workers cpu"]) / messages * 1e6 for f in runs])
+        main_cpu = median([f["cpu"] / messages * 1e6 for f in runs])
+        split = (f" (main {main_cpu:.1f}, workers {cpu - main_cpu:.1f} together: on idle cores the wall clock is "
+                 f"bound by the larger of main's and one worker's)") if count > 1 else ""
+        main = median([f["rss"] for f in runs])
+        worker = max((max(f["worker rss"], default=0.0) for f in runs), default=0.0)
+        total = median([f["rss"] + sum(f["worker rss"]) for f in runs])
+        pss = median([f["pss"] for f in runs])
+        print(f"    --jobs {count}: {runs[0]['processes']} evaluation process(es)   {messages / wall:>8,.0f} "
+              f"messages/s wall ({wall:.1f} s)   {cpu:6.1f} us CPU per message (all processes){split}   "
+              f"peak RSS: main {main:,.0f} MB"
+              + (f", largest worker {worker:,.0f} MB, sum {total:,.0f} MB" if count > 1 else "")
+              + f"; largest sum of every process's PSS sampled {pss:,.0f} MB")
+    one, many = figures[1][0], figures[workers][0]
+    print(f"    wall ratio --jobs 1 / --jobs {workers}: "
+          f"{median([f['wall'] for f in figures[1]]) / median([f['wall'] for f in figures[workers]]):.2f}; identical "
+          f"reports in the same order (every round): "
+          f"{len({f['reports'] for f in figures[1] + figures[workers]}) == 1 and one['messages'] == many['messages']}")
+
+
 def compare(path: Path, against: Path, rounds: int) -> None:
     """This checkout's engine and `against`'s over the recording at `path`, each in a fresh process
     (`stage_figures`), alternately `rounds` times: CPU per message of each stage (ranges), the ratios of the
@@ -297,9 +405,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="--against: measurements of each checkout")
     parser.add_argument("--code", type=Path, help=argparse.SUPPRESS)  # the checkout measured (`_code_checkout`)
     parser.add_argument("--stages-of", type=Path, help=argparse.SUPPRESS)  # a child of --against
+    parser.add_argument("--jobs-rounds", type=int, default=0, metavar="N",
+                        help="also replay with one process and with --workers, each in a fresh process, N times: "
+                        "wall, CPU and peak RSS of every process")
+    parser.add_argument("--replay-of", type=Path, help=argparse.SUPPRESS)  # a child of --jobs-rounds
     args = parser.parse_args()
     if args.stages_of is not None:
         print(json.dumps(stage_figures(args.stages_of)))
+        return
+    if args.replay_of is not None:
+        print(json.dumps(replay_figures(args.replay_of, args.workers)))
         return
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
     library = load_library([ATTACKS])
@@ -323,7 +438,10 @@ def main() -> None:
             del flows
             print(f"{name}: {what}: {count:,} sessions, {path.stat().st_size / 1e6:.1f} MB flow file "
                   f"(built in {build_wall:.1f} s)")
-            measure(name, path, len(library.attacks), repeats, args.workers, args.profile)
+            if args.jobs_rounds:
+                processes(path, args.workers, args.jobs_rounds)
+            else:
+                measure(name, path, len(library.attacks), repeats, args.workers, args.profile)
             if args.against is not None:
                 compare(path, args.against.resolve(), args.rounds)
     print(f"peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB "

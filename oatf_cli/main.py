@@ -177,7 +177,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     reports and CI files; exit as `EVALUATE_EXIT_STATUSES` says."""
     from addon.recordings import ReplayError, replay
     from oatf_cli.progress import shown as progress_shown
-    from oatf_engine.replay import available_cpus
+    from oatf_engine.replay import WorkerFailed, available_cpus
     from oatf_engine.reports import (
         DEFAULT_FAIL_ON,
         exit_status,
@@ -196,7 +196,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         except (ImportError, AttributeError) as exc:
             print(f"oatf evaluate: --semantic-evaluator: {exc}", file=sys.stderr)
             return EXIT_UNREADABLE
-        except ReplayError as exc:
+        except (ReplayError, WorkerFailed) as exc:
             print(f"oatf evaluate: {exc}", file=sys.stderr)
             return EXIT_UNREADABLE
         reports = _kept_reports(result.reports, args.report_dir, args.show_secrets, progress)

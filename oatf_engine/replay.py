@@ -13,10 +13,9 @@ import multiprocessing
 import operator
 import os
 import threading
-import zlib
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
-from multiprocessing.sharedctypes import Synchronized
 from typing import Any
 
 import oatf
@@ -25,6 +24,7 @@ from oatf_engine.events import ExchangeEnded, ObservedEvent
 from oatf_engine.monitor import LoadedAttack, LoadProblem, Monitor, MonitorOptions, RunConcluded
 from oatf_engine.monitor.sessions import SessionResolver
 from oatf_engine.progress import UPDATE_EVERY, Progress
+from oatf_engine.replay_shards import ShardedMonitors, WorkerFailed
 
 
 @dataclass
@@ -45,16 +45,14 @@ class ReplayResult:
     """The recording each flow (by id) was read from."""
 
 
-POLL_SECONDS = 0.2
-"""How often, while forked processes evaluate, the count of events they are through is read for `Progress`."""
-
-
 Placed = tuple[ObservedEvent, str, float]
 """An event, the session it belongs to, and where the monitor's clock moves before it (its time, but never
 past an event the resolver still held then: `SessionResolver.oldest_held`, as the live monitor does)."""
 
 PARALLEL_MIN_EVENTS = 5_000
 """Below this many events a replay stays in one process: starting workers would cost more than it saves."""
+PARALLEL_MIN_BYTES = 4_000_000
+"""`PARALLEL_MIN_EVENTS` in bytes of recordings (about 5,000 MCP messages), known before they are read."""
 
 
 def place_events(events: list[ObservedEvent], options: MonitorOptions,
@@ -98,49 +96,94 @@ SessionClose = tuple[str, float]
 def evaluate_events(attacks: list[LoadedAttack], events: list[ObservedEvent],
                     options: MonitorOptions | None = None, workers: int = 1,
                     semantic: oatf.SemanticEvaluator | None = None, progress: Progress | None = None,
-                    closes: list[SessionClose] | None = None,
-                    endings: list[ExchangeEnded] | None = None) -> list[dict[str, Any]]:
-    """The reports of every run over recorded events (in time order), in the order the runs ended.
+                    closes: list[SessionClose] | None = None, endings: list[ExchangeEnded] | None = None,
+                    pool: ShardedMonitors | None = None) -> list[dict[str, Any]]:
+    """The reports of every run over recorded events (in time order), in the order the runs ended
+    (`in_end_order`).
 
     The recording's end concludes the runs: the clock moves one grace period (the longest any loaded attack
     or `options` sets) past the last event, so runs whose actors are all terminal conclude `completed`, and
-    the others are concluded `interrupted`. Sessions are independent, so with `workers` > 1 (and enough
-    events) they are split over that many forked processes, each following its share of the sessions; the
-    reports are the same as with one process (`oatf_max_runs` then bounds each process's live runs).
-    `progress`: the stage `evaluating`, in events (placed: an event in two episodes counts twice), counted by
-    every process. `closes`: the MCP sessions the agent closed, told to the monitor when the clock reaches
-    them, as the live addon tells it (`Monitor.close_session`); `endings`: the ends of exchanges that left
-    requests unanswered (`place_events`), told in their place (`Monitor.exchange_ended`)."""
+    the others are concluded `interrupted`. Episodes are independent, so with `workers` > 1 (and enough
+    events) they are split over that many forked processes (`oatf_engine.replay_shards`), each following its
+    share of the episodes; the reports are the same as with one process (`oatf_max_runs` then bounds each
+    process's live runs). `progress`: the stage `evaluating`, in events (placed: an event in two episodes
+    counts twice; with workers, those sent to them). `closes`: the MCP sessions the agent closed, told to the
+    monitor when the clock reaches them, as the live addon tells it (`Monitor.close_session`); `endings`: the
+    ends of exchanges that left requests unanswered (`place_events`), told in their place
+    (`Monitor.exchange_ended`). `pool`: workers already forked (`sharded_monitors`, entered) to use instead."""
     options = options or MonitorOptions()
     placed = place_events(events, options, endings)
     end = max((event.timestamp for event in events), default=0.0)
-    shards = worker_count(len(events), workers)
-    closed = sorted(closes or (), key=operator.itemgetter(1))
+    shards = pool.shards if pool is not None else worker_count(len(events), workers)
     if progress is not None:
         progress.start("evaluating", len(placed), "events")
-    reports = (_evaluate_placed(attacks, placed, closed, options, lambda: end, semantic,
-                                _running_total(progress.update) if progress is not None else None) if shards == 1
-               else _evaluate_in_parallel(attacks, placed, closed, options, end, shards, semantic, progress))
+    through = _running_total(progress.update) if progress is not None else None
+    if shards == 1:
+        reports = evaluate_placed(attacks, placed, _in_time(closes), options, lambda: end, semantic, through)
+    else:
+        with nullcontext(pool) if pool is not None else sharded_monitors(attacks, options, semantic, shards) as used:
+            reports = used.evaluate(placed, _in_time(closes), lambda: end, through)
     if progress is not None:
         progress.finish(f"evaluated {len(placed):,} event(s) in {shards} process(es): {len(reports):,} run(s) "
                         "concluded")
-    ended = operator.itemgetter("ended_at")
-    return sorted(reports, key=lambda report: ended(report["execution_summary"]))
+    return in_end_order(reports)
+
+
+def in_end_order(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Reports in the order their runs ended, those that ended at the same time (to the millisecond) by session
+    and start: the same order whichever process concluded each run (`oatf evaluate --jobs`); the runs of one
+    session that also started together stay in the order they were concluded."""
+    return sorted(reports, key=_end_order)
+
+
+def _end_order(report: dict[str, Any]) -> tuple[str, str, str]:
+    summary = report["execution_summary"]
+    return summary["ended_at"], summary["session"], summary["started_at"]
+
+
+def _in_time(closes: list[SessionClose] | None) -> list[SessionClose]:
+    return sorted(closes or (), key=operator.itemgetter(1))
+
+
+def sharded_monitors(attacks: list[LoadedAttack], options: MonitorOptions, semantic: oatf.SemanticEvaluator | None,
+                     shards: int) -> ShardedMonitors:
+    """`shards` forked processes, each following its share of the episodes with a `Monitor` of `attacks`
+    (`evaluate_placed`); enter it before reading the recording, so the processes share none of its memory."""
+
+    def evaluate(placed: Iterable[Placed | ExchangeEnded | float], closes: list[SessionClose], end: Callable[[], float],
+                 last_clock: Callable[[float], float]) -> list[dict[str, Any]]:
+        return evaluate_placed(attacks, placed, closes, options, end, semantic, last_clock=last_clock)
+
+    _compile_expressions(attacks)
+    return ShardedMonitors(evaluate, shards)
+
+
+def _compile_expressions(attacks: list[LoadedAttack]) -> None:
+    """Compile the attacks' CEL expressions now (each process compiles one at its first evaluation and keeps it:
+    `oatf.cel_syntax_error`), so that forked workers inherit them, and cel-python's parser, rather than each
+    building its own (~0.3 s of CPU a process)."""
+    for loaded in attacks:
+        for indicator in loaded.attack.indicators or ():
+            if indicator.expression is not None and indicator.expression.cel is not None:
+                oatf.cel_syntax_error(indicator.expression.cel)
 
 
 def evaluate_stream(attacks: list[LoadedAttack], events: Iterable[ObservedEvent | ExchangeEnded],
                     options: MonitorOptions | None = None, semantic: oatf.SemanticEvaluator | None = None,
-                    closes: list[SessionClose] | None = None) -> tuple[list[dict[str, Any]], int]:
-    """`evaluate_events` in one process over events as they come (in time order: an iterator; the ends of
-    exchanges among them in their place), each evaluated and let go before the next is asked for: the reports,
-    and how many events there were."""
+                    closes: list[SessionClose] | None = None,
+                    pool: ShardedMonitors | None = None) -> tuple[list[dict[str, Any]], int]:
+    """`evaluate_events` over events as they come (in time order: an iterator; the ends of exchanges among them in
+    their place), each placed, evaluated and let go before the next is asked for: the reports, and how many
+    events there were. In this process, or with `pool` (`sharded_monitors`, entered) in its workers, the events
+    sent to them as they are placed (memory holds a few batches per worker, not the recording)."""
     options = options or MonitorOptions()
     tally = _Tally()
-    closed = sorted(closes or (), key=operator.itemgetter(1))
-    reports = _evaluate_placed(attacks, placed_events(tally.passing(events), options), closed, options,
-                               lambda: tally.end, semantic)
-    ended = operator.itemgetter("ended_at")
-    return sorted(reports, key=lambda report: ended(report["execution_summary"])), tally.count
+    placed = placed_events(tally.passing(events), options)
+    if pool is None:
+        reports = evaluate_placed(attacks, placed, _in_time(closes), options, lambda: tally.end, semantic)
+    else:
+        reports = pool.evaluate(placed, _in_time(closes), lambda: tally.end)
+    return in_end_order(reports), tally.count
 
 
 STREAM_BATCH = 8192
@@ -174,46 +217,15 @@ class _Tally:
         return 0.0 if self.latest is None else self.latest
 
 
-def _evaluate_in_parallel(attacks: list[LoadedAttack], placed: list[Placed | ExchangeEnded], closes: list[SessionClose],
-                          options: MonitorOptions, end: float, shards: int, semantic: oatf.SemanticEvaluator | None,
-                          progress: Progress | None = None) -> list[dict[str, Any]]:
-    """`_evaluate_placed` with the sessions split over `shards` forked processes (by a hash of the session;
-    every process is told every close and every end of an exchange: one of a session it does not follow changes
-    nothing). With `progress`,
-    the processes add the events they are through to a shared count, read every `POLL_SECONDS`."""
-    split: list[list[Placed | ExchangeEnded]] = [[] for _ in range(shards)]
-    for item in placed:
-        if isinstance(item, ExchangeEnded):
-            for shard in split:
-                shard.append(item)
-        else:
-            split[zlib.crc32(item[1].encode("utf-8", "surrogatepass")) % shards].append(item)
-    context = multiprocessing.get_context("fork")
-    through = context.Value("q", 0) if progress is not None else None
-    global _SHARDS
-    _SHARDS = (attacks, split, closes, options, end, semantic, through)
-    try:
-        with context.Pool(shards) as pool:
-            pending = pool.map_async(_evaluate_shard, range(shards))
-            while not pending.ready():
-                pending.wait(POLL_SECONDS)
-                if progress is not None and through is not None:
-                    progress.update(through.value)
-            results = pending.get()
-        if progress is not None and through is not None:
-            progress.update(through.value)  # every event, counted once every process is done
-    finally:
-        _SHARDS = None
-    return [report for shard in results for report in shard]
-
-
-def _evaluate_placed(attacks: list[LoadedAttack], placed: Iterable[Placed | ExchangeEnded],
-                     closes: list[SessionClose], options: MonitorOptions, end: Callable[[], float],
-                     semantic: oatf.SemanticEvaluator | None = None,
-                     through: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
-    """The reports of the runs over `placed`, in one monitor, the recording ending at `end()` (asked once every
-    event is placed); `through` is told how many more events are through every `UPDATE_EVERY` events, and at the
-    end."""
+def evaluate_placed(attacks: list[LoadedAttack], placed: Iterable[Placed | ExchangeEnded | float],
+                    closes: list[SessionClose], options: MonitorOptions, end: Callable[[], float],
+                    semantic: oatf.SemanticEvaluator | None = None,
+                    through: Callable[[int], None] | None = None,
+                    last_clock: Callable[[float], float] | None = None) -> list[dict[str, Any]]:
+    """The reports of the runs over `placed`, in one monitor, in the order they were concluded (a float among them:
+    the time another process's event moved the clock to, `replay_shards`); `closes` in time order; the recording
+    ending at `end()` (asked once every event is placed; `last_clock`: see `Monitor.end_of_traffic`); `through`
+    is told how many more events are through every `UPDATE_EVERY` events, and at the end."""
     monitor = Monitor(attacks, options, semantic=semantic)
     outputs = []
     pending = iter(closes)
@@ -223,23 +235,27 @@ def _evaluate_placed(attacks: list[LoadedAttack], placed: Iterable[Placed | Exch
         if isinstance(item, ExchangeEnded):
             outputs.extend(monitor.exchange_ended(item, placed=True))
             continue
-        event, session, clock = item
+        clock = item if isinstance(item, float) else item[2]
         while close is not None and close[1] <= clock:
             monitor.close_session("mcp", "mcp_session", *close)
             close = next(pending, None)
+        if isinstance(item, float):  # another process's event moved the clock (`replay_shards`)
+            outputs.extend(monitor.tick(clock))
+            continue
+        event, session, clock = item
         outputs.extend(monitor.observe(event, session, clock))
         if through is not None and count % UPDATE_EVERY == 0:
             through(UPDATE_EVERY)
     for session_id, at in [*([close] if close is not None else []), *pending]:
         monitor.close_session("mcp", "mcp_session", session_id, at)
-    outputs.extend(monitor.end_of_traffic(end()))
+    outputs.extend(monitor.end_of_traffic(end(), last_clock))
     if through is not None and count % UPDATE_EVERY:
         through(count % UPDATE_EVERY)
     return [o.report for o in outputs if isinstance(o, RunConcluded)]
 
 
 def _running_total(update: Callable[[int], None]) -> Callable[[int], None]:
-    """A `_evaluate_placed` `through` that tells `update` the events through so far."""
+    """An `evaluate_placed` `through` that tells `update` the events through so far."""
     total = 0
 
     def add(more: int) -> None:
@@ -250,40 +266,17 @@ def _running_total(update: Callable[[int], None]) -> Callable[[int], None]:
     return add
 
 
-def _shared_total(through: Synchronized[int]) -> Callable[[int], None]:
-    """A `_evaluate_placed` `through` that adds to a count shared by forked processes."""
-
-    def add(more: int) -> None:
-        with through.get_lock():
-            through.value += more
-
-    return add
-
-
-_SHARDS: tuple[list[LoadedAttack], list[list[Placed | ExchangeEnded]], list[SessionClose], MonitorOptions, float,
-               oatf.SemanticEvaluator | None, Synchronized[int] | None] | None
-_SHARDS = None
-"""What forked workers evaluate (inherited, not pickled): attacks, placed events per worker, closes, options,
-end, semantic evaluator, and the shared count of events through (with progress)."""
-
-
-def _evaluate_shard(index: int) -> list[dict[str, Any]]:
-    assert _SHARDS is not None
-    attacks, split, closes, options, end, semantic, through = _SHARDS
-    with collector_paused():
-        return _evaluate_placed(attacks, split[index], closes, options, lambda: end, semantic,
-                                _shared_total(through) if through is not None else None)
-
-
 def available_cpus() -> int:
     """The CPUs this process may run on (the default number of replay workers)."""
     affinity = getattr(os, "sched_getaffinity", None)
     return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
 
 
-def may_fork(workers: int) -> bool:
-    """Whether `evaluate_events` would split a long recording over processes when asked for `workers`."""
-    return worker_count(PARALLEL_MIN_EVENTS, workers) > 1
+def stream_workers(recorded: int, workers: int) -> int:
+    """The processes `addon.recordings.replay` evaluates `recorded` bytes of recordings in when asked for
+    `workers` (`worker_count`, the recording's size telling whether it is long: the processes are forked
+    before it is read)."""
+    return worker_count(PARALLEL_MIN_EVENTS if recorded >= PARALLEL_MIN_BYTES else 0, workers)
 
 
 def worker_count(events: int, workers: int) -> int:
@@ -296,17 +289,22 @@ def worker_count(events: int, workers: int) -> int:
 
 
 __all__ = [
+    "PARALLEL_MIN_BYTES",
     "PARALLEL_MIN_EVENTS",
     "STREAM_BATCH",
     "Placed",
     "ReplayResult",
     "SessionClose",
+    "WorkerFailed",
     "available_cpus",
     "collector_paused",
     "evaluate_events",
+    "evaluate_placed",
     "evaluate_stream",
-    "may_fork",
+    "in_end_order",
     "place_events",
     "placed_events",
+    "sharded_monitors",
+    "stream_workers",
     "worker_count",
 ]

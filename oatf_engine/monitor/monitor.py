@@ -7,7 +7,7 @@ import heapq
 import itertools
 import math
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, KeysView, Mapping, Set
+from collections.abc import Callable, Hashable, Iterable, KeysView, Mapping, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -773,7 +773,7 @@ class Monitor:
                 for timer in cohort.timers:
                     yield timer, timer.representative
 
-    def end_of_traffic(self, end: float) -> list[Output]:
+    def end_of_traffic(self, end: float, last_clock: Callable[[float], float] | None = None) -> list[Output]:
         """The traffic ended at `end` (a recording's end; a stdio session the agent closed): the clock moves
         one grace period — the longest any loaded attack or the options set — past it, so runs whose actors are
         all terminal conclude `completed` (events still held for an answer are placed first: none can come now).
@@ -781,7 +781,9 @@ class Monitor:
         fire in turn (`AttackRun.quiet_deadline`: an `after` trigger, and the grace period that follows the
         last actor turning terminal), so a capture replays to the reports the live proxy wrote. The runs still
         waiting for traffic are concluded `interrupted` after at least a full grace period (not cut short:
-        `AttackRun.cut_short`)."""
+        `AttackRun.cut_short`), at the clock those timers brought the monitor to, or the later one `last_clock`
+        (told that clock) returns: a replay split over processes concludes each process's at the latest of
+        theirs, as one monitor of all the runs would (`oatf_engine.replay_shards`)."""
         grace = max([self.options.grace_period, *(a.plan.grace_period or 0.0 for a in self.attacks)])
         outputs: list[Output] = []
         for placed, session in self.sessions.flush():  # no answer can come now: nothing more to wait for
@@ -807,6 +809,8 @@ class Monitor:
             if run is not None and (after := run.quiet_deadline()) < math.inf and after > due:
                 heapq.heappush(pending, (after, next(order), item))
             # else concluded, or its timer changed nothing: only traffic could move it now
+        if last_clock is not None:
+            outputs += self.tick(last_clock(self.now))
         return [*outputs, *self.shutdown()]
 
     def shutdown(self, status: str = "interrupted") -> list[Output]:

@@ -84,9 +84,9 @@ def test_a_replay_reports_each_stage_with_its_total(captures: Path, monkeypatch:
     assert len(result.reports) == 2 and result.events == 14 and result.flows == 8
 
 
-def test_forked_workers_count_the_events_they_evaluate(captures: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(replay_module, "PARALLEL_MIN_EVENTS", 1)
-    monkeypatch.setattr(replay_module, "UPDATE_EVERY", 3)
+def test_forked_workers_evaluate_as_the_flows_are_decoded(captures: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(replay_module, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(recordings, "UPDATE_EVERY", 3)
     # `worker_count` stays in one process while other threads run (forking them is unsafe); in the whole suite an
     # earlier test's idle daemon thread may still be alive in this process, so the test asks for the fork itself.
     monkeypatch.setattr(replay_module.threading, "active_count", lambda: 1)
@@ -94,10 +94,12 @@ def test_forked_workers_count_the_events_they_evaluate(captures: Path, monkeypat
     result = replay([str(OW_001)], [str(captures / "OW-001.complying.mitm"), str(captures / "OW-010.complying.mitm")],
                     workers=2, progress=recorder)
     assert result.workers == 2, "the sessions were split over two processes"
+    assert [stage for stage, *_ in recorder.stages] == ["loading attacks", "reading recordings", "evaluating"]
     stage, total, unit, counts, summary = recorder.stages[-1]
-    assert (stage, unit, summary) == ("evaluating", "events", f"evaluated {total} event(s) in 2 process(es): "
-                                                              f"{len(result.reports)} run(s) concluded")
-    assert counts and counts[-1] == total, "the shared count reaches every event of both processes"
+    assert (stage, total, unit, summary) == (
+        "evaluating", result.flows, "flows", f"decoded and evaluated {result.events} event(s) from {total} flow(s) in "
+        f"2 processes: {len(result.reports)} run(s) concluded")
+    assert counts and counts[-1] == total, "every flow decoded, its events sent to the processes as it goes"
     check_counts(recorder)
 
 
@@ -164,7 +166,7 @@ def test_the_bar_shows_done_of_total_rate_time_left_and_time_taken() -> None:
 
 # --- the command line --------------------------------------------------------------------------------------------
 
-STAGES = ("loading attacks", "reading recordings", "decoding", "evaluating", "writing reports")
+STAGES = ("loading attacks", "reading recordings", "evaluating", "writing reports")
 
 
 def on_a_terminal(*args: str, timeout: float = 60) -> tuple[int, str, str]:
@@ -203,8 +205,8 @@ def test_a_terminal_gets_bars_and_a_summary_and_never_the_traffic(captures: Path
     assert status == 1 and stdout.startswith("2 run(s): 2 exploited"), (stdout, shown)
     assert "━" in shown and "\x1b[" in shown, "drawn as bars, with the terminal's escapes"
     for summary in ("loaded 1 attack(s) from 1 document(s)", "read 8 flow(s) from 1 recording(s)",
-                    "decoded 14 event(s) from 8 flow(s)", "evaluated 14 event(s) in 1 process(es): 2 run(s) concluded",
-                    "wrote 2 report(s) to", "1/1 documents", "8/8 flows", "14/14 events", "2/2 reports"):
+                    "decoded and evaluated 14 event(s) from 8 flow(s) in 1 process: 2 run(s) concluded",
+                    "wrote 2 report(s) to", "1/1 documents", "8/8 flows", "2/2 reports"):
         assert summary in shown, summary
     assert re.search(r"oatf evaluate: done in \d+\.\d s \(" + r" \d+\.\d s, ".join(STAGES) + r" \d+\.\d s\)", shown)
     assert "reports\\x1b[31m" in shown and "reports\x1b[31m" not in shown, "paths are shown escaped"
@@ -221,8 +223,8 @@ def test_not_a_terminal_lines_only_when_asked(captures: Path) -> None:
     assert quiet.stderr == "" and quiet.returncode == 1, "nothing unless asked"
     asked = run(*base, "--progress").stderr.splitlines()
     assert asked[0] == "oatf evaluate: loading attacks: 1 documents"
-    for line in ("oatf evaluate: reading recordings: ", "oatf evaluate: decoding: 8 flows",
-                 "oatf evaluate: evaluating: 14 events", "oatf evaluate: redacting evidence: 2 reports",
+    for line in ("oatf evaluate: reading recordings: ", "oatf evaluate: evaluating: 8 flows",
+                 "oatf evaluate: redacting evidence: 2 reports",
                  "oatf evaluate: redacted 2 report(s) in ", "oatf evaluate: done in "):
         assert any(a.startswith(line) for a in asked), line
     assert all("━" not in line and "\x1b" not in line for line in asked)

@@ -34,7 +34,7 @@ def test_collector_paused_restores_the_previous_state_even_on_error() -> None:
 
 
 def test_replay_evaluates_with_the_collector_paused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """In one process (events streamed to the monitor) and with workers (decoded first)."""
+    """In one process and with workers (forked before the recording is read: they inherit the paused collector)."""
     seen: list[bool] = []
     for name in ("evaluate_events", "evaluate_stream"):
         evaluate = getattr(recordings_module, name)
@@ -48,10 +48,10 @@ def test_replay_evaluates_with_the_collector_paused(monkeypatch: pytest.MonkeyPa
     empty.write_bytes(b"")
     result = replay([str(ROOT / "examples")], [str(empty)])
     assert seen == [False] and gc.isenabled() and result.events == 0
-    monkeypatch.setattr(replay_module, "PARALLEL_MIN_EVENTS", 0)
+    monkeypatch.setattr(replay_module, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(replay_module.threading, "active_count", lambda: 1)
     result = replay([str(ROOT / "examples")], [str(empty)], workers=2)
-    assert seen == [False, False] and gc.isenabled() and result.events == 0
+    assert seen == [False, False] and gc.isenabled() and (result.events, result.workers) == (0, 2)
 
 
 PARALLEL_CHECK = """
@@ -61,7 +61,7 @@ import addon.recordings as recordings
 import oatf_engine.replay as replay_module
 from testing import sessions
 
-replay_module.PARALLEL_MIN_EVENTS = 0  # this recording is small: split it anyway
+replay_module.PARALLEL_MIN_BYTES = 0  # this recording is small: split it anyway
 flows = []
 for n, attack_id in enumerate(sessions.script_ids()):
     script = sessions.load_script(attack_id)
