@@ -127,6 +127,15 @@ class Judge:
         if self._lock is not None:
             self._lock.close()
 
+    def leave(self) -> None:
+        """Stop without concluding (what fed this judge died): the journal, made durable, keeps every open run
+        for `oatf recover` or the next judge on the report directory (status `recovered`); the lock is
+        released."""
+        if self.journal is not None:
+            self.journal.close()
+        if self._lock is not None:
+            self._lock.close()
+
     def _report(self, outputs: list[Any]) -> None:
         written = []
         for report in (output.report for output in outputs if isinstance(output, RunConcluded)):

@@ -13,10 +13,13 @@ The tap (`oatf_cli.tap`) starts `python -m oatf_cli.tap_evaluation TAP_PID` and 
 
 Each batch read is evaluated together (`Evaluator.evaluate`: NDJSON framing and MCP decoding, `--record`'s
 capture, the events to the `Judge` or the shared monitor); while nothing comes the clock ticks every
-`TICK_SECONDS`. At FINISH, or when its stdin ends without one (the tap is gone: runs concluded `interrupted`),
-every open run is concluded and reported and the process exits. It dies with the tap (`PR_SET_PDEATHSIG`,
-SIGTERM; its journal then holds its open runs for `oatf recover`), runs in a process group of its own (a
-terminal's Ctrl-C does not reach it: the tap says when it is done) and at the scheduler's batch policy (it
+`TICK_SECONDS`. At FINISH every open run is concluded and reported and the process exits. When its stdin ends
+without one, the tap is gone (killed, or crashed): the process concludes nothing and exits, its journal made
+durable, so the runs it held open are concluded by `oatf recover` or the next judge started on the report
+directory (status `recovered`), as the addon's monitor process leaves them when the proxy dies. It dies with the
+tap too (`PR_SET_PDEATHSIG`, SIGTERM: a process busy evaluating never reads its stdin's end), with the same
+result: which of the two comes first, once the tap is gone, changes nothing. It runs in a process group of its
+own (a terminal's Ctrl-C does not reach it: the tap says when it is done) and at the scheduler's batch policy (it
 never preempts the relay or the server when they wake).
 """
 
@@ -151,6 +154,18 @@ class Evaluator:
                         f"included), reports in {self.judge.report_dir}")
         self.judge.observe(unacked)
 
+    def leave(self) -> None:
+        """The tap is gone: conclude nothing, keep every open run in a journal for recovery (what the shared
+        monitor had not acknowledged goes to a journal of this process's own first)."""
+        if self.feed is not None:
+            unacked = self.feed.close()
+            if unacked:
+                self.alone(f"the tap is gone and the shared monitor at {self.monitor_path} did not acknowledge "
+                           "every event", unacked)
+        if self.judge is not None:
+            self.judge.leave()
+        self.session.close()
+
     def finish(self, server_exited: bool) -> None:
         """Conclude and report every open run: as at a recording's end when the server exited by itself (the
         agent closed the session, `Monitor.end_of_traffic`), else at once (`interrupted`)."""
@@ -246,8 +261,11 @@ def main(argv: list[str]) -> int:
             say.guard("tick", evaluator.tick)
             pending = []
             continue
-        if not batch:
-            break  # the tap is gone: the runs are concluded at once
+        if not batch:  # the tap is gone: its runs are left to the journal
+            say.guard("shutdown", evaluator.leave)
+            if record is not None:
+                record.close()
+            return 0
         pending = batch
     say.guard("shutdown", functools.partial(evaluator.finish, server_exited))
     if record is not None:

@@ -4,16 +4,22 @@ runs from its journal and evaluates the rest."""
 
 from __future__ import annotations
 
+import json
 import os
+import pickle
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from oatf_cli.tap_evaluation import FINISH, Frame, FrameReader, header
-from tests.oatf_cli.test_tap import GUARD, _line, open_session, reports
+from oatf_cli.tap import TapOptions
+from oatf_cli.tap_evaluation import BEGIN, DATA, FINISH, OPTIONS, READY, Frame, FrameReader, header
+from oatf_engine.engine_config import engine_config
+from testing.paths import ROOT
+from tests.oatf_cli.test_tap import ATTACK, GUARD, OATF, _line, open_session, reports
 
 LEAK = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "forecast", "arguments": {
     "city": "Oslo", "context": "-----BEGIN OPENSSH PRIVATE KEY-----\nx\n-----END OPENSSH PRIVATE KEY-----"}}}
@@ -57,6 +63,38 @@ def test_frames_are_read_back_in_any_chunking() -> None:
     frames = [frame for i in range(len(stream)) for frame in reader.feed(stream[i:i + 1])]
     assert frames == [Frame(b"D", "client", 1.5, b'{"a":1}\n'), Frame(b"E", "server", 2.0, b""),
                       Frame(FINISH, "client", 3.0, b"1")]
+
+
+def _frame(kind: bytes, data: bytes, side: str = "client") -> bytes:
+    return header(kind, side, time.time(), len(data)) + data  # type: ignore[arg-type]
+
+
+def test_an_evaluation_process_whose_tap_is_gone_leaves_its_runs_to_the_journal(tmp_path: Path) -> None:
+    """Its stdin ends without FINISH (the tap was killed, or crashed): it concludes nothing — whether its end of
+    the pipe or the tap's death signal (`PR_SET_PDEATHSIG`) comes first, the open runs are in the journal — and
+    `oatf recover` reports the run `exploited` (status `recovered`). Started here, by the test, so that no death
+    signal races the pipe's end."""
+    options = TapOptions(["server"], [ATTACK], str(tmp_path), engine_config({}))
+    process = subprocess.Popen([sys.executable, "-m", "oatf_cli.tap_evaluation", str(os.getpid())], cwd=ROOT,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(_frame(OPTIONS, pickle.dumps(options)))
+    process.stdin.flush()
+    assert process.stdout.readline() == READY
+    lines = [{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}, LEAK]
+    process.stdin.write(_frame(BEGIN, pickle.dumps((4242, ["server"], True)))
+                        + b"".join(_frame(DATA, json.dumps(line).encode() + b"\n") for line in lines))
+    process.stdin.flush()
+    journaled(tmp_path, b'"tools/call"')
+    _, stderr = process.communicate(timeout=GUARD)  # its stdin closed, no FINISH
+    assert process.returncode == 0, stderr
+    assert not (tmp_path / "verdicts.jsonl").exists(), "a run was concluded: the journal should keep it"
+    done = subprocess.run([OATF, "recover", str(tmp_path), "--attacks", ATTACK], capture_output=True, text=True,
+                          timeout=GUARD)
+    assert done.returncode == 1, done.stderr  # something exploited
+    [report] = reports(tmp_path)
+    assert (report["outcome"], report["execution_summary"]["status"]) == ("exploited", "recovered")
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="/proc")
