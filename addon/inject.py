@@ -151,7 +151,7 @@ class Inject:
         paths = inject_paths()
         actors: list[tuple[str, oatf.Actor]] = []
         if paths:
-            library = load_library(paths)
+            library = load_library(paths, long_lived=True)
             if library.problems:
                 raise exceptions.OptionsError("oatf_inject: " + "; ".join(str(p) for p in library.problems[:3]))
             for loaded in library.attacks:

@@ -74,6 +74,7 @@ from oatf_engine.attest_traces import TraceCollector, write_traces
 from oatf_engine.engine_config import SETTINGS, engine_config
 from oatf_engine.events import ExchangeEnded, ObservedEvent
 from oatf_engine.feed import SOCKET_NAME, FeedServer
+from oatf_engine.heap import HeapTrim
 from oatf_engine.journal import Journal, RunKey, take_lock
 from oatf_engine.monitor import (
     Held,
@@ -184,6 +185,8 @@ class OatfAddon:
         self.watched: dict[str, float] = {}
         self.loop: Any = None
         self.traces = TraceCollector(on_evict=self._write_evicted_trace)
+        self.heap = HeapTrim()
+        """The proxy's free heap given back now and then, from the worker's loop (`oatf_engine.heap`)."""
         self.journal: Journal | None = None
         """The monitor's inputs and the reported runs, for recovery after a crash (`oatf_engine.journal`)."""
         self.journal_lock: IO[str] | None = None
@@ -561,6 +564,7 @@ class OatfAddon:
                         next_ping = time.monotonic() + PING_SECONDS
                         self.monitor.ping()
                     self._hand_over(items)
+                self.heap.due(time.monotonic())
                 if time.monotonic() >= next_poll:
                     next_poll = time.monotonic() + RELOAD_POLL_SECONDS
                     if ctx.options.oatf_watch and self._changed_on_disk():
@@ -963,7 +967,7 @@ class OatfAddon:
         with self.load_lock:
             self.watched = self._snapshot()
             try:
-                library = load_library(self._paths(), ctx.options.oatf_lenient)
+                library = load_library(self._paths(), ctx.options.oatf_lenient, long_lived=True)
             except Exception as exc:  # a bug, not a bad document (those are problems): the proxy goes on
                 log.error("oatf: loading the attack documents failed: %s", describe(exc))
                 library = self.library

@@ -19,7 +19,8 @@ Configurations:
   of the library opens a run on the session and evaluates every message;
 - mitmdump + the addon with a library of `--library-size` documents (re-identified copies of `attacks/`,
   `testing.library_copies`; 0: left out). Measuring starts once each library is loaded (the addon's
-  "attack(s) loaded" log line, caught by a logging handler a tiny script adds: the proxies log at warn);
+  "attack(s) loaded" log line, caught by a logging handler a tiny script adds: the proxies log at warn; the same
+  script counts the proxy's cyclic garbage collections from then on, printed at the end);
 - with `--against DIR` (another checkout of this project, e.g. `git archive main | tar -x -C DIR`), its addon
   with the whole library, and with the large one: before and after a change, in the same run.
 The configurations alternate within each round (warm-up first) so that drift on this shared machine hits them
@@ -53,7 +54,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -64,14 +65,29 @@ ADDON = ROOT / "addon" / "oatf_addon.py"
 ATTACKS = ROOT / "attacks"
 BARE, EMPTY = "bare mitmdump", "addon, no attacks"
 LOADED_ENV = "BENCH_ADDON_LOADED"
-LOADED = f"""import logging, os
+LOADED = f"""import gc, json, logging, os, time
+collections = {{"loaded": False, "started": 0.0, "count": [0, 0, 0], "seconds": [0.0, 0.0, 0.0], "worst": 0.0}}
 class Loaded(logging.Handler):
     def emit(self, record):
         if "attack(s) loaded" in record.getMessage():
+            collections["loaded"] = True
             open(os.environ["{LOADED_ENV}"], "w").close()
 logging.getLogger("oatf").addHandler(Loaded(logging.INFO))
+def collected(phase, info):
+    if phase == "start":
+        collections["started"] = time.perf_counter()
+    elif collections["loaded"]:
+        took = time.perf_counter() - collections["started"]
+        collections["count"][info["generation"]] += 1
+        collections["seconds"][info["generation"]] += took
+        collections["worst"] = max(collections["worst"], took)
+gc.callbacks.append(collected)
+def done():
+    with open(os.environ["{LOADED_ENV}"] + ".gc", "w") as out:
+        json.dump(collections, out)
 """
-"""A mitmdump script with no hook: a file appears once the addon has loaded its library (it logs at info)."""
+"""A mitmdump script: a file appears once the addon has loaded its library (it logs at info); at the end, the
+proxy's cyclic garbage collections since then (per generation: how many, their time; the longest) in another."""
 CLIENTS: dict[str, Callable[[str, str | None, int], object]] = {"mcp": _calls, "light": light_calls}
 SHUTDOWN_SECONDS = 300.0
 """How long a proxy is given to stop (it reports every open run first: thousands with 2,000 documents)."""
@@ -168,8 +184,9 @@ class Results(NamedTuple):
     """CPU seconds per call: event loop thread, other threads, monitor process."""
     loops: dict[str, list[float]]
     """The event loop thread's CPU seconds per round."""
-    stats: dict[str, dict[str, int]]
-    """What each library proxy reported at shutdown: runs, attacks, messages."""
+    stats: dict[str, dict[str, Any]]
+    """What each library proxy reported at shutdown: runs, attacks, messages; its cyclic garbage collections
+    once the library was loaded (`LOADED`)."""
 
 
 def bench(args: argparse.Namespace) -> Results:
@@ -217,6 +234,9 @@ def bench(args: argparse.Namespace) -> Results:
                 reports = [json.loads(line) for line in verdicts.read_text().splitlines()] if verdicts.exists() else []
                 stats[name] = {"runs": len(reports), "attacks": len({r["attack"]["id"] for r in reports}),
                                "messages": sum(r["execution_summary"]["messages_seen"] for r in reports)}
+                collected = workdir / f"proxy{list(configs).index(name)}.loaded.gc"
+                if collected.exists():
+                    stats[name]["collections"] = json.loads(collected.read_text())
     n = rounds * calls
     per_call = {name: (cpu[name][0] / n, cpu[name][1] / n, cpu[name][2] / n) for name in configs}
     return Results(latencies, rates, per_call, loops, stats)
@@ -262,6 +282,12 @@ def main() -> None:
     for name, counted in stats.items():
         print(f"  {name} at shutdown: {counted['runs']:,} runs of {counted['attacks']:,} attacks reported, "
               f"{counted['messages']:,} messages evaluated in them")
+        if "collections" in counted:
+            gc = counted["collections"]
+            print(f"  {name}: the proxy's cyclic garbage collections once the library was loaded (the rounds, the "
+                  f"stop): {sum(gc['count'])} taking {sum(gc['seconds']) * 1000:.0f} ms (generation 0/1/2: "
+                  f"{'/'.join(str(c) for c in gc['count'])}, {'/'.join(f'{t * 1000:.0f}' for t in gc['seconds'])} "
+                  f"ms), the longest {gc['worst'] * 1000:.1f} ms")
 
 
 if __name__ == "__main__":

@@ -167,7 +167,7 @@ def serve_monitor(listen: str, attack_paths: list[str], report_dir: str, config:
     """`oatf monitor --listen PATH`: judge the events every tap feeds to the socket at `listen` with one monitor,
     until SIGINT or SIGTERM (or `stop`); then conclude every open run. 0, or 2 when it cannot start."""
     say = Say("oatf monitor", stderr)
-    library = load_library(attack_paths, config.lenient)
+    library = load_library(attack_paths, config.lenient, long_lived=True)
     for problem in library.problems:
         say.always(f"not loaded: {problem}")
     try:

@@ -40,6 +40,7 @@ from typing import IO, NamedTuple
 from oatf_cli.judge import TICK_SECONDS, Judge, Say
 from oatf_engine.events import ObservedEvent, Side
 from oatf_engine.feed import FeedClient, FrameError
+from oatf_engine.heap import HeapTrim
 from oatf_engine.monitor import load_library
 from oatf_engine.semantic import load_semantic_evaluator
 from oatf_engine.wire import Diagnostic, WireDecoder
@@ -223,7 +224,7 @@ def main(argv: list[str]) -> int:
     if not first or first[0].kind != OPTIONS:
         return EXIT_USAGE
     options = pickle.loads(first[0].data)  # written by the tap that started this process
-    library = load_library(options.attack_paths, options.config.lenient)
+    library = load_library(options.attack_paths, options.config.lenient, long_lived=True)
     for problem in library.problems:
         say.always(f"not loaded: {problem}")
     try:
@@ -250,7 +251,9 @@ def main(argv: list[str]) -> int:
     evaluator = _evaluator(options, pickle.loads(pending[begin].data), make_judge, judge, record, say)
     pending = pending[begin + 1:]
     server_exited = False
+    heap = HeapTrim()
     while True:
+        heap.due(time.monotonic())
         finish = next((i for i, frame in enumerate(pending) if frame.kind == FINISH), None)
         evaluator.evaluate(pending[:finish])
         if finish is not None:

@@ -320,7 +320,7 @@ def run_serve(options: ServeOptions, stdout: IO[str] = sys.stdout, stderr: IO[st
 
     level = logging.WARNING if options.verbose else logging.ERROR
     logging.basicConfig(handlers=[_PrintableLog(stderr, level)], level=level, force=True)
-    library = load_library(options.documents, options.config.lenient)
+    library = load_library(options.documents, options.config.lenient, long_lived=True)
     for problem in library.problems:
         say(f"not loaded: {problem}")
     try:

@@ -167,11 +167,12 @@ def _problem(path: str, error: oatf.OATFError, hint: str = "") -> LoadProblem:
 
 
 def load_library(paths: list[str], lenient: bool = False, progress: Progress | None = None,
-                 cache: DocumentCache | Literal["default"] | None = "default") -> Library:
+                 cache: DocumentCache | Literal["default"] | None = "default", long_lived: bool = False) -> Library:
     """Every document under `paths` (strictly checked unless `lenient`); attacks with duplicate ids after the
     first are reported, not loaded. `progress`: the stage `loading attacks`, in documents. `cache`: the loading
     results kept from earlier loads (`document_cache`, the pack of these `paths`; by default
-    `DocumentCache.default()`, None: none)."""
+    `DocumentCache.default()`, None: none). `long_lived`: the calling process keeps the library for its life
+    (`oatf_engine.collector.freeze_long_lived`, before the collector resumes)."""
     if cache == "default":
         cache = DocumentCache.default()
     files, problems = document_files(paths)
@@ -180,7 +181,7 @@ def load_library(paths: list[str], lenient: bool = False, progress: Progress | N
     seen: dict[str, str] = {}
     if progress is not None:
         progress.start("loading attacks", len(files), "documents")
-    with collector_paused():  # documents and plans are long-lived, without cycles: a third of the time otherwise
+    with collector_paused(long_lived):  # documents and plans are long-lived, without cycles: a third of the time
         pack = Pack(cache, paths, lenient) if cache is not None else None
         for count, path in enumerate(files):
             if progress is not None:
