@@ -179,6 +179,9 @@ class Sampler:
 
 
 def jsonl(report_dir: Path) -> Iterator[dict[str, object]]:
+    """The reports in `report_dir`'s `verdicts.jsonl`; none when no run was reported (`--set oatf_attacks=`)."""
+    if not (report_dir / "verdicts.jsonl").exists():
+        return
     with open(report_dir / "verdicts.jsonl", encoding="utf-8") as lines:
         for line in lines:
             yield json.loads(line)
