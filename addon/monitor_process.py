@@ -66,7 +66,6 @@ from typing import Any
 
 from oatf_engine.collector import collector_paused, freeze_long_lived
 from oatf_engine.events import ExchangeEnded, ObservedEvent
-from oatf_engine.heap import HeapTrim
 from oatf_engine.journal import run_key
 from oatf_engine.monitor import Held, LoadedAttack, Monitor, MonitorOptions, Output, RunConcluded
 from oatf_engine.recovery import Recovered, recover_runs
@@ -174,13 +173,11 @@ def serve(inbox: Connection, outbox: Connection) -> None:
     work: queue.SimpleQueue[Message | None] = queue.SimpleQueue()
     threading.Thread(target=_read, args=(inbox, work, answer, lambda: monitor.live_runs), name="oatf-monitor-reader",
                      daemon=True).start()
-    heap = HeapTrim()
     while True:
         try:
             message = work.get(timeout=reporting.wait())
         except queue.Empty:  # reports are due for a commit and nothing else came
             message = ("commit", None)
-        heap.due(time.monotonic())  # whenever work comes (an idle process's heap does not grow)
         if message is None:  # the proxy is gone: what was written is still made durable
             reporting.commit()
             return

@@ -74,7 +74,6 @@ from oatf_engine.attest_traces import TraceCollector, write_traces
 from oatf_engine.engine_config import SETTINGS, engine_config
 from oatf_engine.events import ExchangeEnded, ObservedEvent
 from oatf_engine.feed import SOCKET_NAME, FeedServer
-from oatf_engine.heap import HeapTrim
 from oatf_engine.journal import Journal, RunKey, take_lock
 from oatf_engine.monitor import (
     Held,
@@ -185,8 +184,6 @@ class OatfAddon:
         self.watched: dict[str, float] = {}
         self.loop: Any = None
         self.traces = TraceCollector(on_evict=self._write_evicted_trace)
-        self.heap = HeapTrim()
-        """The proxy's free heap given back now and then, from the worker's loop (`oatf_engine.heap`)."""
         self.journal: Journal | None = None
         """The monitor's inputs and the reported runs, for recovery after a crash (`oatf_engine.journal`)."""
         self.journal_lock: IO[str] | None = None
@@ -564,7 +561,6 @@ class OatfAddon:
                         next_ping = time.monotonic() + PING_SECONDS
                         self.monitor.ping()
                     self._hand_over(items)
-                self.heap.due(time.monotonic())
                 if time.monotonic() >= next_poll:
                     next_poll = time.monotonic() + RELOAD_POLL_SECONDS
                     if ctx.options.oatf_watch and self._changed_on_disk():

@@ -40,7 +40,6 @@ from typing import IO, NamedTuple
 from oatf_cli.judge import TICK_SECONDS, Judge, Say
 from oatf_engine.events import ObservedEvent, Side
 from oatf_engine.feed import FeedClient, FrameError
-from oatf_engine.heap import HeapTrim
 from oatf_engine.monitor import load_library
 from oatf_engine.semantic import load_semantic_evaluator
 from oatf_engine.wire import Diagnostic, WireDecoder
@@ -251,9 +250,7 @@ def main(argv: list[str]) -> int:
     evaluator = _evaluator(options, pickle.loads(pending[begin].data), make_judge, judge, record, say)
     pending = pending[begin + 1:]
     server_exited = False
-    heap = HeapTrim()
     while True:
-        heap.due(time.monotonic())
         finish = next((i for i, frame in enumerate(pending) if frame.kind == FINISH), None)
         evaluator.evaluate(pending[:finish])
         if finish is not None:
