@@ -236,7 +236,20 @@ def main(argv: list[str]) -> int:
         say.always(str(exc))
         return EXIT_USAGE
     os.write(1, READY)
-    pending = first[1:]
+    try:
+        return _follow(options, first[1:], batches, make_judge, judge, record, say)
+    finally:
+        if record is not None:
+            record.close()
+
+
+def _follow(options: object, pending: list[Frame], batches: Iterator[list[Frame] | None],
+            make_judge: Callable[[], Judge], judge: Judge | None, record: IO[str] | None, say: Say) -> int:
+    """Evaluate the server's frames from its BEGIN until FINISH (every open run concluded) or until the tap is
+    gone (stdin ended without FINISH: every open run left to the journal); the exit status."""
+    from oatf_cli.tap import TapOptions
+
+    assert isinstance(options, TapOptions)
     while not any(frame.kind == BEGIN for frame in pending):
         more = next(batches, [])
         if more is None:
@@ -263,13 +276,9 @@ def main(argv: list[str]) -> int:
             continue
         if not batch:  # the tap is gone: its runs are left to the journal
             say.guard("shutdown", evaluator.leave)
-            if record is not None:
-                record.close()
             return 0
         pending = batch
     say.guard("shutdown", functools.partial(evaluator.finish, server_exited))
-    if record is not None:
-        record.close()
     if options.verbose:
         judged = (f"{evaluator.judge.reported} run(s) reported in {options.report_dir}" if evaluator.judge
                   else f"its events judged by the shared monitor at {options.monitor}")
