@@ -97,6 +97,11 @@ RELOAD_POLL_SECONDS = 2.0
 MAX_SUMMARY_ROWS = 1_000
 MAX_BATCH = 256
 """Events sent to the monitor process in one message, at most."""
+COALESCE_SECONDS = 0.01
+"""How long the worker lets the traffic add to a batch once an event wakes it: one wake-up of its thread, one
+journal record and one hand-over for every event of that time, not for each (each wake-up takes the interpreter
+lock from the event loop). Evaluation is not delayed by it: events wait for the watermark's next clock mark
+(`addon.watermark.TICK_SECONDS`) anyway; an event is journaled at most this much later than it was observed."""
 PING_SECONDS = 1.0
 """How often the worker asks the monitor process for a heartbeat, at most (it is stalled after
 `MonitorProcess.stall_seconds` without an answer): not at every batch, each ping being a round trip through two
@@ -552,6 +557,8 @@ class OatfAddon:
                 first = self.events.get(timeout=TICK_SECONDS)
             except queue.Empty:
                 first = None
+            if first is not None and self.events.qsize() < MAX_BATCH - 1:
+                self.stopping.wait(COALESCE_SECONDS)
             try:
                 items = [first, *self._drain(MAX_BATCH - 1)] if first is not None else []
                 with self.lock:

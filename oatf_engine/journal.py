@@ -9,7 +9,8 @@ status `recovered`, evidence included.
 
 Files, in `<report dir>/journal/`: segments `NNNNNNNN.jsonl`, one JSON object per line, created with mode 0600:
 - `{"events": [...]}`: events handed to the monitor as they came (`oatf tap`, `oatf monitor`);
-- `{"received": [...]}`: events the proxy took in, journaled at once and held until the watermark releases them
+- `{"received": [...]}`: events the proxy took in, journaled at once (at most `addon.oatf_addon.COALESCE_SECONDS`
+  after they were observed: the batch the worker took) and held until the watermark releases them
   (`addon.watermark`): a crash right after the traffic loses none of them, however far the watermark is behind.
   Among them, in their place, the ends of exchanges that left requests unanswered (`ExchangeEnded`, an object
   `{"ended": [flow, time, seq, [[flow, side, id], ...]]}`: `encode_item`), which end those requests' waits;
