@@ -1,0 +1,50 @@
+"""The worker takes the traffic in batches (`addon.oatf_addon.COALESCE_SECONDS`): the events that come while it
+lets an event that woke it wait are journaled in one record with it, not one record each. A real monitor
+process; no clock marks (each mark also closes a record)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mitmproxy.test import taddons
+
+import addon.oatf_addon as oatf_addon
+from addon.oatf_addon import OatfAddon
+from tests.addon.test_monitor_faults import KEY, configured, wait_until
+from tests.oatf_engine.monitor.test_monitor import call
+
+
+def received(report_dir: Path) -> list[list[Any]]:
+    """The `received` records of the journal, in order."""
+    lines = [line for segment in sorted((report_dir / "journal").glob("*.jsonl"))
+             for line in segment.read_text(encoding="utf-8").splitlines() if line]
+    return [record["received"] for record in map(json.loads, lines) if "received" in record]
+
+
+@pytest.mark.parametrize("window", [2.0, 0.0])
+def test_events_that_come_while_the_worker_waits_join_one_journal_record(tmp_path: Path, window: float,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Five events 20 ms apart: with a 2 s window, one record of five; without one (the window 0), the worker
+    wakes for each and journals it alone (or with the next, when its thread was late)."""
+    monkeypatch.setattr(oatf_addon, "COALESCE_SECONDS", window)
+    addon = OatfAddon()
+    with taddons.context(addon) as context:
+        configured(addon, context, tmp_path)
+        assert addon.library_ready.wait(30)
+        addon.worker = threading.Thread(target=addon._work, daemon=True)
+        addon.worker.start()
+        for n in range(5):
+            addon._enqueue(call(KEY, float(n), session=f"s{n}"))
+            time.sleep(0.02)
+        assert wait_until(lambda: sum(map(len, received(tmp_path / "reports"))) == 5)
+        sizes = [len(record) for record in received(tmp_path / "reports")]
+        addon.done()
+    if window:
+        assert sizes == [5]
+    else:
+        assert len(sizes) > 1, sizes
