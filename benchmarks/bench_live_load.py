@@ -29,7 +29,8 @@ table was printed. Sessions that failed are counted by cause: the request that f
 mitmproxy's reason (its 502 page names the upstream error), or the exception.
 
 `--bare` runs the same traffic through mitmdump without the addon (no reports, no monitor): the baseline
-that tells whether a failure or a latency is the addon's or mitmproxy's own at that load.
+that tells whether a failure or a latency is the addon's or mitmproxy's own at that load (`--set` then sets
+mitmproxy's options: `--bare --set stream_large_bodies=1` streams every response, as the addon streams SSE).
 """
 
 from __future__ import annotations
@@ -188,8 +189,11 @@ def jsonl(report_dir: Path) -> Iterator[dict[str, object]]:
 
 
 @contextlib.contextmanager
-def bare_mitmdump(workdir: Path) -> Iterator[BareProxy]:
-    with mitmdump(workdir, tap=False, name="bare") as proxy:
+def bare_mitmdump(workdir: Path, options: dict[str, str]) -> Iterator[BareProxy]:
+    """mitmdump without the addon, with mitmproxy's `options` (`--set`; e.g. `stream_large_bodies=1`: every
+    response streamed, as the addon streams MCP's SSE answers)."""
+    extra = tuple(arg for key, value in options.items() for arg in ("--set", f"{key}={value}"))
+    with mitmdump(workdir, tap=False, name="bare", extra=extra) as proxy:
         yield BareProxy(proxy)
 
 
@@ -203,7 +207,8 @@ def main() -> None:
                         help="seconds an agent thinks before its tool call")
     parser.add_argument("--grace", default="60s", help="oatf_grace_period: above the longest pause and latency")
     parser.add_argument("--interval", type=float, default=10.0, help="seconds between samples")
-    parser.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE", help="an addon option")
+    parser.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE",
+                        help="an option (the addon's; with --bare, mitmproxy's)")
     parser.add_argument("--bare", action="store_true", help="mitmdump without the addon: the baseline")
     parser.add_argument("--server-keep-alive", type=int, default=SERVER_KEEP_ALIVE, metavar="SECONDS",
                         help="how long the MCP server keeps an idle connection (uvicorn's default: 5)")
@@ -215,7 +220,7 @@ def main() -> None:
                          extra=("--keep-alive", str(args.server_keep_alive))) as server, \
             proxy_under_test(Path(tmp), args, options) as proxy:
         url = server.url("mcp_invoice", "/mcp")
-        setup = "mitmdump alone (--bare)" if isinstance(proxy, BareProxy) else (
+        setup = f"mitmdump alone (--bare), options {options or 'defaults'}" if isinstance(proxy, BareProxy) else (
             f"{proxy.log().count('not loaded')} document(s) not loaded; grace {args.grace}; "
             f"other options {options or 'defaults'}")
         print(f"{args.in_flight} agents at once, "
@@ -262,7 +267,7 @@ def main() -> None:
 def proxy_under_test(workdir: Path, args: argparse.Namespace,
                      options: dict[str, str]) -> AbstractContextManager[OatfProxy | BareProxy]:
     if args.bare:
-        return bare_mitmdump(workdir)
+        return bare_mitmdump(workdir, options)
     return oatf_proxy(workdir, "load", [ATTACKS], grace=args.grace, record=False, options=options)
 
 
