@@ -167,6 +167,8 @@ class OatfAddon:
         """Each batch of events sent to the monitor and not yet evaluated, oldest first: its events per flow id."""
         self.events_in_flight = 0
         """Events sent to the monitor and not yet evaluated."""
+        self.in_hand = 0
+        """Items the worker took from `events` and has not yet journaled and held (written by the worker only)."""
         self.unevaluated: Counter[str] = Counter()
         """Events of each flow observed and not yet evaluated (queued, held or in flight), for the flows' saving."""
         self.pinned: dict[str, http.HTTPFlow] = {}
@@ -542,9 +544,10 @@ class OatfAddon:
             log.warning("oatf: evaluation is behind the traffic: %d event(s) waiting", waiting)
 
     def waiting(self) -> int:
-        """Events observed and not yet evaluated: queued or held here, or sent to the monitor process (clock
-        marks and closes queued count too: a handful)."""
-        return self.events.qsize() + len(self.order) + self.events_in_flight
+        """Events observed and not yet evaluated: queued, in the worker's hands (taken from the queue, not yet
+        journaled and held: `COALESCE_SECONDS`), held here, or sent to the monitor process (clock marks and
+        closes queued count too: a handful)."""
+        return self.events.qsize() + self.in_hand + len(self.order) + self.events_in_flight
 
     # --- the worker thread: events to the monitor process ----------------------------------------------
     def _work(self) -> None:
@@ -557,10 +560,12 @@ class OatfAddon:
                 first = self.events.get(timeout=TICK_SECONDS)
             except queue.Empty:
                 first = None
+            self.in_hand = int(first is not None)  # counted as waiting until journaled and held
             if first is not None and self.events.qsize() < MAX_BATCH - 1:
                 self.stopping.wait(COALESCE_SECONDS)
             try:
                 items = [first, *self._drain(MAX_BATCH - 1)] if first is not None else []
+                self.in_hand = len(items)
                 with self.lock:
                     if self.monitor is not None and not self.stopping.is_set():
                         self._replace_if_gone(self.monitor)
@@ -568,11 +573,13 @@ class OatfAddon:
                         next_ping = time.monotonic() + PING_SECONDS
                         self.monitor.ping()
                     self._hand_over(items)
+                self.in_hand = 0
                 if time.monotonic() >= next_poll:
                     next_poll = time.monotonic() + RELOAD_POLL_SECONDS
                     if ctx.options.oatf_watch and self._changed_on_disk():
                         self.reload()
             except Exception as exc:  # one bad batch must not stop evaluation of the others
+                self.in_hand = 0
                 if self.once.first("worker", type(exc).__name__):
                     log.error("oatf: evaluation failed (each kind of failure is logged once); continuing: %s",
                               describe(exc))

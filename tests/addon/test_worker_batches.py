@@ -48,3 +48,21 @@ def test_events_that_come_while_the_worker_waits_join_one_journal_record(tmp_pat
         assert sizes == [5]
     else:
         assert len(sizes) > 1, sizes
+
+
+def test_an_event_the_worker_holds_back_for_its_batch_counts_as_waiting(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the worker lets an event wait for the traffic after it (not journaled yet), `waiting` counts it: a
+    status of 0 events waiting means every event is journaled (a SIGKILL then loses none)."""
+    monkeypatch.setattr(oatf_addon, "COALESCE_SECONDS", 2.0)
+    addon = OatfAddon()
+    with taddons.context(addon) as context:
+        configured(addon, context, tmp_path)
+        assert addon.library_ready.wait(30)
+        addon.worker = threading.Thread(target=addon._work, daemon=True)
+        addon.worker.start()
+        addon._enqueue(call(KEY, 0.0, session="held back"))
+        assert wait_until(lambda: addon.events.qsize() == 0)  # taken by the worker
+        assert not received(tmp_path / "reports") and addon.waiting() == 1
+        assert wait_until(lambda: received(tmp_path / "reports") != [])
+        addon.done()
