@@ -35,7 +35,7 @@ import struct
 import sys
 import time
 from collections.abc import Callable, Iterator
-from typing import IO, NamedTuple
+from typing import IO, TYPE_CHECKING, NamedTuple
 
 from oatf_cli.judge import TICK_SECONDS, Judge, Say
 from oatf_engine.events import ObservedEvent, Side
@@ -44,6 +44,9 @@ from oatf_engine.monitor import load_library
 from oatf_engine.semantic import load_semantic_evaluator
 from oatf_engine.wire import Diagnostic, WireDecoder
 from oatf_engine.wire.ndjson import StdioSession, endpoint_of, record_header, record_line
+
+if TYPE_CHECKING:
+    from oatf_cli.tap import TapOptions
 
 OPTIONS, BEGIN, DATA, END, GAP, FINISH = b"O", b"B", b"D", b"E", b"G", b"F"
 SIDES: dict[Side, bytes] = {"client": b"c", "server": b"s"}
@@ -222,7 +225,10 @@ def main(argv: list[str]) -> int:
     first = next((frames for frames in batches if frames), [])
     if not first or first[0].kind != OPTIONS:
         return EXIT_USAGE
+    from oatf_cli.tap import TapOptions  # here: `oatf_cli.tap` imports this module
+
     options = pickle.loads(first[0].data)  # written by the tap that started this process
+    assert isinstance(options, TapOptions)
     library = load_library(options.attack_paths, options.config.lenient, long_lived=True)
     for problem in library.problems:
         say.always(f"not loaded: {problem}")
@@ -243,13 +249,10 @@ def main(argv: list[str]) -> int:
             record.close()
 
 
-def _follow(options: object, pending: list[Frame], batches: Iterator[list[Frame] | None],
+def _follow(options: TapOptions, pending: list[Frame], batches: Iterator[list[Frame] | None],
             make_judge: Callable[[], Judge], judge: Judge | None, record: IO[str] | None, say: Say) -> int:
     """Evaluate the server's frames from its BEGIN until FINISH (every open run concluded) or until the tap is
     gone (stdin ended without FINISH: every open run left to the journal); the exit status."""
-    from oatf_cli.tap import TapOptions
-
-    assert isinstance(options, TapOptions)
     while not any(frame.kind == BEGIN for frame in pending):
         more = next(batches, [])
         if more is None:
@@ -286,12 +289,9 @@ def _follow(options: object, pending: list[Frame], batches: Iterator[list[Frame]
     return 0
 
 
-def _evaluator(options: object, begin: tuple[int, list[str], bool], make_judge: Callable[[], Judge],
+def _evaluator(options: TapOptions, begin: tuple[int, list[str], bool], make_judge: Callable[[], Judge],
                judge: Judge | None, record: IO[str] | None, say: Say) -> Evaluator:
     """The evaluation of the server `begin` names (its pid, its command, whether a capture starts here)."""
-    from oatf_cli.tap import TapOptions
-
-    assert isinstance(options, TapOptions)
     pid, command, fresh = begin
     session_name = f"stdio:{pid}"
     if record is not None and fresh:

@@ -26,6 +26,14 @@ def received(report_dir: Path) -> list[list[Any]]:
     return [record["received"] for record in map(json.loads, lines) if "received" in record]
 
 
+def start_worker_only(addon: OatfAddon, context: Any, tmp_path: Path) -> None:
+    """The addon configured with its library loaded, and its worker running without the clock marks."""
+    configured(addon, context, tmp_path)
+    assert addon.library_ready.wait(30)
+    addon.worker = threading.Thread(target=addon._work, daemon=True)
+    addon.worker.start()
+
+
 @pytest.mark.parametrize("window", [2.0, 0.0])
 def test_events_that_come_while_the_worker_waits_join_one_journal_record(tmp_path: Path, window: float,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
@@ -34,10 +42,7 @@ def test_events_that_come_while_the_worker_waits_join_one_journal_record(tmp_pat
     monkeypatch.setattr(oatf_addon, "COALESCE_SECONDS", window)
     addon = OatfAddon()
     with taddons.context(addon) as context:
-        configured(addon, context, tmp_path)
-        assert addon.library_ready.wait(30)
-        addon.worker = threading.Thread(target=addon._work, daemon=True)
-        addon.worker.start()
+        start_worker_only(addon, context, tmp_path)
         for n in range(5):
             addon._enqueue(call(KEY, float(n), session=f"s{n}"))
             time.sleep(0.02)
@@ -57,10 +62,7 @@ def test_an_event_the_worker_holds_back_for_its_batch_counts_as_waiting(tmp_path
     monkeypatch.setattr(oatf_addon, "COALESCE_SECONDS", 2.0)
     addon = OatfAddon()
     with taddons.context(addon) as context:
-        configured(addon, context, tmp_path)
-        assert addon.library_ready.wait(30)
-        addon.worker = threading.Thread(target=addon._work, daemon=True)
-        addon.worker.start()
+        start_worker_only(addon, context, tmp_path)
         addon._enqueue(call(KEY, 0.0, session="held back"))
         assert wait_until(lambda: addon.events.qsize() == 0)  # taken by the worker
         assert not received(tmp_path / "reports") and addon.waiting() == 1
