@@ -328,10 +328,13 @@ class AgentEpisodes:
             return []
         setup = self.setup_flows.get(flow)
         if setup is not None:
+            self._follow_answer(event, session)
             if len(setup.events) < SETUP_EVENTS_KEPT:
                 setup.events.append((event, session))
-            self._follow_answer(event, session)
-            return [(event, episode) for episode in setup.placed_in]
+                return [(event, episode) for episode in setup.placed_in]
+            # A bound: a parked exchange that outgrows it goes to its session now, with its route's, never dropped.
+            unparked = self._unpark(self.setup.get(setup.route)) if setup.parked_since is not None else []
+            return unparked + [(event, episode) for episode in setup.placed_in]
         placed: list[Placed] = []
         joined = self.flows.get(flow, self._clock)
         if joined is None:
@@ -395,6 +398,15 @@ class AgentEpisodes:
         """The time of the oldest event waiting for a task's episode (infinity when none is): the monitor's
         clock must not pass it (`SessionResolver.oldest_held`)."""
         return min((d.events[0][0].timestamp for d in self.deferred.values() if d.events), default=float("inf"))
+
+    def waiting_flows(self) -> set[str]:
+        """The flows with messages waiting here, not placed yet: deferred exchanges (rule 5) and parked set-up
+        (rule 6; a listing's answer with its request). Their matches, if any, are still to come."""
+        flows = {event.flow_id for deferred in self.deferred.values() for event, _session in deferred.events}
+        for since, _order, setup in self._parked:
+            if setup.parked_since == since:
+                flows.update(event.flow_id for event, _session in setup.events)
+        return flows
 
     def next_release(self) -> float:
         """When the oldest parked set-up exchange stops waiting for a window (infinity when none does)."""

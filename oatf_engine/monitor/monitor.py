@@ -7,7 +7,7 @@ import heapq
 import itertools
 import math
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, KeysView, Mapping, Set
+from collections.abc import Callable, Hashable, Iterable, Mapping, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -855,7 +855,7 @@ class Monitor:
         return outputs
 
     @property
-    def held_flows(self) -> KeysView[str]:
+    def held_flows(self) -> Set[str]:
         """The flows with events the session resolver holds, not evaluated yet (`SessionResolver.held_flows`)."""
         return self.sessions.held_flows
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter, OrderedDict
-from collections.abc import KeysView
+from collections.abc import Set
 from dataclasses import dataclass, field
 
 from ..events import ExchangeEnded, ObservedEvent
@@ -208,9 +208,12 @@ class SessionResolver:
         return min(oldest, linker.oldest()) if linker is not None and linker.deferred else oldest
 
     @property
-    def held_flows(self) -> KeysView[str]:
-        """The flows with events on hold now (rules 1 and 2): their matches, if any, are still to come."""
-        return self._held_flows.keys()
+    def held_flows(self) -> Set[str]:
+        """The flows with events on hold now (rules 1 and 2) or waiting in the agent episodes (`AgentEpisodes.
+        waiting_flows`, rules 5 and 6): their matches, if any, are still to come."""
+        linker = self._linker()
+        waiting = linker.waiting_flows() if linker is not None else None
+        return self._held_flows.keys() | waiting if waiting else self._held_flows.keys()
 
     def next_release(self) -> float:
         """When the oldest hold expires (infinity when nothing is held)."""

@@ -43,12 +43,20 @@ def outbound(flow: str, at: float, sender: str = "client", key: str | None = "s-
 
 def episodes_of(events: list[ObservedEvent], agents: tuple[AgentName, ...] = (),
                 policy: SessionKey = SessionKey.AUTO) -> dict[str, set[str]]:
-    """flow id → the episodes its events were placed in (asserting no exchange is split)."""
+    """flow id → the episodes its events were placed in (asserting no exchange is split, and that the flows the
+    resolver says are held — whose matches are still to come: the proxy's `-w` waits for them — are those with
+    an event not placed yet: held, deferred or parked)."""
     resolver = SessionResolver(policy, 120.0, agents)
     placed: list[tuple[ObservedEvent, str]] = []
+    waiting: dict[int, str] = {}
     for event in events:
+        waiting[event.seq] = event.flow_id
         placed += resolver.place(event)
+        for done, _session in placed:
+            waiting.pop(done.seq, None)
+        assert set(resolver.held_flows) == set(waiting.values()), "held: the flows with an event not placed"
     placed += resolver.flush()
+    assert not resolver.held_flows
     per_event: dict[int, set[str]] = {}
     for event, session in placed:
         per_event.setdefault(event.seq, set()).add(session)
@@ -644,6 +652,24 @@ def test_a_session_that_only_sets_up_gets_its_run_an_idle_gap_later() -> None:
     assert [pair for event in setup_exchange("list", 0.0, "tools/list") for pair in resolver.place(event)] == []
     assert resolver.next_release() == 120.0
     assert [(e.flow_id, s) for e, s in resolver.expire(120.0)] == [("list", "mcp_session:s-1")] * 2
+
+
+def test_a_parked_set_up_exchange_longer_than_the_bound_goes_to_its_session_whole() -> None:
+    """A listing streamed with many progress notifications, parked at start-up: past `SETUP_EVENTS_KEPT`
+    messages it is placed in its session at once (with the route's other set-up, in order), never dropped."""
+    init = setup_exchange("init", 0.0, "initialize")
+    request, answer = setup_exchange("list", 0.2, "tools/list")
+    listing = [request, *(ObservedEvent("mcp", "notifications/progress", "response", "server", {}, "list", 0,
+                                        0.2 + 0.001 * n, MCP, f"{AGENT}:50000", {"mcp_session": "s-1"})
+                          for n in range(1, 21)), answer]
+    events = [ObservedEvent(e.protocol, e.event_type, e.direction, e.sender, e.content, e.flow_id, n, e.timestamp,
+                            e.endpoint, e.client, e.session_keys)
+              for n, e in enumerate([*init, *listing, outbound("call", 1.0)])]
+    resolver = SessionResolver(SessionKey.AUTO, 120.0, ())
+    placed = [pair for event in events for pair in resolver.place(event)]
+    assert [e.seq for e, _ in placed] == [e.seq for e in events], "every message placed once, in order"
+    assert {session for _, session in placed} == {"mcp_session:s-1"}
+    assert len(episodes_of(events)) == 3
 
 
 def test_set_up_joins_every_later_episode_its_server_serves_once() -> None:
