@@ -140,6 +140,9 @@ def test_a_killed_monitor_process_loses_no_event_and_evaluates_none_twice(attack
     with oatf_proxy(tmp_path, "lost", [TOOL_POISONING], grace="1h", record=False) as proxy:
         early = run(agents.mcp_poisoned_agent(url, proxy.url, "naive", close=False))
         proxy.wait_for_log(lambda text: "DEMO-001-01 matched" in text)  # released to the first monitor process
+        # and so is the rest of the early session (its answer may come one clock mark later): a message still held
+        # when the monitor process is lost opens a run of its own in the new one, as after any crash mid-session
+        proxy.wait_until(lambda: proxy.backlog() == 0)
         with upload_under_way(proxy):
             late = run(agents.mcp_poisoned_agent(url, proxy.url, "naive", close=False))
             proxy.wait_until(lambda: journaled_calls(proxy.report_dir, late) == 1)  # taken in, held
