@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import multiprocessing
 import operator
-import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
@@ -20,6 +19,7 @@ from typing import Any
 
 import oatf
 from oatf_engine.collector import collector_paused
+from oatf_engine.cpus import available_cpus
 from oatf_engine.events import ExchangeEnded, ObservedEvent
 from oatf_engine.monitor import LoadedAttack, LoadProblem, Monitor, MonitorOptions, RunConcluded
 from oatf_engine.monitor.sessions import SessionResolver
@@ -264,12 +264,6 @@ def _running_total(update: Callable[[int], None]) -> Callable[[int], None]:
         update(total)
 
     return add
-
-
-def available_cpus() -> int:
-    """The CPUs this process may run on (the default number of replay workers)."""
-    affinity = getattr(os, "sched_getaffinity", None)
-    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
 
 
 def stream_workers(recorded: int, workers: int) -> int:

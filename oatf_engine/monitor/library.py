@@ -21,6 +21,7 @@ import oatf
 from ..collector import collector_paused
 from ..progress import Progress
 from .document_cache import DocumentCache, Pack
+from .load_workers import children_for, load_in_children
 from .plan import AttackPlan
 
 DOCUMENT_SUFFIXES = (".yaml", ".yml")
@@ -108,7 +109,7 @@ def document_files(paths: list[str]) -> tuple[list[Path], list[LoadProblem]]:
 
 
 def load_document(path: str, data: bytes, lenient: bool = False) -> tuple[LoadedAttack | None, list[LoadProblem]]:
-    """`load_attack` of a document's bytes `data`, read from `path`, without a cache."""
+    """One document's bytes `data`, read from `path`, loaded (see `_load_all`), without a cache."""
     try:
         document = oatf.parse(data)
     except oatf.OATFParseError as exc:
@@ -127,27 +128,55 @@ def load_document(path: str, data: bytes, lenient: bool = False) -> tuple[Loaded
     return LoadedAttack(path, loaded, tuple(result.warnings)), [_problem(path, e) for e in strict]
 
 
-def load_attack(path: Path, lenient: bool = False,
-                pack: Pack | None = None) -> tuple[LoadedAttack | None, list[LoadProblem]]:
-    """One document, parsed, validated, strictly checked and normalized, and its problems: when the attack is
-    None they are why it is not loaded, else (only with `lenient`) the strict findings it was loaded despite.
-    Through `pack` (its library's cached entries, `document_cache`) when there is one: the entry of this path,
-    text, `lenient` and code is used when it holds a loading result of this path, else the document is loaded;
-    either is this load's entry."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        return None, [LoadProblem(str(path), "unreadable", exc.strerror or str(exc))]
-    if pack is None:
-        return load_document(str(path), data, lenient)
-    key = pack.key(str(path), data)
-    stored = pack.get(key)
-    if _is_result(stored, str(path)):
-        pack.put(key, stored, loaded=False)
-        return stored  # checked by `_is_result`
-    result = load_document(str(path), data, lenient)
-    pack.put(key, result, loaded=True)
-    return result
+def _load_all(files: list[Path], lenient: bool, pack: Pack | None, progress: Progress | None,
+              ) -> list[tuple[LoadedAttack | None, list[LoadProblem]]]:
+    """Each document of `files`, parsed, validated, strictly checked and normalized, and its problems: when the
+    attack is None they are why it is not loaded, else (only with `lenient`) the strict findings it was loaded
+    despite. Through `pack` (its library's cached entries, `document_cache`) when there is one: the entry of a
+    path, text, `lenient` and code is used when it holds a loading result of this path, else the document is
+    loaded; either is this load's entry. The documents to load are loaded in child processes when they are many
+    (`load_workers`), else here."""
+    results: list[tuple[LoadedAttack | None, list[LoadProblem]] | None] = []
+    missing: list[tuple[int, str, bytes, str]] = []
+    """(index, path, text, cache key) of each document to load."""
+    for path in files:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            results.append((None, [LoadProblem(str(path), "unreadable", exc.strerror or str(exc))]))
+            continue
+        key = pack.key(str(path), data) if pack is not None else ""
+        stored = pack.get(key) if pack is not None else None
+        if pack is not None and _is_result(stored, str(path)):
+            pack.put(key, stored, loaded=False)
+            results.append(stored)  # checked by `_is_result`
+            continue
+        missing.append((len(results), str(path), data, key))
+        results.append(None)
+    count = len(files) - len(missing)
+    if progress is not None:
+        progress.update(count)
+
+    def done(more: int) -> None:
+        nonlocal count
+        count += more
+        if progress is not None:
+            progress.update(count)  # a document takes a millisecond or so to load: each one counts
+
+    documents = [(name, data) for _index, name, data, _key in missing]
+    children = children_for(len(documents))
+    if children:
+        loaded = load_in_children(documents, lenient, children, load_document, done)
+    else:
+        loaded = []
+        for name, data in documents:
+            loaded.append(load_document(name, data, lenient))
+            done(1)
+    for (index, _path, _data, key), result in zip(missing, loaded, strict=True):
+        results[index] = result
+        if pack is not None:
+            pack.put(key, result, loaded=True)
+    return [result for result in results if result is not None]
 
 
 def _is_result(stored: object, path: str) -> bool:
@@ -183,10 +212,7 @@ def load_library(paths: list[str], lenient: bool = False, progress: Progress | N
         progress.start("loading attacks", len(files), "documents")
     with collector_paused(long_lived):  # documents and plans are long-lived, without cycles: a third of the time
         pack = Pack(cache, paths, lenient) if cache is not None else None
-        for count, path in enumerate(files):
-            if progress is not None:
-                progress.update(count)  # a document takes milliseconds to load: each one counts
-            result, found = load_attack(path, lenient, pack)
+        for path, (result, found) in zip(files, _load_all(files, lenient, pack, progress), strict=True):
             if result is None:
                 problems.extend(found)
                 continue

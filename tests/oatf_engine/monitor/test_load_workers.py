@@ -1,0 +1,100 @@
+"""A large library loaded in child processes (`oatf_engine.monitor.load_workers`) gives what loading in the calling
+process gives — the same attacks, diagnostics, strict findings and problems, in the same order, over `attacks/` and
+the official conformance documents, with and without the cache — and a child that fails loses no document."""
+
+from __future__ import annotations
+
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from oatf_engine.monitor import library as library_module
+from oatf_engine.monitor import load_library, load_workers
+from oatf_engine.monitor.document_cache import DocumentCache
+from tests.oatf_engine.monitor.test_document_cache import corpus, snapshot
+
+__all__ = ["corpus"]  # the fixture, shared with the cache's tests
+
+
+def in_children(monkeypatch: pytest.MonkeyPatch, children: int = 2) -> list[int]:
+    """Loading hands any number of documents to `children` children (whatever the CPUs); the documents each load
+    handed them, in a list."""
+    handed: list[int] = []
+
+    def children_for(documents: int) -> int:
+        handed.append(documents)
+        return children
+
+    monkeypatch.setattr(library_module, "children_for", children_for)
+    return handed
+
+
+def counting_loads_here(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths of the documents loaded in this process from now on, in a list."""
+    loaded: list[str] = []
+    real = library_module.load_document
+
+    def load_here(path: str, data: bytes, lenient: bool) -> object:
+        loaded.append(path)
+        return real(path, data, lenient)
+
+    monkeypatch.setattr(library_module, "load_document", load_here)
+    return loaded
+
+
+@pytest.mark.parametrize("lenient", [False, True])
+def test_children_load_what_the_calling_process_loads(corpus: list[str], tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch, lenient: bool) -> None:
+    expected = snapshot(load_library(corpus, lenient, cache=None))
+    assert expected[0] and expected[1]  # attacks and refused documents alike
+    handed = in_children(monkeypatch, children=3)
+    loaded_here = counting_loads_here(monkeypatch)
+    assert snapshot(load_library(corpus, lenient, cache=None)) == expected
+    assert not loaded_here, "the children loaded every document"
+    cache = DocumentCache(tmp_path / "cache")
+    assert snapshot(load_library(corpus, lenient, cache=cache)) == expected  # cold: the children's results cached
+    assert snapshot(load_library(corpus, lenient, cache=cache)) == expected  # warm: nothing left to load
+    assert handed[0] == handed[1] > 0 and handed[2] == 0
+
+
+def fake_child(tmp_path: Path, answers: int) -> str:
+    """An executable that, whatever its arguments, answers the first `answers` chunks of its share as a child
+    does, then dies."""
+    script = tmp_path / "child"
+    script.write_text(f"""#!{sys.executable}
+import os, pickle, sys
+sys.path.insert(0, {str(load_workers.ROOT)!r})
+from oatf_engine.monitor.library import load_document
+from oatf_engine.monitor.load_workers import CHUNK
+lenient, documents = pickle.load(sys.stdin.buffer)
+for start in range(0, CHUNK * {answers}, CHUNK):
+    pickle.dump([load_document(p, d, lenient) for p, d in documents[start:start + CHUNK]], sys.stdout.buffer)
+sys.stdout.buffer.flush()
+os._exit(1)
+""")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return str(script)
+
+
+@pytest.mark.parametrize("answers", [0, 1])
+def test_what_a_failed_child_did_not_answer_is_loaded_by_the_caller(corpus: list[str], tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch,
+                                                                    answers: int) -> None:
+    """Children that die at once, or after their first answer: every document is loaded all the same."""
+    expected = snapshot(load_library(corpus, cache=None))
+    in_children(monkeypatch)
+    monkeypatch.setattr(sys, "executable", fake_child(tmp_path, answers))
+    loaded = counting_loads_here(monkeypatch)
+    assert snapshot(load_library(corpus, cache=None)) == expected
+    files, _problems = library_module.document_files(corpus)
+    assert loaded and len(loaded) == len(files) - 2 * answers * load_workers.CHUNK
+
+
+def test_a_small_library_or_a_single_cpu_loads_in_the_calling_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(load_workers, "available_cpus", lambda: 4)
+    assert load_workers.children_for(load_workers.PARALLEL_MIN_DOCUMENTS - 1) == 0
+    assert load_workers.children_for(2_000) == 4
+    monkeypatch.setattr(load_workers, "available_cpus", lambda: 1)
+    assert load_workers.children_for(2_000) == 0
