@@ -1,23 +1,22 @@
-"""A large library's documents loaded in child processes (issue 15: 2,000 documents loaded in ≤ 2 s).
+"""A large library's documents loaded in child processes too (issue 15: 2,000 documents loaded in ≤ 2 s).
 
 Loading a document — parsing (its YAML alone a third of the time), validating, normalizing, planning — is about
 a millisecond of pure CPU, and documents are independent. So when at least `PARALLEL_MIN_DOCUMENTS` documents
 must be loaded from their text (not found in the cache: `document_cache`) and more than one CPU is available,
-`load_library` hands them to one child process per CPU (`python -m oatf_engine.monitor.load_workers`), dealt
-round-robin; the calling process only unpickles the results. In the proxy that also leaves the interpreter lock
-to mitmproxy's event loop while a library loads.
+`load_library` loads them in the calling process and in one child process per other CPU (`python -m
+oatf_engine.monitor.load_workers`), `CHUNK` documents at a time from one queue: whoever is free takes the next
+chunk, so the children's start (their imports, ~0.4 s) costs the caller nothing, and a slow one slows nobody.
 
-Each child runs `load_document`, as the calling process would: the results are the same (a test compares
-them). A child that fails (killed, out of memory, a bug) loses nothing: the documents it did not answer are
-loaded in the calling process.
+Each child runs `load_document`, as the calling process does: the results are the same (a test compares them).
+A child that fails (killed, out of memory, a bug) loses nothing: the chunk it was given is loaded in the calling
+process, and so are the chunks it did not take.
 
-Between the two, over the child's standard streams: in, one pickle `(lenient, [(path, data), ...])`; out, a pickle
-per `CHUNK` documents, the list of their `load_document` results in order; the output ends with the last.
+Between the two, over the child's standard streams: in, a pickle `(lenient, [(path, data), ...])` per chunk; out,
+a pickle per chunk, the list of its `load_document` results in order; the child ends when its input does.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pickle
 import queue
@@ -26,7 +25,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..collector import collector_paused
 from ..cpus import available_cpus
@@ -35,87 +34,127 @@ if TYPE_CHECKING:
     from .library import LoadedAttack, LoadProblem
 
     Result = tuple[LoadedAttack | None, list[LoadProblem]]
+    Chunks = queue.SimpleQueue[int]
+    """The chunks no one has taken yet, each by the index of its first document."""
+    Answers = queue.SimpleQueue[tuple[int, list[Result] | None] | None]
+    """Chunks a child loaded (its first document's index, their results; None: the child failed, the caller
+    loads it), and a None from each child's thread when it is done."""
 
-PARALLEL_MIN_DOCUMENTS = 400
-"""Below this many documents to load, they load in the calling process: a child's start (its imports, ~0.4 s of
-CPU) would cost more than it saves."""
+PARALLEL_MIN_DOCUMENTS = 500
+"""Below this many documents to load, they load in the calling process alone: a child's start (its imports and
+the CEL grammar, ~0.45 s of CPU) would cost more than it saves."""
 CHUNK = 25
-"""Documents a child answers at a time (the caller's progress moves with each answer)."""
+"""Documents loaded at a time by the caller or a child (the caller's progress moves with each chunk)."""
 ROOT = Path(__file__).resolve().parents[2]
 """The checkout whose engine the children run (on their `PYTHONPATH`)."""
 
 
+
 def children_for(documents: int) -> int:
-    """How many children load `documents` documents (0: the calling process loads them)."""
+    """How many children help load `documents` documents (0: the calling process loads them alone)."""
     cpus = available_cpus()
-    return min(cpus, documents // CHUNK) if documents >= PARALLEL_MIN_DOCUMENTS and cpus > 1 else 0
+    if documents < PARALLEL_MIN_DOCUMENTS or cpus < 2:
+        return 0
+    return min(cpus - 1, documents // CHUNK)
 
 
 def load_in_children(documents: list[tuple[str, bytes]], lenient: bool, children: int,
-                     load: Callable[[str, bytes, bool], Result], done: Callable[[int], None]) -> list[Result]:
-    """`load(path, data, lenient)` of every document, in order, computed by `children` child processes;
-    `done(n)` after each `n` more are loaded. What a child did not answer is loaded here with `load`."""
+                     load: Callable[[str, bytes, bool], Result], done: Callable[[int], None],
+                     here: bool = True) -> list[Result]:
+    """`load(path, data, lenient)` of every document, in order, computed here and by `children` child processes
+    (see the module docstring); `done(n)` after each `n` more are loaded (called in this thread). `here=False`:
+    this thread loads only what a failed child leaves."""
     results: list[Result | None] = [None] * len(documents)
-    answers: queue.SimpleQueue[tuple[list[int], list[Result]] | None] = queue.SimpleQueue()
-    shares = [list(range(n, len(documents), children)) for n in range(children)]
-    threads = [threading.Thread(target=_run_child, args=([documents[i] for i in share], share, lenient, answers),
-                                name="oatf-load-child", daemon=True) for share in shares]
+    chunks: Chunks = queue.SimpleQueue()
+    for first in range(0, len(documents), CHUNK):
+        chunks.put(first)
+    answers: Answers = queue.SimpleQueue()
+    threads = [threading.Thread(target=_serve, args=(documents, lenient, chunks, answers), name="oatf-load-child",
+                                daemon=True) for _ in range(children)]
     for thread in threads:
         thread.start()
-    for _ in threads:
-        while (answer := answers.get()) is not None:
-            indices, loaded = answer
-            for index, result in zip(indices, loaded, strict=True):
-                results[index] = result
-            done(len(loaded))
+
+    def take(start: int, loaded: list[Result] | None) -> None:
+        if loaded is None:  # here, or the child it was given failed
+            loaded = [load(path, data, lenient) for path, data in documents[start:start + CHUNK]]
+        results[start:start + len(loaded)] = loaded
+        done(len(loaded))
+
+    running = children
+
+    def receive(block: bool) -> bool:
+        """Take a child's answer (waiting for one if `block`); False when none was there."""
+        nonlocal running
+        try:
+            answer = answers.get(block)
+        except queue.Empty:
+            return False
+        if answer is None:
+            running -= 1
+        else:
+            take(*answer)
+        return True
+
+    while here and (chunk := _next(chunks)) is not None:
+        take(chunk, None)
+        while receive(block=False):
+            pass
+    while running:
+        receive(block=True)
     for thread in threads:
         thread.join()  # its child has exited (a replay forks its workers only when no other thread runs)
-    complete: list[Result] = []
-    for (path, data), answered in zip(documents, results, strict=True):
-        if answered is None:  # its child failed
-            answered = load(path, data, lenient)
-            done(1)
-        complete.append(answered)
-    return complete
+    while (chunk := _next(chunks)) is not None:  # no child could take them
+        take(chunk, None)
+    return [result for result in results if result is not None]
 
 
-def _run_child(documents: list[tuple[str, bytes]], indices: list[int], lenient: bool,
-               answers: queue.SimpleQueue[tuple[list[int], list[Result]] | None]) -> None:
-    """One child's share (on a thread of the caller): its answers, then None, go to `answers`."""
+def _next(chunks: Chunks) -> int | None:
+    """The next chunk no one has taken (None: none is left)."""
+    try:
+        return chunks.get_nowait()
+    except queue.Empty:
+        return None
+
+
+def _serve(documents: list[tuple[str, bytes]], lenient: bool, chunks: Chunks, answers: Answers) -> None:
+    """One child, fed chunks from `chunks` until none is left (on a thread of the caller); what it loads goes to
+    `answers`, then None."""
     try:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *(p for p in sys.path if p)])}
         with subprocess.Popen([sys.executable, "-m", "oatf_engine.monitor.load_workers"], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env) as child:
             assert child.stdin is not None and child.stdout is not None
-            with contextlib.suppress(OSError), child.stdin:  # a child that ended early: its share is loaded here
-                pickle.dump((lenient, documents), child.stdin, protocol=pickle.HIGHEST_PROTOCOL)
-            answered = 0
-            with child.stdout:
-                while answered < len(indices):
+            with child.stdin, child.stdout:
+                while (start := _next(chunks)) is not None:
                     try:
+                        pickle.dump((lenient, documents[start:start + CHUNK]), child.stdin,
+                                    protocol=pickle.HIGHEST_PROTOCOL)
+                        child.stdin.flush()
                         loaded: list[Result] = pickle.load(child.stdout)
-                    except Exception:  # ended (EOF) or garbled: the rest is loaded here
+                    except Exception:  # the child ended or garbled its answer: the caller loads the chunk
+                        answers.put((start, None))
+                        child.kill()
                         break
-                    answers.put((indices[answered:answered + len(loaded)], loaded))
-                    answered += len(loaded)
-            if answered < len(indices):
-                child.kill()
+                    answers.put((start, loaded))
     except OSError:
-        pass  # no child could be started: its documents are loaded here
+        pass  # no child could be started: the caller loads the chunks
     finally:
         answers.put(None)
 
 
 def main() -> None:
-    """A child: load the documents read from standard input, answer their results on standard output."""
+    """A child: load each chunk of documents read from standard input, answer its results on standard output."""
     from .library import load_document
 
     with collector_paused():
-        lenient, documents = pickle.load(sys.stdin.buffer)
-        out = sys.stdout.buffer
-        for start in range(0, len(documents), CHUNK):
-            chunk: list[Any] = [load_document(path, data, lenient) for path, data in documents[start:start + CHUNK]]
-            pickle.dump(chunk, out, protocol=pickle.HIGHEST_PROTOCOL)
+        inbox, out = sys.stdin.buffer, sys.stdout.buffer
+        while True:
+            try:
+                lenient, documents = pickle.load(inbox)
+            except EOFError:
+                return
+            pickle.dump([load_document(path, data, lenient) for path, data in documents], out,
+                        protocol=pickle.HIGHEST_PROTOCOL)
             out.flush()
 
 

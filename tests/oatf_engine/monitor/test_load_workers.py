@@ -45,33 +45,49 @@ def counting_loads_here(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 @pytest.mark.parametrize("lenient", [False, True])
-def test_children_load_what_the_calling_process_loads(corpus: list[str], tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch, lenient: bool) -> None:
+def test_with_children_loading_gives_what_the_calling_process_alone_loads(
+        corpus: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lenient: bool) -> None:
     expected = snapshot(load_library(corpus, lenient, cache=None))
     assert expected[0] and expected[1]  # attacks and refused documents alike
-    handed = in_children(monkeypatch, children=3)
-    loaded_here = counting_loads_here(monkeypatch)
+    handed = in_children(monkeypatch, children=2)
     assert snapshot(load_library(corpus, lenient, cache=None)) == expected
-    assert not loaded_here, "the children loaded every document"
     cache = DocumentCache(tmp_path / "cache")
-    assert snapshot(load_library(corpus, lenient, cache=cache)) == expected  # cold: the children's results cached
+    assert snapshot(load_library(corpus, lenient, cache=cache)) == expected  # cold: what was loaded is cached
     assert snapshot(load_library(corpus, lenient, cache=cache)) == expected  # warm: nothing left to load
     assert handed[0] == handed[1] > 0 and handed[2] == 0
 
 
+def documents_of(corpus: list[str]) -> list[tuple[str, bytes]]:
+    files, _problems = library_module.document_files(corpus)
+    return [(str(path), path.read_bytes()) for path in files]
+
+
+def test_children_alone_load_what_the_calling_process_loads(corpus: list[str],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every chunk loaded by the children (the caller takes none): the same results, in order."""
+    documents = documents_of(corpus)
+    expected = [library_module.load_document(path, data, False) for path, data in documents]
+    loaded_here = counting_loads_here(monkeypatch)
+    progress: list[int] = []
+    results = load_workers.load_in_children(documents, False, 3, library_module.load_document, progress.append,
+                                            here=False)
+    assert repr(results) == repr(expected)
+    assert not loaded_here and sum(progress) == len(documents)
+
+
 def fake_child(tmp_path: Path, answers: int) -> str:
-    """An executable that, whatever its arguments, answers the first `answers` chunks of its share as a child
-    does, then dies."""
+    """An executable that, whatever its arguments, loads and answers the first `answers` chunks it is given as a
+    child does, then dies when given the next."""
     script = tmp_path / "child"
     script.write_text(f"""#!{sys.executable}
 import os, pickle, sys
 sys.path.insert(0, {str(load_workers.ROOT)!r})
 from oatf_engine.monitor.library import load_document
-from oatf_engine.monitor.load_workers import CHUNK
-lenient, documents = pickle.load(sys.stdin.buffer)
-for start in range(0, CHUNK * {answers}, CHUNK):
-    pickle.dump([load_document(p, d, lenient) for p, d in documents[start:start + CHUNK]], sys.stdout.buffer)
-sys.stdout.buffer.flush()
+for _ in range({answers}):
+    lenient, documents = pickle.load(sys.stdin.buffer)
+    pickle.dump([load_document(p, d, lenient) for p, d in documents], sys.stdout.buffer)
+    sys.stdout.buffer.flush()
+pickle.load(sys.stdin.buffer)
 os._exit(1)
 """)
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
@@ -82,19 +98,32 @@ os._exit(1)
 def test_what_a_failed_child_did_not_answer_is_loaded_by_the_caller(corpus: list[str], tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch,
                                                                     answers: int) -> None:
-    """Children that die at once, or after their first answer: every document is loaded all the same."""
-    expected = snapshot(load_library(corpus, cache=None))
-    in_children(monkeypatch)
+    """Children that die at their first chunk, or at their second: every document is loaded all the same, the
+    caller loading exactly what they did not answer."""
+    documents = documents_of(corpus)
+    expected = [library_module.load_document(path, data, False) for path, data in documents]
     monkeypatch.setattr(sys, "executable", fake_child(tmp_path, answers))
-    loaded = counting_loads_here(monkeypatch)
-    assert snapshot(load_library(corpus, cache=None)) == expected
-    files, _problems = library_module.document_files(corpus)
-    assert loaded and len(loaded) == len(files) - 2 * answers * load_workers.CHUNK
+    loaded_here = counting_loads_here(monkeypatch)
+    results = load_workers.load_in_children(documents, False, 2, library_module.load_document, lambda n: None,
+                                            here=False)
+    assert repr(results) == repr(expected)
+    assert len(loaded_here) == len(documents) - 2 * answers * load_workers.CHUNK
 
 
-def test_a_small_library_or_a_single_cpu_loads_in_the_calling_process(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_child_the_caller_loads_everything(corpus: list[str], monkeypatch: pytest.MonkeyPatch,
+                                                     tmp_path: Path) -> None:
+    """No child can be started (here: no such executable): the caller loads every chunk, even with `here=False`."""
+    documents = documents_of(corpus)
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "missing"))
+    loaded_here = counting_loads_here(monkeypatch)
+    results = load_workers.load_in_children(documents, False, 2, library_module.load_document, lambda n: None,
+                                            here=False)
+    assert len(results) == len(loaded_here) == len(documents)
+
+
+def test_a_small_library_or_a_single_cpu_loads_in_the_calling_process_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(load_workers, "available_cpus", lambda: 4)
     assert load_workers.children_for(load_workers.PARALLEL_MIN_DOCUMENTS - 1) == 0
-    assert load_workers.children_for(2_000) == 4
+    assert load_workers.children_for(2_000) == 3
     monkeypatch.setattr(load_workers, "available_cpus", lambda: 1)
     assert load_workers.children_for(2_000) == 0
