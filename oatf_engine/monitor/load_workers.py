@@ -3,13 +3,14 @@
 Loading a document — parsing (its YAML alone a third of the time), validating, normalizing, planning — is about
 a millisecond of pure CPU, and documents are independent. So when at least `PARALLEL_MIN_DOCUMENTS` documents
 must be loaded from their text (not found in the cache: `document_cache`) and more than one CPU is available,
-`load_library` loads them in the calling process and in one child process per other CPU (`python -m
-oatf_engine.monitor.load_workers`), `CHUNK` documents at a time from one queue: whoever is free takes the next
-chunk, so the children's start (their imports, ~0.4 s) costs the caller nothing, and a slow one slows nobody.
+`load_library` loads them in the calling process and in one child process per other CPU (`main`), `CHUNK`
+documents at a time from one queue: whoever is free takes the next chunk, so the children's start (their
+imports, ~0.5 s) costs the caller nothing, and a slow one slows nobody. A child is kept `AHEAD` chunks ahead by a
+thread of the caller, another takes its answers.
 
 Each child runs `load_document`, as the calling process does: the results are the same (a test compares them).
-A child that fails (killed, out of memory, a bug) loses nothing: the chunk it was given is loaded in the calling
-process, and so are the chunks it did not take.
+A child that fails (killed, out of memory, a bug) loses nothing: the chunks it was given and did not answer are
+loaded in the calling process, and so are the chunks no child took.
 
 Between the two, over the child's standard streams: in, a pickle `(lenient, [(path, data), ...])` per chunk; out,
 a pickle per chunk, the list of its `load_document` results in order; the child ends when its input does.
@@ -17,6 +18,8 @@ a pickle per chunk, the list of its `load_document` results in order; the child 
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import os
 import pickle
 import queue
@@ -25,7 +28,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from ..collector import collector_paused
 from ..cpus import available_cpus
@@ -45,8 +48,12 @@ PARALLEL_MIN_DOCUMENTS = 500
 the CEL grammar, ~0.45 s of CPU) would cost more than it saves."""
 CHUNK = 25
 """Documents loaded at a time by the caller or a child (the caller's progress moves with each chunk)."""
+AHEAD = 4
+"""Chunks given to a child before it answers one: it starts the next while the caller takes its answer."""
 ROOT = Path(__file__).resolve().parents[2]
 """The checkout whose engine the children run (on their `PYTHONPATH`)."""
+CHILD = "from oatf_engine.monitor.load_workers import main; main()"
+"""A child's program (not `-m` of this module, which its package has imported already)."""
 
 
 
@@ -117,29 +124,50 @@ def _next(chunks: Chunks) -> int | None:
 
 
 def _serve(documents: list[tuple[str, bytes]], lenient: bool, chunks: Chunks, answers: Answers) -> None:
-    """One child, fed chunks from `chunks` until none is left (on a thread of the caller); what it loads goes to
-    `answers`, then None."""
+    """One child (on a thread of the caller): a writer thread keeps it `AHEAD` chunks from `chunks` ahead, so it
+    never waits for the caller between two; its answers go to `answers`, then None. When it fails, the chunks it
+    was given and did not answer go to `answers` as failed (the caller loads them)."""
     try:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *(p for p in sys.path if p)])}
-        with subprocess.Popen([sys.executable, "-m", "oatf_engine.monitor.load_workers"], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env) as child:
+        with subprocess.Popen([sys.executable, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, env=env) as child:
             assert child.stdin is not None and child.stdout is not None
-            with child.stdin, child.stdout:
-                while (start := _next(chunks)) is not None:
+            sent: collections.deque[int] = collections.deque()
+            room = threading.Semaphore(AHEAD)
+            stop = threading.Event()
+            writer = threading.Thread(target=_feed, args=(child.stdin, documents, lenient, chunks, sent, room, stop),
+                                      name="oatf-load-feed", daemon=True)
+            writer.start()
+            with child.stdout:
+                while True:
                     try:
-                        pickle.dump((lenient, documents[start:start + CHUNK]), child.stdin,
-                                    protocol=pickle.HIGHEST_PROTOCOL)
-                        child.stdin.flush()
                         loaded: list[Result] = pickle.load(child.stdout)
-                    except Exception:  # the child ended or garbled its answer: the caller loads the chunk
-                        answers.put((start, None))
-                        child.kill()
+                    except Exception:  # its input ended (EOF: done), or the child ended or garbled its answer
                         break
-                    answers.put((start, loaded))
+                    answers.put((sent.popleft(), loaded))
+                    room.release()
+            stop.set()  # the child is done, or failed: the writer stops waiting for room
+            room.release()
+            writer.join()
+            if sent:  # the child failed: the caller loads what it did not answer
+                child.kill()
+                for start in sent:
+                    answers.put((start, None))
     except OSError:
         pass  # no child could be started: the caller loads the chunks
     finally:
         answers.put(None)
+
+
+def _feed(stdin: IO[bytes], documents: list[tuple[str, bytes]], lenient: bool, chunks: Chunks,
+          sent: collections.deque[int], room: threading.Semaphore, stop: threading.Event) -> None:
+    """Write chunks to a child while it has room for them (`_serve`), until none is left or `stop`; then close its
+    input."""
+    with contextlib.suppress(OSError), stdin:  # a child that ended: `_serve` hands its chunks to the caller
+        while room.acquire() and not stop.is_set() and (start := _next(chunks)) is not None:
+            sent.append(start)
+            pickle.dump((lenient, documents[start:start + CHUNK]), stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            stdin.flush()
 
 
 def main() -> None:
@@ -158,5 +186,3 @@ def main() -> None:
             out.flush()
 
 
-if __name__ == "__main__":
-    main()
