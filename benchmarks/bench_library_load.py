@@ -5,13 +5,14 @@
 Offline: libraries of `--sizes` documents (re-identified copies of `attacks/`, `testing.library_copies`) loaded
 by `load_library` — read, parsed, validated, strictly checked, normalized and planned, as `oatf evaluate`, `oatf
 tap` and the addon load them, the cyclic collector on as in the proxy — each load in a fresh process (a start of
-the tool), its CPU and wall seconds:
+the tool), its wall seconds and its CPU seconds (with those of the child processes a large library also loads in,
+`oatf_engine.monitor.load_workers`):
 - `none`: without the cache of loaded documents (`OATF_CACHE_DIR=off`);
 - `cold`: with an empty cache, which the load writes (the first start over these documents);
 - `warm`: with the cache the cold load wrote (every later start);
 - `DIR` (`--against`, e.g. `/work/main`): the engine of the checkout at DIR, in the same run.
 Each `--repeats` times, interleaved, so every ratio compares figures measured seconds apart; printed: the range
-(min–max) of each, and the ratios of the medians to `DIR`'s. Every load's attacks, problems and diagnostics must
+(min–max) of each, and the ratios of the wall medians to `DIR`'s. Every load's attacks, problems and diagnostics must
 be identical (a digest of them per load, with `PYTHONHASHSEED=0`): the cache never changes a result.
 
 `--live`: mitmdump with the addon and the largest library, without cache, with a cold one and a warm one, and
@@ -28,6 +29,7 @@ import asyncio
 import hashlib
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -59,11 +61,17 @@ def digest(library: Library) -> str:
 
 def child(directory: str) -> None:
     """One load of `directory` in this process: its figures as JSON on stdout."""
-    cpu, wall = time.process_time(), time.perf_counter()
+    cpu, wall, children = time.process_time(), time.perf_counter(), _children_cpu()
     library = load_library([directory])
-    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-    print(json.dumps({"cpu": cpu, "wall": wall, "digest": digest(library), "attacks": len(library.attacks),
-                      "problems": len(library.problems)}))
+    cpu, wall, children = time.process_time() - cpu, time.perf_counter() - wall, _children_cpu() - children
+    print(json.dumps({"cpu": cpu, "children": children, "wall": wall, "digest": digest(library),
+                      "attacks": len(library.attacks), "problems": len(library.problems)}))
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's ended children (the loading children: `load_workers`)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def load_in_child(directory: Path, root: Path, cache: str) -> dict[str, Any]:
@@ -80,7 +88,7 @@ def offline(sizes: list[int], repeats: int, against: Path | None, work: Path) ->
     from testing.library_copies import write_library
 
     kinds = ["none", "cold", "warm"] + ([against.name] if against is not None else [])
-    print(f"load_library, a fresh process per load, {repeats} repeat(s): CPU s and wall s, min–max")
+    print(f"load_library, a fresh process per load, {repeats} repeat(s): wall s and CPU s, min–max")
     for size in sizes:
         library = work / f"library-{size}"
         library.mkdir()
@@ -97,13 +105,15 @@ def offline(sizes: list[int], repeats: int, against: Path | None, work: Path) ->
         counts = {(f["attacks"], f["problems"]) for runs in figures.values() for f in runs}
         print(f"  {size:,} documents (attacks, problems: {sorted(counts)}; identical loads: "
               f"{'yes' if len(digests) == 1 else 'NO: ' + ', '.join(sorted(digests))})")
-        base = statistics.median(f["cpu"] for f in figures[against.name]) if against is not None else None
+        base = statistics.median(f["wall"] for f in figures[against.name]) if against is not None else None
         for kind, runs in figures.items():
             cpu = sorted(f["cpu"] for f in runs)
+            children = sorted(f.get("children", 0.0) for f in runs)
             wall = sorted(f["wall"] for f in runs)
-            ratio = f"  {statistics.median(cpu) / base:.2f}× {against.name if against else ''}" if base else ""
-            print(f"    {kind:>10}: CPU {cpu[0]:.2f}–{cpu[-1]:.2f} s, wall {wall[0]:.2f}–{wall[-1]:.2f} s{ratio}",
-                  flush=True)
+            ratio = f"  {statistics.median(wall) / base:.2f}× {against.name if against else ''}'s wall" if base else ""
+            helped = f" (+ children {children[0]:.2f}–{children[-1]:.2f} s)" if children[-1] else ""
+            print(f"    {kind:>10}: wall {wall[0]:.2f}–{wall[-1]:.2f} s, CPU {cpu[0]:.2f}–{cpu[-1]:.2f} s"
+                  f"{helped}{ratio}", flush=True)
         if len(digests) != 1:
             raise SystemExit("the loads differ")
 
