@@ -538,6 +538,10 @@ class OatfAddon:
             if (flow := self.flows.get(event.flow_id)) is not None:
                 self.pinned[event.flow_id] = flow
         self.events.put_nowait(event)
+
+    def _warn_of_backlog(self) -> None:
+        """Log once per `BACKLOG_WARNING` more events waiting (checked by the worker at each batch it takes, not by
+        the event loop at each event)."""
         waiting = self.waiting()
         if waiting // BACKLOG_WARNING > self.backlog_warned:
             self.backlog_warned = waiting // BACKLOG_WARNING
@@ -566,6 +570,7 @@ class OatfAddon:
             try:
                 items = [first, *self._drain(MAX_BATCH - 1)] if first is not None else []
                 self.in_hand = len(items)
+                self._warn_of_backlog()
                 with self.lock:
                     if self.monitor is not None and not self.stopping.is_set():
                         self._replace_if_gone(self.monitor)

@@ -68,3 +68,22 @@ def test_an_event_the_worker_holds_back_for_its_batch_counts_as_waiting(tmp_path
         assert not received(tmp_path / "reports") and addon.waiting() == 1
         assert wait_until(lambda: received(tmp_path / "reports") != [])
         addon.done()
+
+
+def test_a_growing_backlog_is_logged_once_per_step_by_the_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    """Events queued faster than they are evaluated (here: while no clock mark releases any): the worker warns
+    when `BACKLOG_WARNING` more are waiting, once per step (the event loop only queues them)."""
+    monkeypatch.setattr(oatf_addon, "BACKLOG_WARNING", 10)
+    addon = OatfAddon()
+    with taddons.context(addon) as context:
+        start_worker_only(addon, context, tmp_path)
+        caplog.set_level("WARNING", logger="oatf")
+        for n in range(25):
+            addon._enqueue(call(KEY, float(n), session=f"s{n}"))
+        assert wait_until(lambda: sum(map(len, received(tmp_path / "reports"))) == 25)
+        addon._enqueue(call(KEY, 25.0, session="s25"))  # the worker's next batch sees the backlog
+        assert wait_until(lambda: "behind the traffic" in caplog.text)
+        warnings = [r.getMessage() for r in caplog.records if "behind the traffic" in r.getMessage()]
+        addon.done()
+    assert 1 <= len(warnings) <= 2 and all(int(w.split(": ")[-1].split()[0]) >= 10 for w in warnings)
