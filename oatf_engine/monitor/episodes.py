@@ -75,7 +75,8 @@ from __future__ import annotations
 import functools
 import heapq
 import itertools
-from collections import OrderedDict
+from collections import Counter, OrderedDict
+from collections.abc import Iterable, KeysView
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -263,6 +264,8 @@ class AgentEpisodes:
         """(parked since, order, set-up exchange) of the parked ones, a heap; entries of released ones are
         dropped lazily."""
         self._order = itertools.count()
+        self._waiting: Counter[str] = Counter()
+        """Flow id → its messages deferred or parked here (`waiting_flows`)."""
 
     # --- who is who -----------------------------------------------------------------------------------------
 
@@ -324,6 +327,7 @@ class AgentEpisodes:
         deferred = self.deferred.get(flow)
         if deferred is not None:
             deferred.events.append((event, session))
+            self._wait(event)
             self._follow_answer(event, session)
             return []
         setup = self.setup_flows.get(flow)
@@ -331,6 +335,8 @@ class AgentEpisodes:
             self._follow_answer(event, session)
             if len(setup.events) < SETUP_EVENTS_KEPT:
                 setup.events.append((event, session))
+                if setup.parked_since is not None:
+                    self._wait(event)
                 return [(event, episode) for episode in setup.placed_in]
             # A bound: a parked exchange that outgrows it goes to its session now, with its route's, never dropped.
             unparked = self._unpark(self.setup.get(setup.route)) if setup.parked_since is not None else []
@@ -399,14 +405,25 @@ class AgentEpisodes:
         clock must not pass it (`SessionResolver.oldest_held`)."""
         return min((d.events[0][0].timestamp for d in self.deferred.values() if d.events), default=float("inf"))
 
-    def waiting_flows(self) -> set[str]:
+    @property
+    def waiting_flows(self) -> KeysView[str]:
         """The flows with messages waiting here, not placed yet: deferred exchanges (rule 5) and parked set-up
         (rule 6; a listing's answer with its request). Their matches, if any, are still to come."""
-        flows = {event.flow_id for deferred in self.deferred.values() for event, _session in deferred.events}
-        for since, _order, setup in self._parked:
-            if setup.parked_since == since:
-                flows.update(event.flow_id for event, _session in setup.events)
-        return flows
+        return self._waiting.keys()
+
+    def _wait(self, event: ObservedEvent) -> None:
+        """`event` waits here (deferred, or parked): counted in `waiting_flows` until it is placed."""
+        self._waiting[event.flow_id] += 1
+
+    def _unwait(self, events: Iterable[Placed]) -> None:
+        """These waiting events are placed now (or about to be)."""
+        waiting = self._waiting
+        for event, _session in events:
+            left = waiting[event.flow_id] - 1
+            if left > 0:
+                waiting[event.flow_id] = left
+            else:
+                waiting.pop(event.flow_id, None)
 
     def next_release(self) -> float:
         """When the oldest parked set-up exchange stops waiting for a window (infinity when none does)."""
@@ -525,6 +542,7 @@ class AgentEpisodes:
 
     def _defer(self, flow: str, undecided: set[str], event: ObservedEvent, session: str) -> list[Placed]:
         self.deferred[flow] = _Deferred(undecided, [(event, session)])
+        self._wait(event)
         placed: list[Placed] = []
         while len(self.deferred) > MAX_DEFERRED:
             placed += self._release_oldest()
@@ -538,6 +556,7 @@ class AgentEpisodes:
             deferred.waiting.discard(opener)
             if not deferred.waiting and self.deferred.get(flow) is deferred:
                 del self.deferred[flow]
+                self._unwait(deferred.events)
                 for item in deferred.events:
                     placed += self.link(*item)
         return placed
@@ -545,6 +564,7 @@ class AgentEpisodes:
     def _release_oldest(self) -> list[Placed]:
         """Place the oldest deferred exchange now, in the windows whose episode is known (a bound, the end)."""
         flow, deferred = self.deferred.popitem(last=False)
+        self._unwait(deferred.events)
         first = deferred.events[0][0]
         joined, _undecided = self._open_at(first, self.client_agent(first.client))
         self.flows.put(flow, joined, self._clock)
@@ -564,6 +584,7 @@ class AgentEpisodes:
         self.setup_flows[event.flow_id] = setup
         if not acting:
             heapq.heappush(self._parked, (event.timestamp, next(self._order), setup))
+            self._wait(event)
         kept = self.setup.get(route) or OrderedDict()
         kept[event.flow_id] = setup
         placed: list[Placed] = [(event, session)] if acting else []
@@ -588,6 +609,8 @@ class AgentEpisodes:
         for setup in (self.setup.get(route) or {}).values():
             new = [episode for episode in episodes if episode not in setup.placed_in]
             setup.placed_in += new
+            if setup.parked_since is not None:
+                self._unwait(setup.events)
             setup.parked_since = None
             placed += [(event, episode) for episode in new for event, _session in setup.events]
         return placed
@@ -606,11 +629,11 @@ class AgentEpisodes:
         placed = [item for setup in kept.values() for item in self._unpark_one(setup)]
         return sorted(placed, key=lambda item: item[0].seq)
 
-    @staticmethod
-    def _unpark_one(setup: _Setup) -> list[Placed]:
+    def _unpark_one(self, setup: _Setup) -> list[Placed]:
         """A parked set-up exchange goes to its protocol session (all its messages share one: rule 1)."""
         if setup.parked_since is None:
             return []
+        self._unwait(setup.events)
         setup.parked_since = None
         session = setup.events[0][1]
         setup.placed_in.append(session)

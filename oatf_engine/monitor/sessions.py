@@ -212,7 +212,7 @@ class SessionResolver:
         """The flows with events on hold now (rules 1 and 2) or waiting in the agent episodes (`AgentEpisodes.
         waiting_flows`, rules 5 and 6): their matches, if any, are still to come."""
         linker = self._linker()
-        waiting = linker.waiting_flows() if linker is not None else None
+        waiting = linker.waiting_flows if linker is not None else None
         return self._held_flows.keys() | waiting if waiting else self._held_flows.keys()
 
     def next_release(self) -> float:
