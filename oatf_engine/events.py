@@ -29,7 +29,8 @@ Perspective (format spec §5.3, §6.1 `indicator.direction`, §5.5 `extractor.so
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import operator
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 Protocol = Literal["mcp", "a2a", "ag_ui"]
@@ -84,6 +85,18 @@ class ObservedEvent:
     injected: tuple[str, ...] = ()
     """What the proxy's inject mode altered in the exchange this message belongs to (`addon.inject`), one
     printable line each; empty for traffic that passed as sent. Listed in the run's report."""
+
+    def __reduce__(self) -> tuple[type[ObservedEvent], tuple[Any, ...]]:
+        """Pickled as its fields in order: what `dataclasses` pickles of a slotted class, without finding the
+        class's fields again for every event (the proxy pickles every event to its monitor process, a sharded
+        replay every event to its workers)."""
+        return ObservedEvent, event_values(self)
+
+
+EVENT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ObservedEvent))
+"""An event's fields, in declaration order (its constructor's positional order)."""
+event_values = operator.attrgetter(*EVENT_FIELDS)
+"""An event's field values, as a tuple in `EVENT_FIELDS` order."""
 
 
 Call = tuple[str, str, str | int | None]

@@ -62,11 +62,9 @@ crash between the two leaves a written report without a marker; recovery recogni
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import fcntl
 import json
-import operator
 import os
 import shutil
 import threading
@@ -75,7 +73,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from oatf_engine.events import Call, Endpoint, ExchangeEnded, ObservedEvent
+from oatf_engine.events import EVENT_FIELDS, Call, Endpoint, ExchangeEnded, ObservedEvent, event_values
 from oatf_engine.progress import UPDATE_EVERY
 
 JOURNAL_DIR = "journal"
@@ -90,7 +88,7 @@ RunKey = tuple[str, str, str]
 
 def encode_event(event: ObservedEvent) -> list[Any]:
     """An event as a JSON list of its fields, in declaration order."""
-    fields = list(_FIELDS_OF(event))
+    fields = list(event_values(event))
     endpoint = event.endpoint
     fields[_ENDPOINT_AT] = [endpoint.host, endpoint.port, endpoint.path]
     return fields
@@ -99,18 +97,16 @@ def encode_event(event: ObservedEvent) -> list[Any]:
 _CHOICES: dict[str, tuple[str, ...]] = {"protocol": ("mcp", "a2a", "ag_ui"), "direction": ("request", "response"),
                                         "sender": ("client", "server")}
 _TEXT = ("event_type", "flow_id", "client")
-_FIELDS = tuple(f.name for f in dataclasses.fields(ObservedEvent))
-_FIELDS_OF = operator.attrgetter(*_FIELDS)
-_ENDPOINT_AT = _FIELDS.index("endpoint")
+_ENDPOINT_AT = EVENT_FIELDS.index("endpoint")
 
 
 def decode_event(fields: Any) -> ObservedEvent:
     """An event from `encode_event`'s JSON; ValueError when it is not one (a damaged journal record, or a frame
     from a socket: every field is checked, so the monitor never sees a value of the wrong kind). A journal
     written before events carried `injected` (their last field) lacks it: the default applies."""
-    if not isinstance(fields, list) or not len(_FIELDS) - 1 <= len(fields) <= len(_FIELDS):
-        raise ValueError(f"an event is a JSON list of its {len(_FIELDS)} fields")
-    values = dict(zip(_FIELDS, fields, strict=False))
+    if not isinstance(fields, list) or not len(EVENT_FIELDS) - 1 <= len(fields) <= len(EVENT_FIELDS):
+        raise ValueError(f"an event is a JSON list of its {len(EVENT_FIELDS)} fields")
+    values = dict(zip(EVENT_FIELDS, fields, strict=False))
     endpoint, keys, jsonrpc_id = values["endpoint"], values["session_keys"], values["jsonrpc_id"]
     injected = values.get("injected", [])
     if not (isinstance(endpoint, list) and len(endpoint) == 3 and isinstance(endpoint[0], str)
