@@ -14,6 +14,8 @@ in turn, by one of two clients against one of two servers:
   the proxy is nearly all of a call's time.
 Configurations:
 - bare mitmdump;
+- mitmdump + a do-nothing addon with the OATF addon's five flow hooks (`DO_NOTHING`): mitmproxy's dispatch of them,
+  the floor of any addon that sees every flow;
 - mitmdump + the addon with no attacks loaded (decoding, queueing, an idle monitor);
 - mitmdump + the addon with the whole `attacks/` library (`--set oatf_attacks=attacks/`): every MCP attack
   of the library opens a run on the session and evaluates every message;
@@ -63,7 +65,17 @@ from light_mcp import light_calls
 
 ADDON = ROOT / "addon" / "oatf_addon.py"
 ATTACKS = ROOT / "attacks"
-BARE, EMPTY = "bare mitmdump", "addon, no attacks"
+BARE, HOOKS, EMPTY = "bare mitmdump", "do-nothing addon", "addon, no attacks"
+DO_NOTHING = """class DoNothing:
+    def requestheaders(self, flow): pass
+    def request(self, flow): pass
+    def responseheaders(self, flow): pass
+    def response(self, flow): pass
+    def error(self, flow): pass
+addons = [DoNothing()]
+"""
+"""A mitmdump script with the OATF addon's five flow hooks, each doing nothing: what mitmproxy's dispatch of them
+costs, the floor of any addon that sees every flow."""
 LOADED_ENV = "BENCH_ADDON_LOADED"
 LOADED = f"""import gc, json, logging, os, time
 collections = {{"loaded": False, "started": 0.0, "count": [0, 0, 0], "seconds": [0.0, 0.0, 0.0], "worst": 0.0}}
@@ -134,7 +146,10 @@ def configurations(workdir: Path, library_size: int, against: Path | None) -> di
         libraries[f"{library_size:,} docs"].mkdir()
         write_library(library_size, libraries[f"{library_size:,} docs"])
     addons = {"addon": ADDON, **({f"{against.name}'s addon": against / "addon" / "oatf_addon.py"} if against else {})}
-    configs = {BARE: quiet, EMPTY: (*quiet, "-s", str(ADDON), "--set", f"oatf_report_dir={workdir / 'reports-empty'}")}
+    hooks = workdir / "do_nothing.py"
+    hooks.write_text(DO_NOTHING)
+    configs = {BARE: quiet, HOOKS: (*quiet, "-s", str(hooks)),
+               EMPTY: (*quiet, "-s", str(ADDON), "--set", f"oatf_report_dir={workdir / 'reports-empty'}")}
     for label, library in libraries.items():
         for name, addon in addons.items():
             configs[f"{name} + {label}"] = (
