@@ -153,8 +153,8 @@ def _serve(documents: list[tuple[str, bytes]], lenient: bool, chunks: Chunks, an
                 child.kill()
                 for start in sent:
                     answers.put((start, None))
-    except OSError:
-        pass  # no child could be started: the caller loads the chunks
+    except (OSError, ValueError, TypeError, subprocess.SubprocessError):
+        pass  # no child could be started (no interpreter to run, no process to spare): the caller loads the chunks
     finally:
         answers.put(None)
 

@@ -110,11 +110,13 @@ def test_what_a_failed_child_did_not_answer_is_loaded_by_the_caller(corpus: list
     assert len(loaded_here) == len(documents) - 2 * answers * load_workers.CHUNK
 
 
+@pytest.mark.parametrize("executable", ["missing", "", None])
 def test_without_a_child_the_caller_loads_everything(corpus: list[str], monkeypatch: pytest.MonkeyPatch,
-                                                     tmp_path: Path) -> None:
-    """No child can be started (here: no such executable): the caller loads every chunk, even with `here=False`."""
+                                                     tmp_path: Path, executable: str | None) -> None:
+    """No child can be started (no such executable; an interpreter embedded without one: `sys.executable` empty
+    or None): the caller loads every chunk, even with `here=False`."""
     documents = documents_of(corpus)
-    monkeypatch.setattr(sys, "executable", str(tmp_path / "missing"))
+    monkeypatch.setattr(sys, "executable", str(tmp_path / executable) if executable else executable)
     loaded_here = counting_loads_here(monkeypatch)
     results = load_workers.load_in_children(documents, False, 2, library_module.load_document, lambda n: None,
                                             here=False)
