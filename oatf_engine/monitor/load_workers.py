@@ -56,7 +56,6 @@ CHILD = "from oatf_engine.monitor.load_workers import main; main()"
 """A child's program (not `-m` of this module, which its package has imported already)."""
 
 
-
 def children_for(documents: int) -> int:
     """How many children help load `documents` documents (0: the calling process loads them alone)."""
     cpus = available_cpus()
@@ -146,13 +145,13 @@ def _serve(documents: list[tuple[str, bytes]], lenient: bool, chunks: Chunks, an
                         break
                     answers.put((sent.popleft(), loaded))
                     room.release()
-            stop.set()  # the child is done, or failed: the writer stops waiting for room
+            if sent:  # the child failed (it ends only once its input has, after its last answer)
+                child.kill()
+            stop.set()  # the writer stops waiting for room
             room.release()
             writer.join()
-            if sent:  # the child failed: the caller loads what it did not answer
-                child.kill()
-                for start in sent:
-                    answers.put((start, None))
+            for start in sent:  # what the failed child was given and did not answer: the caller loads it
+                answers.put((start, None))
     except (OSError, ValueError, TypeError, subprocess.SubprocessError):
         pass  # no child could be started (no interpreter to run, no process to spare): the caller loads the chunks
     finally:
