@@ -4,6 +4,8 @@ runs from its journal and evaluates the rest."""
 
 from __future__ import annotations
 
+import functools
+import io
 import json
 import os
 import pickle
@@ -15,9 +17,15 @@ from pathlib import Path
 
 import pytest
 
+from oatf_cli.judge import Judge, Say
 from oatf_cli.tap import TapOptions
-from oatf_cli.tap_evaluation import BEGIN, DATA, FINISH, OPTIONS, READY, Frame, FrameReader, header
+from oatf_cli.tap_evaluation import BEGIN, DATA, FINISH, OPTIONS, READY, Evaluator, Frame, FrameReader, header
 from oatf_engine.engine_config import engine_config
+from oatf_engine.events import ObservedEvent
+from oatf_engine.monitor import load_library
+from oatf_engine.recovery import pending_journal
+from oatf_engine.wire import WireDecoder
+from oatf_engine.wire.ndjson import StdioSession, endpoint_of
 from testing.paths import ROOT
 from tests.oatf_cli.test_tap import ATTACK, GUARD, OATF, _line, open_session, reports
 
@@ -134,3 +142,46 @@ def test_the_evaluation_process_dies_with_the_tap(tmp_path: Path) -> None:
     finally:
         tap.kill()
     assert gone(evaluation)
+
+
+class Unacknowledged:
+    """A shared monitor's feed that acknowledged none of `events` when it is closed (the monitor stalled or died)."""
+
+    def __init__(self, events: list[ObservedEvent]) -> None:
+        self.events = events
+
+    def close(self) -> list[ObservedEvent]:
+        return self.events
+
+
+@pytest.mark.parametrize("unacked", [True, False])
+def test_a_tap_gone_while_feeding_a_shared_monitor_journals_what_it_did_not_acknowledge(
+        tmp_path: Path, unacked: bool) -> None:
+    """The tap dies while its events go to a shared monitor (`oatf monitor --listen`): the events the monitor did
+    not acknowledge are judged by a judge of this process's own, which concludes nothing and leaves them in its
+    journal (its lock released), so `oatf recover` reports the run `exploited` (status `recovered`). When the
+    monitor acknowledged everything, nothing is judged here and no journal is left."""
+    session = StdioSession(WireDecoder(), "stdio:1", endpoint_of(["server"], 1), "127.0.0.1")
+    lines = [{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}, LEAK]
+    events = [event for line in lines
+              for event in session.message("client", json.dumps(line).encode() + b"\n", time.time())]
+    assert [e.event_type for e in events] == ["initialize", "tools/call"]
+    library = load_library([ATTACK])
+    stderr = io.StringIO()
+    say = Say("oatf tap", stderr)
+    make_judge = functools.partial(Judge, list(library.attacks), engine_config({}), None, str(tmp_path), say, False)
+    evaluator = Evaluator(session, make_judge, None, None, say, "/nowhere/monitor.sock")
+    evaluator.feed = Unacknowledged(events if unacked else [])  # type: ignore[assignment]
+    evaluator.leave()
+    assert evaluator.feed is None or not unacked
+    if not unacked:
+        assert evaluator.judge is None and not pending_journal(str(tmp_path)) and stderr.getvalue() == ""
+        return
+    assert "did not acknowledge every event" in stderr.getvalue() and "2 event(s)" in stderr.getvalue()
+    assert not (tmp_path / "verdicts.jsonl").exists(), "a run was concluded: the journal should keep it"
+    done = subprocess.run([OATF, "recover", str(tmp_path), "--attacks", ATTACK], capture_output=True, text=True,
+                          timeout=GUARD)
+    assert done.returncode == 1, done.stderr  # something exploited
+    [report] = reports(tmp_path)
+    assert (report["outcome"], report["execution_summary"]["status"]) == ("exploited", "recovered")
