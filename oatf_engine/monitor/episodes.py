@@ -75,13 +75,14 @@ from __future__ import annotations
 import functools
 import heapq
 import itertools
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Iterable, KeysView
 from dataclasses import dataclass, field
 from typing import Literal
 
 from ..events import ExchangeEnded, ObservedEvent, awaits_answer, may_answer
 from ..wire.a2a import FINAL_STATES
+from .flow_counts import FlowCounts
 from .recent import RecentFlows
 
 MAX_AGENTS = 10_000
@@ -264,8 +265,8 @@ class AgentEpisodes:
         """(parked since, order, set-up exchange) of the parked ones, a heap; entries of released ones are
         dropped lazily."""
         self._order = itertools.count()
-        self._waiting: Counter[str] = Counter()
-        """Flow id → its messages deferred or parked here (`waiting_flows`)."""
+        self._waiting = FlowCounts()
+        """The messages deferred or parked here, per flow (`waiting_flows`)."""
 
     # --- who is who -----------------------------------------------------------------------------------------
 
@@ -409,21 +410,16 @@ class AgentEpisodes:
     def waiting_flows(self) -> KeysView[str]:
         """The flows with messages waiting here, not placed yet: deferred exchanges (rule 5) and parked set-up
         (rule 6; a listing's answer with its request). Their matches, if any, are still to come."""
-        return self._waiting.keys()
+        return self._waiting.flows
 
     def _wait(self, event: ObservedEvent) -> None:
         """`event` waits here (deferred, or parked): counted in `waiting_flows` until it is placed."""
-        self._waiting[event.flow_id] += 1
+        self._waiting.add(event.flow_id)
 
     def _unwait(self, events: Iterable[Placed]) -> None:
         """These waiting events are placed now (or about to be)."""
-        waiting = self._waiting
         for event, _session in events:
-            left = waiting[event.flow_id] - 1
-            if left > 0:
-                waiting[event.flow_id] = left
-            else:
-                waiting.pop(event.flow_id, None)
+            self._waiting.remove(event.flow_id)
 
     def next_release(self) -> float:
         """When the oldest parked set-up exchange stops waiting for a window (infinity when none does)."""

@@ -109,8 +109,9 @@ def load_in_children(documents: list[tuple[str, bytes]], lenient: bool, children
         receive(block=True)
     for thread in threads:
         thread.join()  # its child has exited (a replay forks its workers only when no other thread runs)
-    while (chunk := _next(chunks)) is not None:  # no child could take them
-        take(chunk, None)
+    for first in range(0, len(documents), CHUNK):
+        if results[first] is None:  # no one answered it (no child could take it, or one failed unforeseen)
+            take(first, None)
     return [result for result in results if result is not None]
 
 
@@ -183,5 +184,3 @@ def main() -> None:
             pickle.dump([load_document(path, data, lenient) for path, data in documents], out,
                         protocol=pickle.HIGHEST_PROTOCOL)
             out.flush()
-
-

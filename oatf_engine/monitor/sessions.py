@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from ..events import ExchangeEnded, ObservedEvent
 from .answers import cancelled
 from .episodes import MAX_ANSWER_WAIT, AgentEpisodes, AgentName, Placed, remember
+from .flow_counts import FlowCounts
 from .options import DEFAULT_IDLE_GAP, SessionKey, session_of
 from .recent import RecentFlows
 
@@ -106,8 +107,8 @@ class SessionResolver:
         """(time, seq) of every event put on hold, a heap; entries of placed events are dropped lazily."""
         self._held_seqs: set[int] = set()
         """The seqs of the events on hold now."""
-        self._held_flows: Counter[str] = Counter()
-        """Flow id → its events on hold now (`held_flows`)."""
+        self._held_flows = FlowCounts()
+        """The events on hold now, per flow (`held_flows`)."""
         """Keyless requests waiting for their answer, by flow, oldest first (rule 1)."""
         self.held: OrderedDict[Route, _Held] = OrderedDict()
         """Keyless exchanges waiting for a keyed event on their route, oldest hold first (rule 2)."""
@@ -213,7 +214,8 @@ class SessionResolver:
         waiting_flows`, rules 5 and 6): their matches, if any, are still to come."""
         linker = self._linker()
         waiting = linker.waiting_flows if linker is not None else None
-        return self._held_flows.keys() | waiting if waiting else self._held_flows.keys()
+        held = self._held_flows.flows
+        return held | waiting if waiting else held
 
     def next_release(self) -> float:
         """When the oldest hold expires (infinity when nothing is held)."""
@@ -286,7 +288,7 @@ class SessionResolver:
         for event in events:
             if event.seq not in self._held_seqs:
                 self._held_seqs.add(event.seq)
-                self._held_flows[event.flow_id] += 1
+                self._held_flows.add(event.flow_id)
                 heapq.heappush(self._held_times, (event.timestamp, event.seq))
         if len(self._held_times) > 4 * len(self._held_seqs) + 1024:  # drop placed events' entries
             self._held_times = [t for t in self._held_times if t[1] in self._held_seqs]
@@ -299,9 +301,7 @@ class SessionResolver:
             for event, _session in placed:
                 if event.seq in held:
                     held.remove(event.seq)
-                    flows[event.flow_id] -= 1
-                    if not flows[event.flow_id]:
-                        del flows[event.flow_id]
+                    flows.remove(event.flow_id)
         linker = self._linker()
         if linker is None:
             return placed

@@ -77,6 +77,17 @@ def _frame(kind: bytes, data: bytes, side: str = "client") -> bytes:
     return header(kind, side, time.time(), len(data)) + data  # type: ignore[arg-type]
 
 
+def recovered_exploited(report_dir: Path) -> None:
+    """No run was concluded in `report_dir`: its journal keeps the open run, which `oatf recover` reports
+    `exploited` (status `recovered`)."""
+    assert not (report_dir / "verdicts.jsonl").exists(), "a run was concluded: the journal should keep it"
+    done = subprocess.run([OATF, "recover", str(report_dir), "--attacks", ATTACK], capture_output=True, text=True,
+                          timeout=GUARD)
+    assert done.returncode == 1, done.stderr  # something exploited
+    [report] = reports(report_dir)
+    assert (report["outcome"], report["execution_summary"]["status"]) == ("exploited", "recovered")
+
+
 def test_an_evaluation_process_whose_tap_is_gone_leaves_its_runs_to_the_journal(tmp_path: Path) -> None:
     """Its stdin ends without FINISH (the tap was killed, or crashed): it concludes nothing — whether its end of
     the pipe or the tap's death signal (`PR_SET_PDEATHSIG`) comes first, the open runs are in the journal — and
@@ -97,12 +108,7 @@ def test_an_evaluation_process_whose_tap_is_gone_leaves_its_runs_to_the_journal(
     journaled(tmp_path, b'"tools/call"')
     _, stderr = process.communicate(timeout=GUARD)  # its stdin closed, no FINISH
     assert process.returncode == 0, stderr
-    assert not (tmp_path / "verdicts.jsonl").exists(), "a run was concluded: the journal should keep it"
-    done = subprocess.run([OATF, "recover", str(tmp_path), "--attacks", ATTACK], capture_output=True, text=True,
-                          timeout=GUARD)
-    assert done.returncode == 1, done.stderr  # something exploited
-    [report] = reports(tmp_path)
-    assert (report["outcome"], report["execution_summary"]["status"]) == ("exploited", "recovered")
+    recovered_exploited(tmp_path)
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="/proc")
@@ -179,9 +185,4 @@ def test_a_tap_gone_while_feeding_a_shared_monitor_journals_what_it_did_not_ackn
         assert evaluator.judge is None and not pending_journal(str(tmp_path)) and stderr.getvalue() == ""
         return
     assert "did not acknowledge every event" in stderr.getvalue() and "2 event(s)" in stderr.getvalue()
-    assert not (tmp_path / "verdicts.jsonl").exists(), "a run was concluded: the journal should keep it"
-    done = subprocess.run([OATF, "recover", str(tmp_path), "--attacks", ATTACK], capture_output=True, text=True,
-                          timeout=GUARD)
-    assert done.returncode == 1, done.stderr  # something exploited
-    [report] = reports(tmp_path)
-    assert (report["outcome"], report["execution_summary"]["status"]) == ("exploited", "recovered")
+    recovered_exploited(tmp_path)

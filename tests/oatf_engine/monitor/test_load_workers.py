@@ -129,3 +129,20 @@ def test_a_small_library_or_a_single_cpu_loads_in_the_calling_process_alone(monk
     assert load_workers.children_for(2_000) == 3
     monkeypatch.setattr(load_workers, "available_cpus", lambda: 1)
     assert load_workers.children_for(2_000) == 0
+
+
+def test_a_chunk_a_child_took_and_never_answered_is_loaded_by_the_caller(corpus: list[str],
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever ends a child's thread (here it takes a chunk and ends without answering or giving it back), no
+    document goes missing: the caller loads every chunk no one answered."""
+    documents = documents_of(corpus)
+    expected = [library_module.load_document(path, data, False) for path, data in documents]
+
+    def losing(documents: object, lenient: bool, chunks: load_workers.Chunks, answers: load_workers.Answers) -> None:
+        chunks.get_nowait()
+        answers.put(None)
+
+    monkeypatch.setattr(load_workers, "_serve", losing)
+    results = load_workers.load_in_children(documents, False, 1, library_module.load_document, lambda n: None,
+                                            here=False)
+    assert repr(results) == repr(expected)
