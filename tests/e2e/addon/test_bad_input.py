@@ -213,6 +213,7 @@ def test_a_killed_monitor_process_is_replaced(attackers: Peers, tmp_path: Path) 
         os.kill(first, signal.SIGKILL)
         proxy.wait_for_log(lambda log: "starting a new monitor process" in log)
         assert "the monitor process ended unexpectedly" in proxy.log()
+        proxy.wait_until(lambda: len(monitor_processes(proxy.process.pid)) == 1)  # logged as it is being started
         [second] = monitor_processes(proxy.process.pid)
         assert second != first
         session = run(agents.mcp_poisoned_agent(url, proxy.url, "naive"))
