@@ -41,6 +41,7 @@ from oatf_engine.events import ExchangeEnded, ObservedEvent
 from oatf_engine.text import printable
 from oatf_engine.wire import DecoderConfig, Diagnostic, WireDecoder, is_streamed
 from oatf_engine.wire.decoder import Decoded
+from oatf_engine.wire.steps import FINAL_CALLS, WireStep, feed
 
 if TYPE_CHECKING:
     pass
@@ -60,11 +61,18 @@ class MitmTap:
 
     def __init__(self, on_event: Callable[[ObservedEvent], None], config: DecoderConfig | None = None,
                  clock: Callable[[], float] = time.time,
-                 on_ended: Callable[[ExchangeEnded], None] | None = None) -> None:
+                 on_ended: Callable[[ExchangeEnded], None] | None = None,
+                 on_step: Callable[[WireStep], None] | None = None,
+                 decode_here: Callable[[], bool] = lambda: False) -> None:
+        """`on_step`: when given, a flow is handed on as `WireStep`s, undecoded, unless `decode_here()` says, as
+        the flow starts, that it is decoded here (see the module docstring)."""
         self.on_event = on_event
         self.on_ended = on_ended
+        self.on_step = on_step
+        self.decode_here = decode_here
         self.clock = clock
-        self.decoder = WireDecoder(config, on_diagnostic=self._diagnostic)
+        self.decoder = WireDecoder(config, on_diagnostic=self.diagnosed)
+        self._raw: set[str] = set()  # flows handed on as steps (`on_step`)
         self.diagnostics: Counter[str] = Counter()
         """How many diagnostics of each code the decoder reported."""
         self._streamed: set[tuple[str, str]] = set()  # (flow id, "request" | "response") we stream
@@ -98,8 +106,10 @@ class MitmTap:
         """Start the exchange; stream the request body if the client streams it."""
         try:
             request = flow.request
-            self._emit(self.decoder.request_headers(flow.id, request.method, request.url, request.headers,
-                                                    client_address(flow), self._at(request.timestamp_start)))
+            if self.on_step is not None and not self.decode_here():
+                self._raw.add(flow.id)
+            self._step("request_headers", flow.id, self._at(request.timestamp_start), request.method, request.url,
+                       request.headers.fields, client_address(flow))
             client_streams = request.method.upper() not in _NO_BODY_METHODS and "content-length" not in request.headers
             if request.stream or client_streams:  # mitmproxy's own choice (stream_large_bodies) included
                 request.stream = self._stream_function(flow, "request", request.stream)
@@ -113,9 +123,9 @@ class MitmTap:
                 return
             ended = self._at(flow.request.timestamp_end)
             if (flow.id, "request") not in self._streamed and flow.request.raw_content:
-                self._emit(self.decoder.request_data(flow.id, flow.request.raw_content, ended))
+                self._step("request_data", flow.id, ended, flow.request.raw_content)
             self._streamed.discard((flow.id, "request"))
-            self._emit(self.decoder.request_end(flow.id, ended))
+            self._step("request_end", flow.id, ended)
         except Exception as exc:
             self._fail("request", flow.id, exc)
 
@@ -125,8 +135,8 @@ class MitmTap:
             response = flow.response
             if flow.id in self._failed or response is None:
                 return
-            self._emit(self.decoder.response_headers(flow.id, response.status_code, response.headers,
-                                                     self._at(response.timestamp_start)))
+            self._step("response_headers", flow.id, self._at(response.timestamp_start), response.status_code,
+                       response.headers.fields)
             if (response.stream or is_streamed(response.headers)) and not response.raw_content:
                 # (a response an addon completed in `request` has its body already: decoded at `response`)
                 response.stream = self._stream_function(flow, "response", response.stream)
@@ -140,13 +150,13 @@ class MitmTap:
             ended = self._at(flow.response.timestamp_end if flow.response is not None else None)
             if flow.id in self._failed:
                 self._failed.discard(flow.id)
-                self._emit(self.decoder.abort(flow.id, ended))
+                self._step("abort", flow.id, ended)
                 return
             streamed = (flow.id, "response") in self._streamed
             self._streamed.discard((flow.id, "response"))
             if not streamed and flow.response is not None and flow.response.raw_content:
-                self._emit(self.decoder.response_data(flow.id, flow.response.raw_content, ended))
-            self._emit(self.decoder.response_end(flow.id, ended))
+                self._step("response_data", flow.id, ended, flow.response.raw_content)
+            self._step("response_end", flow.id, ended)
         except Exception as exc:
             self._fail("response", flow.id, exc)
 
@@ -158,7 +168,7 @@ class MitmTap:
             self._failed.discard(flow.id)
             self._streamed.discard((flow.id, "request"))
             self._streamed.discard((flow.id, "response"))
-            self._emit(self.decoder.abort(flow.id, self._at(flow.error.timestamp if flow.error else None)))
+            self._step("abort", flow.id, self._at(flow.error.timestamp if flow.error else None))
         except Exception as exc:
             self._fail("error", flow.id, exc)
 
@@ -177,7 +187,7 @@ class MitmTap:
         (at most `MAX_CHUNK_TIMES`) for offline replay."""
         flow_id = flow.id
         self._streamed.add((flow_id, side))
-        feed = self.decoder.request_data if side == "request" else self.decoder.response_data
+        call = "request_data" if side == "request" else "response_data"
         previous = inner if callable(inner) else None
         times: list[list[float]] | None = None
         kept: bytearray | None = None
@@ -196,7 +206,7 @@ class MitmTap:
                     now = self.clock()
                     if times is not None and len(times) < MAX_CHUNK_TIMES:
                         times.append([now, len(chunk)])
-                    self._emit(feed(flow_id, chunk, now))
+                    self._step(call, flow_id, now, chunk)
             except Exception as exc:
                 self._fail(f"{side} stream", flow_id, exc)
             return out
@@ -211,6 +221,16 @@ class MitmTap:
         if kept is not None and response is not None and response.raw_content is None:
             response.raw_content = bytes(kept)
 
+    def _step(self, call: str, flow_id: str, at: float, *args: Any) -> None:
+        """One call of the decoder's exchange API: made here, or handed on as a `WireStep` for a flow decoded
+        elsewhere (`on_step`); a flow's last call (`FINAL_CALLS`) forgets which it is."""
+        if flow_id in self._raw:
+            if call in FINAL_CALLS:
+                self._raw.discard(flow_id)
+            self.on_step(WireStep(call, flow_id, at, args))  # type: ignore[misc]  # set for every flow in `_raw`
+        else:
+            self._emit(feed(self.decoder, WireStep(call, flow_id, at, args)))
+
     def _emit(self, events: Sequence[Decoded]) -> None:
         for event in events:
             try:
@@ -221,7 +241,8 @@ class MitmTap:
             except Exception as exc:
                 self._log_once("on_event", event.flow_id, exc)
 
-    def _diagnostic(self, diagnostic: Diagnostic) -> None:
+    def diagnosed(self, diagnostic: Diagnostic) -> None:
+        """A diagnostic of this tap's decoder, or of the monitor process's (its steps): counted and logged."""
         self.diagnostics[diagnostic.code] += 1
         log.info("oatf wire: flow %s: %s: %s", diagnostic.flow_id, diagnostic.code, printable(diagnostic.message, 300))
 

@@ -9,16 +9,26 @@ indicator matches) and, once their reports are durable, the runs reported (`Repo
 path — not the report), which the parent handles (logs, flow marks, summary table, journal markers).
 Pickled messages, in order, one pipe each way:
 
-    parent → child: ("start", (MonitorOptions, semantic spec, report directory)) first, then
-                    ("events", [event or end of exchange, ...]) | ("tick", now) | ("options", MonitorOptions)
+    parent → child: ("start", (MonitorOptions, semantic spec, report directory, DecoderConfig)) first, then
+                    ("events", [event, end of exchange or wire step, ...]) | ("tick", now)
+                    | ("options", MonitorOptions) | ("wire", DecoderConfig) | ("prime", Prime)
                     | ("reports", report directory) | ("attacks", [LoadedAttack, ...]) | ("status", None)
                     | ("close", (protocol, session key name, value, time))
                     | ("recover", (report directory, [journal segment, ...], origin, unreleased))
                     | ("shutdown", None)
                     | ("ping", None) | ("counts", None)
-    child → parent: ("evaluated", [Output, ..., Held?]) after each "events" message, in order (possibly empty)
+    child → parent: ("evaluated", [Output, ..., Held?, Diagnostic, ...]) after each "events" message, in order
+                    (possibly empty)
                     | ("outputs", [Output, ...]) | ("reported", [Reported, ...]) | ("status", [run snapshot, ...])
                     | ("failed", message) | ("done", [Reported, ...]) | ("pong", live runs) | ("counts", {name: n})
+
+**Decoding.** The proxy hands most flows over undecoded, as the calls of the wire decoder's exchange API
+(`oatf_engine.wire.steps.WireStep`: raw header fields, body bytes, times): the child decodes them with a
+`WireDecoder` of its own (configured by `start` and `wire`; its events numbered from `STEP_SEQ_BASE`, apart from
+those the proxy decoded itself) and evaluates the events in the order decoded, which is the order the proxy
+released the steps in — time order, as replay decodes a recording. Its diagnostics come back with the batch's
+answer, for the proxy to count and log. A new child is first given the steps of the exchanges under way
+(`prime`), so their rest decodes as it would have in the one it replaces.
 
 `counts` answers what the monitor holds in memory (`counts`): live runs and their sessions, and what the
 session resolver remembers; the parent keeps the latest answer (`MonitorProcess.counts`).
@@ -72,7 +82,9 @@ from oatf_engine.recovery import Recovered, recover_runs
 from oatf_engine.reports import Reported, ReportWriter
 from oatf_engine.semantic import load_semantic_evaluator
 from oatf_engine.text import Once, describe, printable
+from oatf_engine.wire import DecoderConfig, Diagnostic, WireDecoder
 from oatf_engine.wire.jsonrpc import cut
+from oatf_engine.wire.steps import STEP_SEQ_BASE, Prime, WireStep, feed, prime
 
 ROOT = Path(__file__).resolve().parents[1]
 STALL_SECONDS = 30.0
@@ -100,8 +112,10 @@ class HeldFlows:
         return [Held(self.told)]
 
 
-OutputsHandler = Callable[[list[Output | Reported | Recovered | Held]], None]
+OutputsHandler = Callable[[list[Output | Reported | Recovered | Held | Diagnostic]], None]
 Message = tuple[str, Any]
+Handed = ObservedEvent | ExchangeEnded | WireStep
+"""What the proxy hands over in an `events` message."""
 
 
 class Reporting:
@@ -155,8 +169,9 @@ class Reporting:
 def serve(inbox: Connection, outbox: Connection) -> None:
     """The child process: a `Monitor` answering the parent's messages until `shutdown` or a closed pipe."""
     try:
-        kind, (options, semantic_spec, report_dir) = inbox.recv()
+        kind, (options, semantic_spec, report_dir, wire) = inbox.recv()
         monitor = Monitor([], options, semantic=load_semantic_evaluator(semantic_spec))
+        decoding = Decoding(wire)
     except (EOFError, OSError):
         return
     except Exception:  # the parent checked the semantic evaluator; anything else is reported
@@ -183,7 +198,7 @@ def serve(inbox: Connection, outbox: Connection) -> None:
             return
         kind, payload = message
         try:
-            if not _handle(monitor, reporting, kind, payload, answer, held):
+            if not _handle(monitor, decoding, reporting, kind, payload, answer, held):
                 return
             if reporting.wait() == 0.0:
                 answer(("reported", reporting.commit()))
@@ -215,7 +230,38 @@ def _read(inbox: Connection, work: queue.SimpleQueue[Message | None], answer: Ca
                 answer(("failed", traceback.format_exc(limit=8)))
 
 
-def _handle(monitor: Monitor, reporting: Reporting, kind: str, payload: Any,
+class Decoding:
+    """The child's decoder of the steps the proxy hands over (see the module docstring), and its diagnostics not
+    yet told."""
+
+    def __init__(self, config: DecoderConfig) -> None:
+        self.diagnostics: list[Diagnostic] = []
+        self.decoder = WireDecoder(config, on_diagnostic=self.diagnostics.append, seq_base=STEP_SEQ_BASE)
+
+    def told(self) -> list[Diagnostic]:
+        told, self.diagnostics[:] = list(self.diagnostics), []
+        return told
+
+
+def _observe(monitor: Monitor, decoding: Decoding, items: list[Handed],
+             answer: Callable[[Message], None]) -> list[Output]:
+    """Evaluate a batch: events and ends of exchanges as they are, steps decoded first. An item that makes decoding
+    or evaluation raise is reported (once per batch) and the others go on."""
+    outputs: list[Output] = []
+    failed = False
+    for item in items:
+        try:
+            for decoded in feed(decoding.decoder, item) if isinstance(item, WireStep) else (item,):
+                outputs.extend(monitor.observe(decoded) if isinstance(decoded, ObservedEvent) else
+                               monitor.exchange_ended(decoded))
+        except Exception:
+            if not failed:
+                failed = True
+                answer(("failed", traceback.format_exc(limit=8)))
+    return outputs
+
+
+def _handle(monitor: Monitor, decoding: Decoding, reporting: Reporting, kind: str, payload: Any,
             answer: Callable[[Message], None], held: HeldFlows) -> bool:
     """Evaluate one message and answer it; False after `shutdown`."""
     if kind == "shutdown":  # closed sessions' runs as the clock (and recovery) would conclude them; the rest cut short
@@ -234,7 +280,7 @@ def _handle(monitor: Monitor, reporting: Reporting, kind: str, payload: Any,
         answer(("counts", counts(monitor)))
         return True
     if kind == "recover":
-        _recover(monitor, reporting, *payload, answer=answer)
+        _recover(monitor, reporting, *payload, wire=decoding.decoder.config, answer=answer)
         return True
     if kind in ("commit", "reports"):
         reported = reporting.commit() if kind == "commit" else reporting.move(payload)
@@ -244,13 +290,15 @@ def _handle(monitor: Monitor, reporting: Reporting, kind: str, payload: Any,
     outputs: list[Output] = []
     try:
         if kind == "events":
-            for event in payload:
-                outputs.extend(monitor.observe(event) if isinstance(event, ObservedEvent) else
-                               monitor.exchange_ended(event))
+            outputs = _observe(monitor, decoding, payload, answer)
         elif kind == "tick":
             outputs = monitor.tick(payload)
         elif kind == "options":
             monitor.set_options(payload)
+        elif kind == "wire":
+            decoding.decoder.config = payload
+        elif kind == "prime":
+            prime(decoding.decoder, payload.steps)
         elif kind == "attacks":
             outputs = monitor.replace_attacks(payload)
             freeze_long_lived()  # the library, unpickled: this process keeps it
@@ -258,8 +306,9 @@ def _handle(monitor: Monitor, reporting: Reporting, kind: str, payload: Any,
             monitor.close_session(*payload)
     except Exception:  # one bad event must not stop evaluation of the others
         answer(("failed", traceback.format_exc(limit=8)))
-    told: list[Output | Held] = [*reporting.conclude(outputs),
-                                 *(held.changed(monitor) if kind in ("events", "tick") else ())]
+    told: list[Output | Held | Diagnostic] = [*reporting.conclude(outputs),
+                                              *(held.changed(monitor) if kind in ("events", "tick") else ()),
+                                              *decoding.told()]
     if kind == "events":
         answer(("evaluated", told))
     elif told:
@@ -281,11 +330,11 @@ def counts(monitor: Monitor) -> dict[str, int]:
 
 
 def _recover(monitor: Monitor, reporting: Reporting, report_dir: str, segments: list[str], origin: str,
-             unreleased: bool, *, answer: Callable[[Message], None]) -> None:
+             unreleased: bool, *, wire: DecoderConfig, answer: Callable[[Message], None]) -> None:
     """Conclude and report the runs the journal `segments` show were left open (see the module docstring)."""
     try:
         runs = recover_runs(report_dir, monitor.attacks, monitor.options, monitor.semantic,
-                            [Path(segment) for segment in segments], unreleased)
+                            [Path(segment) for segment in segments], unreleased, wire=wire)
     except Exception:  # a journal that cannot be replayed: kept (incomplete) for the next start
         answer(("failed", traceback.format_exc(limit=8)))
         answer(("outputs", [Recovered(tuple(segments), origin, 0, False)]))
@@ -305,7 +354,8 @@ class MonitorProcess:
     its death."""
 
     def __init__(self, options: MonitorOptions, semantic_spec: str, report_dir: str, on_outputs: OutputsHandler,
-                 on_evaluated: Callable[[], None], on_failure: Callable[[str], None]) -> None:
+                 on_evaluated: Callable[[], None], on_failure: Callable[[str], None],
+                 wire: DecoderConfig | None = None) -> None:
         self.on_outputs = on_outputs
         self.on_evaluated = on_evaluated
         self.on_failure = on_failure
@@ -340,7 +390,7 @@ class MonitorProcess:
         """The child answered `shutdown` with its last runs."""
         self._abandoned = False
         """`shutdown` gave up waiting for the child (the caller says what it left): its end is no failure."""
-        self._outbox.put(("start", (options, semantic_spec, report_dir)))
+        self._outbox.put(("start", (options, semantic_spec, report_dir, wire or DecoderConfig())))
         self._sender = threading.Thread(target=self._send_all, name="oatf-monitor-sender", daemon=True)
         self._receiver = threading.Thread(target=self._receive, name="oatf-monitor-receiver", daemon=True)
         self._sender.start()
@@ -367,8 +417,16 @@ class MonitorProcess:
         before)."""
         self._outbox.put(("counts", None))
 
-    def observe(self, events: list[ObservedEvent | ExchangeEnded]) -> None:
+    def observe(self, events: list[Handed]) -> None:
         self._outbox.put(("events", events))
+
+    def set_wire(self, config: DecoderConfig) -> None:
+        """The child's decoder's limits and overrides (those of the proxy's `oatf_wire_*` options)."""
+        self._outbox.put(("wire", config))
+
+    def prime(self, steps: Prime) -> None:
+        """Give the child's decoder the steps of the exchanges under way (see the module docstring)."""
+        self._outbox.put(("prime", steps))
 
     def tick(self, now: float) -> None:
         self._outbox.put(("tick", now))
@@ -451,12 +509,12 @@ class MonitorProcess:
             self._fail_once("sending events to the monitor process", exc)
             self._to_child.send(("events", self._sendable(message[1])))  # the child answers every batch
 
-    def _sendable(self, events: list[ObservedEvent | ExchangeEnded]) -> list[ObservedEvent | ExchangeEnded]:
+    def _sendable(self, events: list[Handed]) -> list[Handed]:
         """The events of a batch that could not be sent whole, each one that cannot be pickled cut at
         `MAX_DEPTH`, or else left out (counted in `unsent`)."""
-        sendable: list[ObservedEvent | ExchangeEnded] = []
+        sendable: list[Handed] = []
         for event in events:
-            if isinstance(event, ExchangeEnded):  # plain values: it pickles
+            if not isinstance(event, ObservedEvent):  # plain values: it pickles
                 sendable.append(event)
                 continue
             for candidate in (event, dataclasses.replace(event, content=cut(event.content)[0],

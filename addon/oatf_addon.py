@@ -67,7 +67,7 @@ from addon.deferred_save import HOLD_FLOWS, HOLD_SIZE, SaveDeferral
 from addon.flow_details import flow_lines
 from addon.inject import Inject, inject_paths
 from addon.mitm_tap import MitmTap
-from addon.monitor_process import MonitorProcess
+from addon.monitor_process import Handed, MonitorProcess
 from addon.views import ContentViews
 from addon.watermark import TICK_SECONDS, ClockMark, SessionClosed, Steps
 from oatf_engine.attest_traces import TraceCollector, write_traces
@@ -89,7 +89,9 @@ from oatf_engine.reorder import Reorder
 from oatf_engine.reports import Reported, columns, summary_table
 from oatf_engine.semantic import load_semantic_evaluator
 from oatf_engine.text import Once, describe, printable
+from oatf_engine.wire import Diagnostic
 from oatf_engine.wire.mcp import SESSION_HEADER, closed_session
+from oatf_engine.wire.steps import OpenSteps, WireStep
 
 log = logging.getLogger("oatf")
 
@@ -114,6 +116,10 @@ SHUTDOWN_SECONDS = 120.0
 """How long the proxy's shutdown waits for the monitor to evaluate what is queued and conclude every run."""
 ATTENTION = frozenset({"exploited", "partial", "error"})
 """Outcomes logged at warning level (the console's status bar shows them); the others are logged at info."""
+Ordered = Handed | SessionClosed
+"""What the worker holds until the watermark passes it (`order`)."""
+Queued = Ordered | ClockMark
+"""What the hooks (and the feed) queue for the worker (`events`)."""
 BACKLOG_WARNING = 10_000
 """Events waiting for the worker: each further multiple of this is logged (evaluation is behind the traffic).
 Events are never dropped — a dropped event could turn an `exploited` run into a false `not_exploited`."""
@@ -127,14 +133,17 @@ class OatfAddon:
         # sub-addons: mitmproxy runs a parent's hook before its sub-addons', and the tap must decode what inject
         # mode rewrote (what the agent received). The content views have no such order: a sub-addon (`addons`).
         self.inject = Inject()
-        self.tap = MitmTap(on_event=lambda event: self._enqueue(self.inject.tag(event)), on_ended=self._exchange_ended)
-        self.events: queue.SimpleQueue[ObservedEvent | ExchangeEnded | ClockMark | SessionClosed | None] = \
+        # A flow is handed to the monitor process undecoded (`WireStep`s, decoded there) unless something here reads
+        # its events: inject mode's players and tags, the Attest trace collector (`_decodes_here`).
+        self.tap = MitmTap(on_event=lambda event: self._enqueue(self.inject.tag(event)), on_ended=self._exchange_ended,
+                           on_step=lambda step: self._enqueue(step), decode_here=self._decodes_here)
+        self.events: queue.SimpleQueue[Queued | None] = \
             queue.SimpleQueue()
         """What the hooks (and the feed) queue for the worker: events, the ends of exchanges that left requests
         unanswered, the MCP sessions closed, and the event loop's clock marks (`addon.watermark`)."""
         self.steps = Steps()
         """Steps of flows under way whose hook has not run yet: they hold the watermark back (event loop only)."""
-        self.order: Reorder[ObservedEvent | ExchangeEnded | SessionClosed] = Reorder()
+        self.order: Reorder[Ordered] = Reorder()
         """Events, ends of exchanges and closes the worker holds until the watermark passes them (with `lock`
         held)."""
         self.clock_due = 0.0
@@ -191,6 +200,9 @@ class OatfAddon:
         self.watched: dict[str, float] = {}
         self.loop: Any = None
         self.traces = TraceCollector(on_evict=self._write_evicted_trace)
+        self.open_steps = OpenSteps(self.tap.decoder.config.max_body_size)
+        """The steps handed to the monitor process of the exchanges under way, to prime a new one with (written by
+        the worker, with `lock` held)."""
         self.journal: Journal | None = None
         """The monitor's inputs and the reported runs, for recovery after a crash (`oatf_engine.journal`)."""
         self.journal_lock: IO[str] | None = None
@@ -253,6 +265,11 @@ class OatfAddon:
         except Exception as exc:  # the tap's option errors: reported without a traceback (see below)
             log.error("oatf: invalid option: %s", exc)
             return
+        if updated & {"oatf_wire_max_body", "oatf_wire_protocols"}:
+            with self.lock:
+                self.open_steps.max_bytes = self.tap.decoder.config.max_body_size
+                if self.monitor is not None:
+                    self.monitor.set_wire(self.tap.decoder.config)
         if updated & {"oatf_listen", "oatf_report_dir"}:
             self._listen()
         if not updated & {"oatf_attacks", "oatf_inject", "oatf_report_dir", *(s.option for s in SETTINGS)}:
@@ -376,9 +393,10 @@ class OatfAddon:
         segments = self.journal.cut()
         if segments:
             held = self.order.held()
-            if held:
+            if held or self.open_steps:
                 self._journal(self.journal.held, [item for item in held if not isinstance(item, SessionClosed)],
-                              [(item.session, item.at) for item in held if isinstance(item, SessionClosed)])
+                              [(item.session, item.at) for item in held if isinstance(item, SessionClosed)],
+                              self.open_steps.prime().steps)
         self._recover_segments(segments, origin, unreleased)
 
     def _recover_segments(self, segments: list[Path], origin: str, unreleased: bool) -> None:
@@ -398,7 +416,9 @@ class OatfAddon:
     def _start_monitor(self) -> MonitorProcess:
         """A monitor process with the current options, semantic evaluator and library."""
         monitor = MonitorProcess(self.options, ctx.options.oatf_semantic_evaluator, str(self.report_dir),
-                                 self._handle, self._evaluated, self._failure)
+                                 self._handle, self._evaluated, self._failure, wire=self.tap.decoder.config)
+        if self.open_steps:  # a replacement: the exchanges under way decode on as they would have in the old one
+            monitor.prime(self.open_steps.prime())
         if self.library.attacks:
             monitor.replace_attacks(list(self.library.attacks))
         return monitor
@@ -532,7 +552,13 @@ class OatfAddon:
         with self.flight_lock:
             return bool(self.unevaluated[flow_id] or self.marking[flow_id] or flow_id in self.held)
 
-    def _enqueue(self, event: ObservedEvent) -> None:
+    def _decodes_here(self) -> bool:
+        """Whether a flow starting now is decoded on the event loop (`MitmTap`): inject mode's players advance on
+        its events and tag them, and the Attest trace collector reads them; otherwise the monitor process decodes
+        it (issue 15: no JSON parsing on the event loop)."""
+        return self.inject.on or bool(ctx.options.oatf_trace_dir)
+
+    def _enqueue(self, event: ObservedEvent | WireStep) -> None:
         with self.flight_lock:
             self.unevaluated[event.flow_id] += 1
             if (flow := self.flows.get(event.flow_id)) is not None:
@@ -605,10 +631,10 @@ class OatfAddon:
         self.monitor = self._start_monitor()
         self._recover("a monitor process that was lost", unreleased=False)
 
-    def _hand_over(self, items: list[ObservedEvent | ExchangeEnded | ClockMark | SessionClosed]) -> None:
+    def _hand_over(self, items: list[Queued]) -> None:
         """Journal and hold events and ends of exchanges, hold closes; at each clock mark, hand the monitor what its
         watermark releases, then move the monitor's clock to it (`addon.watermark`). Called with `lock` held."""
-        received: list[ObservedEvent | ExchangeEnded] = []
+        received: list[Handed] = []
         for item in items:
             if isinstance(item, ClockMark):
                 self._receive(received)
@@ -622,7 +648,7 @@ class OatfAddon:
                 received.append(item)
         self._receive(received)
 
-    def _receive(self, events: list[ObservedEvent | ExchangeEnded]) -> None:
+    def _receive(self, events: list[Handed]) -> None:
         """Journal these events (and ends of exchanges), in one record (`received`: a crash loses none of them,
         however far the watermark is behind), and hold them until the watermark passes them. Called with `lock`
         held."""
@@ -640,10 +666,10 @@ class OatfAddon:
                 self._journal(self.journal.tick, self.order.watermark)
             self.monitor.tick(self.order.watermark)
 
-    def _hand(self, released: list[ObservedEvent | ExchangeEnded | SessionClosed]) -> None:
+    def _hand(self, released: list[Ordered]) -> None:
         """Send the monitor these events, ends of exchanges and closes, in this order (all were journaled as they
         were taken in, `_hand_over`). Called with `lock` held."""
-        batch: list[ObservedEvent | ExchangeEnded] = []
+        batch: list[Handed] = []
         for item in released:
             if isinstance(item, SessionClosed):
                 self._send(batch)
@@ -666,9 +692,9 @@ class OatfAddon:
         if drained and self.journal is not None:
             self._journal(self.journal.drained)
 
-    def _drain(self, limit: int | None = None) -> list[ObservedEvent | ExchangeEnded | ClockMark | SessionClosed]:
+    def _drain(self, limit: int | None = None) -> list[Queued]:
         """What waits in the queue (at most `limit` items), without blocking."""
-        items: list[ObservedEvent | ExchangeEnded | ClockMark | SessionClosed] = []
+        items: list[Queued] = []
         while limit is None or len(items) < limit:
             try:
                 item = self.events.get_nowait()
@@ -678,13 +704,13 @@ class OatfAddon:
                 items.append(item)
         return items
 
-    def _send(self, batch: list[ObservedEvent | ExchangeEnded]) -> None:
+    def _send(self, batch: list[Handed]) -> None:
         """Hand events (and ends of exchanges, in their place) to the monitor (and the events to the Attest trace
         collector when traces are wanted)."""
         if not batch:
             return
         events = [item for item in batch if isinstance(item, ObservedEvent)]
-        per_flow = Counter(event.flow_id for event in events)
+        per_flow = Counter(item.flow_id for item in batch if not isinstance(item, ExchangeEnded))
         if self.monitor is None:
             with self.flight_lock:
                 self._settle(per_flow)  # never evaluated
@@ -697,9 +723,12 @@ class OatfAddon:
                 if self.once.first("traces", type(exc).__name__):
                     log.error("oatf: collecting Attest traces failed (each kind of failure is logged once): %s",
                               describe(exc))
+        for item in batch:
+            if isinstance(item, WireStep):
+                self.open_steps.add(item)
         with self.flight_lock:
             self.in_evaluation.append(per_flow)
-            self.events_in_flight += len(events)
+            self.events_in_flight += per_flow.total()
         self.monitor.observe(batch)
 
     def _write_evicted_trace(self, trace: dict[str, Any]) -> None:
@@ -774,7 +803,7 @@ class OatfAddon:
         if self.monitor is not None and not self.monitor.alive:
             self._forget_in_flight()  # no answer will come for them
 
-    def _handle(self, outputs: Sequence[Output | Reported | Recovered | Held]) -> None:
+    def _handle(self, outputs: Sequence[Output | Reported | Recovered | Held | Diagnostic]) -> None:
         """What the monitor answered, in order. The runs reported are journaled together, logged in one record
         (`_reported`), and the flow updates reach the event loop in one call per batch (a session's runs conclude
         together: with 2,000 documents, over a thousand at once; a shutdown, thousands)."""
@@ -802,6 +831,8 @@ class OatfAddon:
                 concluded.append(output)
             elif isinstance(output, Recovered):
                 self._recovered(output)
+            elif isinstance(output, Diagnostic):  # of the monitor process's decoder
+                self.tap.diagnosed(output)
             elif isinstance(output, Held):
                 with self.flight_lock:
                     placed, self.held = self.held - output.flows, output.flows

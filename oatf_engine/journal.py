@@ -75,6 +75,7 @@ from typing import IO, Any
 
 from oatf_engine.events import EVENT_FIELDS, Call, Endpoint, ExchangeEnded, ObservedEvent, event_values
 from oatf_engine.progress import UPDATE_EVERY
+from oatf_engine.wire.steps import WireStep, decode_step, encode_step
 
 JOURNAL_DIR = "journal"
 LOCK_FILE = "journal.lock"
@@ -132,21 +133,26 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-Item = ObservedEvent | ExchangeEnded
+Item = ObservedEvent | ExchangeEnded | WireStep
 """What the proxy holds for the monitor and journals as it comes (`received`, `held`)."""
 
 
 def encode_item(item: Item) -> list[Any] | dict[str, Any]:
-    """An event as `encode_event`'s list, or the end of an exchange as `{"ended": [flow, time, seq, calls]}`."""
+    """An event as `encode_event`'s list, the end of an exchange as `{"ended": [flow, time, seq, calls]}`, a wire
+    step as `{"step": [...]}` (`oatf_engine.wire.steps.encode_step`)."""
     if isinstance(item, ObservedEvent):
         return encode_event(item)
+    if isinstance(item, WireStep):
+        return encode_step(item)
     return {"ended": [item.flow_id, item.timestamp, item.seq, [list(call) for call in item.unanswered]]}
 
 
 def decode_item(fields: Any) -> Item:
-    """An event or the end of an exchange from `encode_item`'s JSON; ValueError when it is neither."""
+    """An event, the end of an exchange or a wire step from `encode_item`'s JSON; ValueError when it is none."""
     if not isinstance(fields, dict):
         return decode_event(fields)
+    if "step" in fields:
+        return decode_step(fields)
     ended = fields.get("ended")
     if not (isinstance(ended, list) and len(ended) == 4 and isinstance(ended[0], str)
             and isinstance(ended[1], int | float) and not isinstance(ended[1], bool) and _is_int(ended[2])
@@ -194,10 +200,15 @@ class Journal:
         """The agent closed the MCP session `session` at `at`: held like a received event until a tick passes it."""
         self._write({"closed": [session, at]})
 
-    def held(self, events: Sequence[Item], closes: Sequence[tuple[str, float]] = ()) -> None:
-        """The events (and ends of exchanges) and the closes held at a `cut`, in time order (written first in the
-        segment after it)."""
-        self._write({"held": [encode_item(e) for e in events], "closed": [list(close) for close in closes]})
+    def held(self, events: Sequence[Item], closes: Sequence[tuple[str, float]] = (),
+             primed: Sequence[WireStep] = ()) -> None:
+        """The events (and ends of exchanges, steps) and the closes held at a `cut`, in time order, and the steps
+        already released of the exchanges under way (`primed`: `oatf_engine.wire.steps.Prime`), written first in
+        the segment after it."""
+        record: dict[str, Any] = {"held": [encode_item(e) for e in events], "closed": [list(close) for close in closes]}
+        if primed:
+            record["primed"] = [encode_step(step) for step in primed]
+        self._write(record)
 
     def tick(self, now: float) -> None:
         self._write({"tick": now})

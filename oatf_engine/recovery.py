@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import oatf
-from oatf_engine.events import ExchangeEnded
+from oatf_engine.events import ExchangeEnded, ObservedEvent
 from oatf_engine.journal import JOURNAL_DIR, Item, RunKey, clear, decode_item, records, run_key
 from oatf_engine.journal import segments as journal_segments
 from oatf_engine.monitor import LoadedAttack, Monitor, MonitorOptions, Output, RunConcluded
@@ -35,6 +35,8 @@ from oatf_engine.progress import UPDATE_EVERY, Progress, file_size, size
 from oatf_engine.reorder import Reorder
 from oatf_engine.replay import SessionClose
 from oatf_engine.reports import ReportWriter, report_filename
+from oatf_engine.wire import DecoderConfig, WireDecoder
+from oatf_engine.wire.steps import STEP_SEQ_BASE, Prime, WireStep, decoded
 
 
 def pending_journal(report_dir: str | Path) -> bool:
@@ -65,10 +67,12 @@ def recover(report_dir: str | Path, attacks: list[LoadedAttack], options: Monito
 def recover_runs(report_dir: str | Path, attacks: list[LoadedAttack], options: MonitorOptions,
                  semantic: oatf.SemanticEvaluator | None = None,
                  segments: list[Path] | None = None, unreleased: bool = True,
-                 progress: Progress | None = None) -> list[RunConcluded]:
+                 progress: Progress | None = None, wire: DecoderConfig | None = None) -> list[RunConcluded]:
     """`recover`, as the monitor's conclusions (run and report), from the journal's `segments` when given;
-    `unreleased`: as `monitor_inputs`."""
+    `unreleased`: as `monitor_inputs`. The wire steps journaled are decoded as the monitor process decoded them
+    (`wire`: its decoder's limits and overrides; `STEP_SEQ_BASE`)."""
     monitor = Monitor(attacks, options, semantic=semantic)
+    decoder = WireDecoder(wire, seq_base=STEP_SEQ_BASE)
     reported: set[RunKey] = set()
     outputs: list[Output] = []
     journal = Path(report_dir) / JOURNAL_DIR
@@ -77,18 +81,19 @@ def recover_runs(report_dir: str | Path, attacks: list[LoadedAttack], options: M
     total = sum(map(file_size, read))
     if progress is not None:
         progress.start("replaying journal", total, "bytes")
-    for item in monitor_inputs(records(journal, read, progress.update if progress is not None else None),
-                               unreleased, reported):
+    inputs = monitor_inputs(records(journal, read, progress.update if progress is not None else None),
+                            unreleased, reported)
+    for item in decoded(decoder, inputs):
         if isinstance(item, float):
             ticks += 1
             outputs.extend(monitor.tick(item))
         elif isinstance(item, ExchangeEnded):
             outputs.extend(monitor.exchange_ended(item))
-        elif isinstance(item, tuple):
-            monitor.close_session("mcp", "mcp_session", *item)
-        else:
+        elif isinstance(item, ObservedEvent):
             events += 1
             outputs.extend(monitor.observe(item))
+        elif isinstance(item, tuple):
+            monitor.close_session("mcp", "mcp_session", *item)
     outputs.extend(monitor.conclude_closed_sessions())
     outputs.extend(monitor.shutdown("recovered"))
     concluded = [o for o in outputs if isinstance(o, RunConcluded)]
@@ -101,12 +106,13 @@ def recover_runs(report_dir: str | Path, attacks: list[LoadedAttack], options: M
 
 
 def monitor_inputs(journal: Iterable[dict[str, Any]], unreleased: bool = True,
-                   reported: set[RunKey] | None = None) -> Iterator[Item | SessionClose | float]:
+                   reported: set[RunKey] | None = None) -> Iterator[Item | SessionClose | Prime | float]:
     """What the live monitor was given, as the journal's records tell (`oatf_engine.journal`), in the order it was
-    given: events, ends of exchanges, the MCP sessions the agent closed (`(session, at)`), and its clock's ticks
-    (floats). Held events, ends and closes are released as the proxy released them: at each tick up to it (the
-    highest so far), in time order, a close before the events of its time, ties in the order received; all of
-    them at `drained`.
+    given: events, ends of exchanges and wire steps, the MCP sessions the agent closed (`(session, at)`), and its
+    clock's ticks (floats); and, where a recovery cut the journal, the steps to prime a decoder with (`Prime`: fed
+    to one that has not read the segments before the cut). Held events, ends and closes are released as the proxy
+    released them: at each tick up to it (the highest so far), in time order, a close before the events of its
+    time, ties in the order received; all of them at `drained`.
     `unreleased`: whether the events still held at the end — received and not released — come last, in time
     order (a crash of the proxy: yes; the loss of its monitor process only: no, the proxy hands them to the new
     one). A damaged event or close is skipped; the runs the journal shows reported are added to `reported`."""
@@ -123,6 +129,9 @@ def monitor_inputs(journal: Iterable[dict[str, Any]], unreleased: bool = True,
                 held.add(event.timestamp, event)
             for close in _closes(record.get("closed", [])):
                 held.add(close[1], close, rank=0)
+            primed = [item for item in _events(record.get("primed", [])) if isinstance(item, WireStep)]
+            if primed:
+                yield Prime(tuple(primed))
         elif "closed" in record:
             for close in _closes([record["closed"]]):
                 held.add(close[1], close, rank=0)
@@ -140,7 +149,7 @@ def monitor_inputs(journal: Iterable[dict[str, Any]], unreleased: bool = True,
 
 
 def _events(journaled: Any) -> Iterator[Item]:
-    for fields in journaled:
+    for fields in journaled if isinstance(journaled, list) else ():
         try:
             yield decode_item(fields)
         except (TypeError, ValueError):

@@ -245,10 +245,11 @@ class WireDecoder:
     """Decodes HTTP exchanges into `ObservedEvent`s; see the module docstring for the call sequence."""
 
     def __init__(self, config: DecoderConfig | None = None,
-                 on_diagnostic: Callable[[Diagnostic], None] | None = None) -> None:
+                 on_diagnostic: Callable[[Diagnostic], None] | None = None, seq_base: int = 0) -> None:
+        """`seq_base`: the events' `seq` count from it (decoders feeding one monitor number apart)."""
         self.config = config or DecoderConfig()
         self._on_diagnostic = on_diagnostic
-        self._seq = 0
+        self._seq = seq_base
         self._exchanges: OrderedDict[str, _Exchange] = OrderedDict()
         self._streams: dict[str, _Exchange] = {}  # open message streams (`open_stream`), closed by their owner
         self._pending = Correlator(self.config.max_pending)
@@ -264,6 +265,10 @@ class WireDecoder:
     def open_exchanges(self) -> int:
         """How many exchanges are open (started and neither ended nor aborted)."""
         return len(self._exchanges)
+
+    def is_open(self, exchange_id: str) -> bool:
+        """Whether that exchange started here and has not ended (`response_end`, `abort`)."""
+        return exchange_id in self._exchanges
 
     # --- the exchange API -----------------------------------------------------------------------------------
 

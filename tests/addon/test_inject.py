@@ -20,6 +20,7 @@ from addon.sse_frames import EventFramer
 from oatf_engine.events import ObservedEvent
 from oatf_engine.wire import WireDecoder
 from oatf_engine.wire.sse import SSEParser
+from oatf_engine.wire.steps import WireStep, feed
 from testing.paths import ROOT
 
 INVOICE = ROOT / "attacks" / "OW-001_invoice-tool-credential-harvest.yaml"
@@ -46,7 +47,14 @@ class Driven:
     def __init__(self, addon: OatfAddon) -> None:
         self.addon = addon
         self.events: list[ObservedEvent] = []
-        addon._enqueue = self.events.append  # type: ignore[method-assign]
+        self.decoder = WireDecoder()  # the monitor process's, for the flows handed over undecoded (inject mode off)
+        addon._enqueue = self._enqueue  # type: ignore[method-assign]
+
+    def _enqueue(self, item: ObservedEvent | WireStep) -> None:
+        if isinstance(item, WireStep):
+            self.events += [event for event in feed(self.decoder, item) if isinstance(event, ObservedEvent)]
+        else:
+            self.events.append(item)
 
     def request(self, message: dict[str, Any], accept: str = "application/json, text/event-stream") -> http.HTTPFlow:
         request = http.Request.make("POST", "http://127.0.0.1:9000/mcp", json.dumps(message).encode(),

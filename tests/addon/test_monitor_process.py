@@ -12,10 +12,12 @@ from typing import Any
 
 import pytest
 
-from addon.monitor_process import HeldFlows, MonitorProcess, Reporting, _handle
+from addon.monitor_process import Decoding, HeldFlows, MonitorProcess, Reporting, _handle
 from oatf_engine.monitor import Monitor, MonitorOptions, Output, RunConcluded
 from oatf_engine.monitor.monitor import IndicatorMatched
 from oatf_engine.reports import Reported
+from oatf_engine.wire import DecoderConfig, Diagnostic
+from oatf_engine.wire.steps import OpenSteps, WireStep
 from tests.oatf_engine.monitor.test_monitor import POISONED_TOOL, TIMED, attack, call, event
 from tests.oatf_engine.test_reports import report
 
@@ -230,7 +232,8 @@ def test_the_child_concludes_its_runs_at_shutdown_without_the_cyclic_collector(
     monkeypatch.setattr(monitor, "shutdown", lambda: collecting.append(gc.isenabled()) or shutdown())
     answers: list[tuple[str, Any]] = []
     assert gc.isenabled()
-    assert not _handle(monitor, Reporting(str(tmp_path)), "shutdown", None, answers.append, HeldFlows())
+    assert not _handle(monitor, Decoding(DecoderConfig()), Reporting(str(tmp_path)), "shutdown", None, answers.append,
+                       HeldFlows())
     assert collecting == [False] and gc.isenabled()
     [(kind, reported)] = answers
     assert kind == "done" and len(reported) == 3 and all(Path(r.path or "").is_file() for r in reported)
@@ -250,3 +253,57 @@ def test_nothing_of_a_written_report_outlives_its_reported(tmp_path: Path) -> No
     for name in (os.path.basename(r.path or "") for r in told):
         fresh = "".join(list(name))  # the same text, a string object of its own
         assert sys.intern(fresh) is fresh, f"{name!r} was interned (kept for the process's life)"
+
+
+def mcp_steps(flow: str, body: bytes, at: float, session: str = "a") -> list[WireStep]:
+    """An MCP POST's steps as the proxy hands them over (the body in two chunks), without its response."""
+    fields = ((b"content-type", b"application/json"), (b"mcp-session-id", session.encode()))
+    return [WireStep("request_headers", flow, at, ("POST", "http://127.0.0.1:8000/mcp", fields, "127.0.0.1:5000")),
+            WireStep("request_data", flow, at, (body[:20],)), WireStep("request_data", flow, at, (body[20:],)),
+            WireStep("request_end", flow, at)]
+
+
+def tool_call(note: str, id_: int = 1) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": id_, "method": "tools/call",
+                       "params": {"name": "add", "arguments": {"a": 1, "note": note}}}).encode()
+
+
+def test_the_child_decodes_the_steps_handed_over_and_tells_their_diagnostics(tmp_path: Path) -> None:
+    """Steps (`WireStep`: the decoder's calls, undecoded) are decoded in the child and judged as the events they
+    are; what its decoder diagnoses comes back with the batch's answer."""
+    collector = Collector()
+    monitor = start(collector, tmp_path)
+    cut_stream = [WireStep("response_headers", "f2", 2.0, (200, ((b"content-type", b"text/event-stream"),))),
+                  WireStep("response_data", "f2", 2.0, (b'data: {"jsonrpc"',)), WireStep("response_end", "f2", 2.0)]
+    monitor.observe([*mcp_steps("f1", tool_call("-----BEGIN PRIVATE KEY-----"), 1.0),
+                     *mcp_steps("f2", tool_call("nothing", 2), 2.0), *cut_stream])
+    assert collector.wait(lambda: collector.evaluated == 1)
+    [matched] = [o for o in collector.outputs if isinstance(o, IndicatorMatched)]
+    assert matched.flow_id == "f1" and "PRIVATE KEY" in matched.evidence
+    assert [(d.code, d.flow_id) for d in collector.outputs if isinstance(d, Diagnostic)] == [
+        ("truncated_stream", "f2")]
+    assert monitor.shutdown(timeout=30) and collector.failures == []
+
+
+@pytest.mark.parametrize("primed", [True, False])
+def test_a_new_child_primed_with_the_exchanges_under_way_decodes_their_rest(tmp_path: Path, primed: bool) -> None:
+    """A child that replaces a lost one gets the steps already handed over of the exchanges under way
+    (`OpenSteps`, `prime`): the rest of a request whose first chunk the lost child took decodes whole (the match
+    is found); unprimed, the new child's decoder never saw the exchange start and the rest is nothing to it."""
+    steps = mcp_steps("f1", tool_call("-----BEGIN PRIVATE KEY-----"), 1.0)
+    open_steps = OpenSteps(1 << 20)
+    lost = start(Collector(), tmp_path / "lost")
+    lost.observe(steps[:2])
+    for step in steps[:2]:
+        open_steps.add(step)
+    lost.kill()
+    lost.shutdown(timeout=5)
+    collector = Collector()
+    monitor = start(collector, tmp_path / "new")
+    if primed:
+        monitor.prime(open_steps.prime())
+    monitor.observe(steps[2:])
+    assert collector.wait(lambda: collector.evaluated == 1)
+    matched = [o.flow_id for o in collector.outputs if isinstance(o, IndicatorMatched)]
+    assert matched == (["f1"] if primed else [])
+    assert monitor.shutdown(timeout=30) and collector.failures == []
