@@ -73,6 +73,7 @@ class MitmTap:
         self.clock = clock
         self.decoder = WireDecoder(config, on_diagnostic=self.diagnosed)
         self._raw: set[str] = set()  # flows handed on as steps (`on_step`)
+        self._ignored: set[str] = set()  # flows an `ignore` override leaves undecoded: neither decoded nor handed on
         self.diagnostics: Counter[str] = Counter()
         """How many diagnostics of each code the decoder reported."""
         self._streamed: set[tuple[str, str]] = set()  # (flow id, "request" | "response") we stream
@@ -106,7 +107,9 @@ class MitmTap:
         """Start the exchange; stream the request body if the client streams it."""
         try:
             request = flow.request
-            if self.on_step is not None and not self.decode_here():
+            if self.decoder.ignores(request.url):
+                self._ignored.add(flow.id)
+            elif self.on_step is not None and not self.decode_here():
                 self._raw.add(flow.id)
             self._step("request_headers", flow.id, self._at(request.timestamp_start), request.method, request.url,
                        request.headers.fields, client_address(flow))
@@ -222,12 +225,16 @@ class MitmTap:
             response.raw_content = bytes(kept)
 
     def _step(self, call: str, flow_id: str, at: float, *args: Any) -> None:
-        """One call of the decoder's exchange API: made here, or handed on as a `WireStep` for a flow decoded
-        elsewhere (`on_step`); a flow's last call (`FINAL_CALLS`) forgets which it is."""
+        """One call of the decoder's exchange API: made here, handed on as a `WireStep` for a flow decoded
+        elsewhere (`on_step`), or dropped for a flow an override ignores; a flow's last call (`FINAL_CALLS`)
+        forgets which it is."""
         if flow_id in self._raw:
             if call in FINAL_CALLS:
                 self._raw.discard(flow_id)
             self.on_step(WireStep(call, flow_id, at, args))  # type: ignore[misc]  # set for every flow in `_raw`
+        elif flow_id in self._ignored:
+            if call in FINAL_CALLS:
+                self._ignored.discard(flow_id)
         else:
             self._emit(feed(self.decoder, WireStep(call, flow_id, at, args)))
 

@@ -221,6 +221,8 @@ def oatf_proxy(workdir: Path, name: str, attacks: list[Path], *, grace: str = "1
     flows = workdir / f"{name}.mitm" if record else None
     settings = {"oatf_attacks": ",".join(map(str, attacks)), "oatf_report_dir": str(report_dir),
                 "oatf_grace_period": grace, "oatf_watch": str(watch).lower(), **(options or {})}
+    # The remote control's requests are no traffic to evaluate: they would count as waiting while they ask.
+    settings["oatf_wire_protocols"] = f"{CONTROL_HOST}=ignore {settings.get('oatf_wire_protocols', '')}".strip()
     extra = [*(arg for script in scripts for arg in ("-s", str(script))), "-s", str(ADDON), "-s", str(COMMAND_SCRIPT),
              *(arg for mode in modes for arg in ("--mode", mode))]
     for key, value in settings.items():

@@ -266,6 +266,12 @@ class WireDecoder:
         """How many exchanges are open (started and neither ended nor aborted)."""
         return len(self._exchanges)
 
+    def ignores(self, url: str) -> bool:
+        """Whether exchanges to `url` (absolute) are left undecoded: an `ignore` override (`DecoderConfig.overrides`),
+        which a front door may apply before decoding starts (`addon.mitm_tap`)."""
+        endpoint, _ = _endpoint(url)
+        return find_override(self.config.overrides, endpoint.host, endpoint.port, endpoint.path) == IGNORE
+
     def is_open(self, exchange_id: str) -> bool:
         """Whether that exchange started here and has not ended (`response_end`, `abort`)."""
         return exchange_id in self._exchanges
