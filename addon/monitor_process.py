@@ -84,7 +84,7 @@ from oatf_engine.semantic import load_semantic_evaluator
 from oatf_engine.text import Once, describe, printable
 from oatf_engine.wire import DecoderConfig, Diagnostic, WireDecoder
 from oatf_engine.wire.jsonrpc import cut
-from oatf_engine.wire.steps import STEP_SEQ_BASE, Prime, WireStep, feed, prime
+from oatf_engine.wire.steps import STEP_SEQ_BASE, Prime, StepDecoder, WireStep
 
 ROOT = Path(__file__).resolve().parents[1]
 STALL_SECONDS = 30.0
@@ -237,6 +237,7 @@ class Decoding:
     def __init__(self, config: DecoderConfig) -> None:
         self.diagnostics: list[Diagnostic] = []
         self.decoder = WireDecoder(config, on_diagnostic=self.diagnostics.append, seq_base=STEP_SEQ_BASE)
+        self.steps = StepDecoder(self.decoder)
 
     def told(self) -> list[Diagnostic]:
         told, self.diagnostics[:] = list(self.diagnostics), []
@@ -246,12 +247,13 @@ class Decoding:
 def _observe(monitor: Monitor, decoding: Decoding, items: list[Handed],
              answer: Callable[[Message], None]) -> list[Output]:
     """Evaluate a batch: events and ends of exchanges as they are, steps decoded first. An item that makes decoding
-    or evaluation raise is reported (once per batch) and the others go on."""
+    or evaluation raise is reported (once per batch) and the others go on (a step that made the decoder raise ends
+    the decoding of its exchange: `StepDecoder`)."""
     outputs: list[Output] = []
     failed = False
     for item in items:
         try:
-            for decoded in feed(decoding.decoder, item) if isinstance(item, WireStep) else (item,):
+            for decoded in decoding.steps.feed(item) if isinstance(item, WireStep) else (item,):
                 outputs.extend(monitor.observe(decoded) if isinstance(decoded, ObservedEvent) else
                                monitor.exchange_ended(decoded))
         except Exception:
@@ -298,7 +300,7 @@ def _handle(monitor: Monitor, decoding: Decoding, reporting: Reporting, kind: st
         elif kind == "wire":
             decoding.decoder.config = payload
         elif kind == "prime":
-            prime(decoding.decoder, payload.steps)
+            decoding.steps.prime(payload.steps)
         elif kind == "attacks":
             outputs = monitor.replace_attacks(payload)
             freeze_long_lived()  # the library, unpickled: this process keeps it

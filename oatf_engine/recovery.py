@@ -36,7 +36,7 @@ from oatf_engine.reorder import Reorder
 from oatf_engine.replay import SessionClose
 from oatf_engine.reports import ReportWriter, report_filename
 from oatf_engine.wire import DecoderConfig, WireDecoder
-from oatf_engine.wire.steps import STEP_SEQ_BASE, Prime, WireStep, decoded
+from oatf_engine.wire.steps import STEP_SEQ_BASE, Prime, StepDecoder, WireStep
 
 
 def pending_journal(report_dir: str | Path) -> bool:
@@ -72,7 +72,7 @@ def recover_runs(report_dir: str | Path, attacks: list[LoadedAttack], options: M
     `unreleased`: as `monitor_inputs`. The wire steps journaled are decoded as the monitor process decoded them
     (`wire`: its decoder's limits and overrides; `STEP_SEQ_BASE`)."""
     monitor = Monitor(attacks, options, semantic=semantic)
-    decoder = WireDecoder(wire, seq_base=STEP_SEQ_BASE)
+    decoder = StepDecoder(WireDecoder(wire, seq_base=STEP_SEQ_BASE))
     reported: set[RunKey] = set()
     outputs: list[Output] = []
     journal = Path(report_dir) / JOURNAL_DIR
@@ -83,7 +83,7 @@ def recover_runs(report_dir: str | Path, attacks: list[LoadedAttack], options: M
         progress.start("replaying journal", total, "bytes")
     inputs = monitor_inputs(records(journal, read, progress.update if progress is not None else None),
                             unreleased, reported)
-    for item in decoded(decoder, inputs):
+    for item in decoder.decoded(inputs):
         if isinstance(item, float):
             ticks += 1
             outputs.extend(monitor.tick(item))

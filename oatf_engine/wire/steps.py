@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
@@ -58,26 +59,54 @@ def feed(decoder: WireDecoder, step: WireStep) -> Sequence[Decoded]:
     return method(step.flow_id, *step.args, step.timestamp)
 
 
-def prime(decoder: WireDecoder, steps: Iterable[WireStep]) -> None:
-    """Feed `decoder` the steps of the exchanges it does not know (an exchange it has open is left as it is), their
-    events dropped."""
-    known: dict[str, bool] = {}
-    for step in steps:
-        if step.flow_id not in known:
-            known[step.flow_id] = decoder.is_open(step.flow_id)
-        if not known[step.flow_id]:
-            feed(decoder, step)
+class StepDecoder:
+    """A decoder fed steps, as the proxy's tap feeds its own (`addon.mitm_tap`): a step that makes the decoder
+    raise (a bug) stops the decoding of its exchange — the exception propagates, the exchange's later steps are
+    dropped, and its last step is fed as an `abort` (its unanswered requests are reported as they would be).
+    `failures`: how many steps raised."""
 
+    def __init__(self, decoder: WireDecoder) -> None:
+        self.decoder = decoder
+        self.failures = 0
+        self._failed: set[str] = set()
 
-def decoded[T](decoder: WireDecoder, items: Iterable[T | WireStep | Prime]) -> Iterator[T | Decoded]:
-    """`items` with each step replaced by what `decoder` decodes from it, and each `Prime` fed and dropped."""
-    for item in items:
-        if isinstance(item, WireStep):
-            yield from feed(decoder, item)
-        elif isinstance(item, Prime):
-            prime(decoder, item.steps)
-        else:
-            yield item
+    def feed(self, step: WireStep) -> Sequence[Decoded]:
+        if step.flow_id in self._failed:
+            if step.call not in FINAL_CALLS:
+                return ()
+            self._failed.discard(step.flow_id)
+            step = step._replace(call="abort", args=())
+        try:
+            return feed(self.decoder, step)
+        except Exception:
+            self.failures += 1
+            if step.call not in FINAL_CALLS:
+                self._failed.add(step.flow_id)
+            raise
+
+    def prime(self, steps: Iterable[WireStep]) -> None:
+        """`prime` the decoder; a step that raises is dropped (the exchange is not decoded further)."""
+        known: dict[str, bool] = {}
+        for step in steps:
+            if step.flow_id not in known:
+                known[step.flow_id] = self.decoder.is_open(step.flow_id)
+            if not known[step.flow_id]:
+                with contextlib.suppress(Exception):
+                    self.feed(step)
+
+    def decoded[T](self, items: Iterable[T | WireStep | Prime]) -> Iterator[T | Decoded]:
+        """`items` with each step replaced by what it decodes to (nothing, when it raises: counted in `failures`),
+        and each `Prime` fed and dropped."""
+        for item in items:
+            if isinstance(item, WireStep):
+                try:
+                    yield from self.feed(item)
+                except Exception:
+                    continue
+            elif isinstance(item, Prime):
+                self.prime(item.steps)
+            else:
+                yield item
 
 
 class OpenSteps:
@@ -183,5 +212,5 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-__all__ = ["CALLS", "FINAL_CALLS", "STEP_SEQ_BASE", "OpenSteps", "Prime", "WireStep", "decode_step", "decoded",
-           "encode_step", "feed", "prime"]
+__all__ = ["CALLS", "FINAL_CALLS", "STEP_SEQ_BASE", "OpenSteps", "Prime", "StepDecoder", "WireStep", "decode_step",
+           "encode_step", "feed"]

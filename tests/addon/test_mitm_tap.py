@@ -3,8 +3,12 @@ decoded at once, no exception escaping, options."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import itertools
 import json
 import logging
+from collections import Counter
 
 import pytest
 from mitmproxy import exceptions, http
@@ -14,8 +18,9 @@ from mitmproxy.test import taddons, tflow
 from addon.mitm_tap import MitmTap
 from addon.recordings import decode_flow
 from oatf_engine.events import ExchangeEnded, ObservedEvent
-from oatf_engine.wire import WireDecoder
-from tests.oatf_engine.wire.replay import load
+from oatf_engine.wire import Diagnostic, WireDecoder
+from oatf_engine.wire.steps import STEP_SEQ_BASE, StepDecoder, WireStep
+from tests.oatf_engine.wire.replay import FIXTURES, load
 
 RUN = {"threadId": "th", "runId": "r", "messages": []}
 
@@ -239,3 +244,62 @@ def test_the_ends_of_exchanges_that_left_requests_unanswered_are_handed_on() -> 
         (bad_gateway.id, ((bad_gateway.id, "client", 1),)), (cut.id, ((cut.id, "client", 1),)),
         (reset.id, ((reset.id, "client", None),))]
     assert ended[1].seq == next(e.seq for e in events if e.event_type == "notifications/progress")
+
+
+def through_hooks(tap: MitmTap, recorded: http.HTTPFlow) -> None:
+    """A recorded flow through the tap's hooks as mitmproxy makes them: a streamed response chunk by chunk (at its
+    recorded chunk sizes), with no body stored until its end."""
+    f = copy.deepcopy(recorded)
+    response, f.response = f.response, None
+    run_request(tap, f)
+    if response is None:
+        return
+    body, f.response = response.raw_content or b"", response
+    response.raw_content = None
+    tap.responseheaders(f)
+    if callable(response.stream):
+        offset = 0
+        for _, size in recorded.metadata.get("wire_chunks") or [[0, len(body)]]:
+            response.stream(body[offset:offset + size])
+            offset += size
+    else:
+        response.raw_content = body
+    tap.response(f)
+
+
+@pytest.mark.parametrize("fixture", sorted(p.stem for p in FIXTURES.glob("*.mitm")))
+def test_flows_handed_on_as_steps_decode_to_the_events_decoded_here(fixture: str) -> None:
+    """The monitor process decodes the steps handed over (`on_step`, issue 15: no decoding on the event loop): the
+    same events, ends of exchanges and diagnostics as the tap's own decoder gives, event for event (their `seq`
+    counted from `STEP_SEQ_BASE`), on every recorded fixture."""
+    here: list[ObservedEvent | ExchangeEnded] = []
+    local = MitmTap(on_event=here.append, on_ended=here.append, clock=itertools.count(1.0).__next__)
+    handed: list[WireStep] = []
+    remote = MitmTap(on_event=pytest.fail, on_ended=pytest.fail, on_step=handed.append,
+                     clock=itertools.count(1.0).__next__)  # chunks are stamped as they pass: the same times
+    for recorded in load(fixture):
+        through_hooks(local, recorded)
+        through_hooks(remote, recorded)
+    diagnostics: list[Diagnostic] = []
+    child = WireDecoder(on_diagnostic=diagnostics.append, seq_base=STEP_SEQ_BASE)
+    there = [dataclasses.replace(item, seq=item.seq - STEP_SEQ_BASE) for item in StepDecoder(child).decoded(handed)]
+    assert here and there == here
+    assert Counter(d.code for d in diagnostics) == local.diagnostics
+    assert remote.decoder.open_exchanges == 0 and child.open_exchanges == 0
+
+
+def test_traffic_an_override_ignores_is_neither_decoded_nor_handed_on() -> None:
+    """`oatf_wire_protocols` `HOST=ignore`: the flow costs the event loop one lookup, and nothing is queued."""
+    handed: list[WireStep] = []
+    tap = MitmTap(on_event=pytest.fail, on_step=handed.append)
+    with taddons.context(tap) as context:
+        context.configure(tap, oatf_wire_protocols="127.0.0.1=ignore")
+        ignored = flow({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, path="/mcp")
+        run_request(tap, ignored)
+        respond(ignored, b'{"jsonrpc": "2.0", "id": 1, "result": {"tools": []}}', "application/json")
+        tap.responseheaders(ignored)
+        tap.response(ignored)
+        assert handed == [] and tap._ignored == set()
+        context.configure(tap, oatf_wire_protocols="")
+        run_request(tap, flow({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, path="/mcp"))
+        assert [step.call for step in handed] == ["request_headers", "request_data", "request_end"]

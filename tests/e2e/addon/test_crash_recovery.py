@@ -18,7 +18,7 @@ from oatf_engine.events import ObservedEvent
 from oatf_engine.journal import JOURNAL_DIR, decode_item, records, take_lock
 from oatf_engine.recovery import pending_journal
 from oatf_engine.wire import WireDecoder
-from oatf_engine.wire.steps import decoded
+from oatf_engine.wire.steps import StepDecoder
 from testing.oatf_proxy import OatfProxy, Peers, oatf_proxy, run, verdict_of
 
 from . import agents
@@ -108,7 +108,8 @@ def journaled_calls(report_dir: Path, session: str) -> int:
     """The answers to `tools/call` of that MCP session in the journal (a proxy killed now leaves them there)."""
     items = [decode_item(fields) for record in records(report_dir / JOURNAL_DIR)
              for key in ("received", "events") for fields in record.get(key, [])]
-    events = [e for e in decoded(WireDecoder(), items) if isinstance(e, ObservedEvent)]  # most are wire steps
+    # most are wire steps, decoded as the monitor process decodes them
+    events = [e for e in StepDecoder(WireDecoder()).decoded(items) if isinstance(e, ObservedEvent)]
     return sum(1 for e in events if e.session_keys.get("mcp_session") == session and e.event_type == "tools/call"
                and e.direction == "response")
 
