@@ -1,6 +1,7 @@
 """mitmproxy glue for the wire decoders: hooks in, `ObservedEvent`s out through `on_event` (and the ends of
 exchanges that left requests unanswered, `ExchangeEnded`, through `on_ended`: at `response`, at `error`, and at the
-end of a streamed response, which is its `response` or `error`). Decoding only.
+end of a streamed response, which is its `response` or `error`), or the decoder's calls as data through `on_step`
+(see "Where decoding runs" below). Decoding only.
 
 `MitmTap` is owned by an addon, which forwards its hooks (`load`, `configure`, `requestheaders`, `request`,
 `responseheaders`, `response`, `error`). Guarantees:
@@ -22,6 +23,14 @@ end of a streamed response, which is its `response` or `error`). Decoding only.
   and kind, and the flow goes on (its decoding stops).
 `MitmTap` records each streamed response chunk's arrival in `flow.metadata["wire_chunks"]` for offline replay
 (`addon.recordings.decode_flows`).
+
+**Where decoding runs.** Given `on_step`, the tap decodes nothing itself: each decoder call is handed on as a
+`WireStep` (raw header fields, body bytes, times: `oatf_engine.wire.steps`), for the monitor process to decode
+beside the monitor — JSON parsing and building events are the bulk of the addon's cost on mitmproxy's event loop
+(issue 15). A flow is decoded here instead when `decode_here()` says so as it starts (the OATF addon: when inject
+mode or Attest traces need its events in this process). Either way the same decoder calls are made, in the same
+order, with the same arguments and times: the same events. A flow an `ignore` override covers
+(`oatf_wire_protocols`) is neither decoded nor handed on.
 """
 
 from __future__ import annotations
@@ -31,7 +40,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mitmproxy import ctx, exceptions, http
 
@@ -42,9 +51,6 @@ from oatf_engine.text import printable
 from oatf_engine.wire import DecoderConfig, Diagnostic, WireDecoder, is_streamed
 from oatf_engine.wire.decoder import Decoded
 from oatf_engine.wire.steps import FINAL_CALLS, WireStep, feed
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger("oatf.wire")
 

@@ -13,7 +13,10 @@ Files, in `<report dir>/journal/`: segments `NNNNNNNN.jsonl`, one JSON object pe
   after they were observed: the batch the worker took) and held until the watermark releases them
   (`addon.watermark`): a crash right after the traffic loses none of them, however far the watermark is behind.
   Among them, in their place, the ends of exchanges that left requests unanswered (`ExchangeEnded`, an object
-  `{"ended": [flow, time, seq, [[flow, side, id], ...]]}`: `encode_item`), which end those requests' waits;
+  `{"ended": [flow, time, seq, [[flow, side, id], ...]]}`: `encode_item`), which end those requests' waits, and,
+  for the flows the proxy does not decode itself (most of them: `addon.mitm_tap`), their wire steps, undecoded
+  (`{"step": [call, flow, time, ...]}`: `oatf_engine.wire.steps.encode_step`), which a replay decodes as the
+  monitor process did;
 - `{"tick": t}`: the monitor's clock moved to `t` — for the proxy, also the "released up to" marker: every held
   event stamped up to `t` (the highest tick so far) was handed to the monitor first, in time order
   (`oatf_engine.reorder.Reorder`, ties in the order received);
@@ -21,10 +24,12 @@ Files, in `<report dir>/journal/`: segments `NNNNNNNN.jsonl`, one JSON object pe
 - `{"closed": [session, at]}`: the agent closed that MCP session at `at` (a `DELETE` with its `Mcp-Session-Id`
   the server accepted), journaled as the proxy takes it in and held with the events, told to the monitor when a
   tick passes `at` — before the events of its time, as replay tells it (`Monitor.close_session`);
-- `{"held": [...], "closed": [[session, at], ...]}`: the events (and the closes) held when a recovery cut the
-  journal (`cut`), journaled again at the start of the next segment so that the segments after a cut hold them;
-  they replace what a replay holds at that point (a replay that read the segments before the cut holds the same
-  ones: none counts twice);
+- `{"held": [...], "closed": [[session, at], ...], "primed": [...]}`: the events (and the closes) held when a
+  recovery cut the journal (`cut`), journaled again at the start of the next segment so that the segments after a
+  cut hold them; they replace what a replay holds at that point (a replay that read the segments before the cut
+  holds the same ones: none counts twice); `primed`: the steps already handed over of the exchanges then under way
+  (`oatf_engine.wire.steps.OpenSteps`), which prime a replay's decoder that has not read them (one that has leaves
+  those exchanges as they are);
 - `{"concluded": [attack, session, started_at]}`: that run was reported.
 A replay (`oatf_engine.recovery.monitor_inputs`) hands a fresh monitor the same events, closes and ticks in the
 same order as the proxy did: after a crash of the proxy, the events still held are handed over last, in time order;

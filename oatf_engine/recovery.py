@@ -7,6 +7,10 @@ of every run that was not reported before the crash: runs that the journal shows
 change, conclude as the proxy would have concluded them had it gone on (`Monitor.conclude_closed_sessions`: mostly
 `session_closed`, a grace period after the close); a run that had concluded but whose report was never written
 keeps the status it concluded with.
+The journaled wire steps (`oatf_engine.wire.steps`: the flows the proxy handed to its monitor process undecoded)
+are decoded here as the monitor process decoded them — a decoder counting from `STEP_SEQ_BASE`, primed where a cut
+left exchanges under way, an exchange whose step makes it raise cut off as there (`StepDecoder`) — with the
+proxy's wire limits and overrides when the monitor process recovers, the defaults for `oatf recover`.
 A run counts as reported when the journal holds its `concluded` marker, or when its report file is in
 `report_dir` (the monitor process writes a report before the proxy journals its marker: a crash in between
 leaves the file without the marker). Its file name is the same in replay — attack, session and end time —

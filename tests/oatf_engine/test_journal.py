@@ -27,6 +27,7 @@ from oatf_engine.journal import (
 from oatf_engine.monitor import Monitor, MonitorOptions, RunConcluded
 from oatf_engine.recovery import monitor_inputs, pending_journal, recover, recover_runs
 from oatf_engine.reports import ReportWriter
+from oatf_engine.wire.steps import WireStep
 from tests.oatf_engine.monitor.test_monitor import POISONED_TOOL, RUG_PULL, attack, call, event
 
 json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
@@ -290,3 +291,27 @@ def test_a_journal_handed_over_moves_its_segments_but_those_a_recovery_holds(
 
 def segments_of(journal: Journal) -> list[Path]:
     return sorted(journal.path.glob("*.jsonl"))
+
+
+@pytest.mark.parametrize("primed", [True, False])
+def test_a_recovery_after_a_cut_decodes_the_exchanges_then_under_way(tmp_path: Path, primed: bool) -> None:
+    """A recovery reads only the segments after a cut (those before were dropped): the `held` record's `primed`
+    steps — the start of a request whose body was still coming — prime its decoder, so the rest of that request
+    decodes and the exploit in it is reported; without them the rest is noise and the run is never even opened."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                       "params": {"name": "add", "arguments": {"note": "-----BEGIN PRIVATE KEY"}}}).encode()
+    headers = ((b"content-type", b"application/json"), (b"mcp-session-id", b"b"))
+    start = [WireStep("request_headers", "f", 1.0, ("POST", "http://127.0.0.1:8000/mcp", headers, "127.0.0.1:5")),
+             WireStep("request_data", "f", 1.0, (body[:40],))]
+    journal = Journal(tmp_path)
+    journal.received([event("tools/list", {}, 0.5, session="b"), *start])
+    journal.tick(1.2)
+    before = journal.cut()
+    journal.held([], [], start if primed else [])
+    journal.received([WireStep("request_data", "f", 1.5, (body[40:],)), WireStep("request_end", "f", 1.5)])
+    journal.close()
+    after = [segment for segment in journal_module.segments(tmp_path / JOURNAL_DIR) if segment not in before]
+    runs = recover_runs(tmp_path, [attack(POISONED_TOOL)], MonitorOptions(grace_period=5), segments=after)
+    assert [run.report["verdict"]["result"] for run in runs] == (["exploited"] if primed else [])
+    whole = recover_runs(tmp_path, [attack(POISONED_TOOL)], MonitorOptions(grace_period=5))
+    assert [run.report["verdict"]["result"] for run in whole] == ["exploited"], "primed again, it counts once"
