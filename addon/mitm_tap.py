@@ -131,10 +131,9 @@ class MitmTap:
             if flow.id in self._failed:
                 return
             ended = self._at(flow.request.timestamp_end)
-            if (flow.id, "request") not in self._streamed and flow.request.raw_content:
-                self._step("request_data", flow.id, ended, flow.request.raw_content)
+            body = flow.request.raw_content if (flow.id, "request") not in self._streamed else None
             self._streamed.discard((flow.id, "request"))
-            self._step("request_end", flow.id, ended)
+            self._step("request_end", flow.id, ended, *((body,) if body else ()))  # a buffered body with its end
         except Exception as exc:
             self._fail("request", flow.id, exc)
 
@@ -163,9 +162,8 @@ class MitmTap:
                 return
             streamed = (flow.id, "response") in self._streamed
             self._streamed.discard((flow.id, "response"))
-            if not streamed and flow.response is not None and flow.response.raw_content:
-                self._step("response_data", flow.id, ended, flow.response.raw_content)
-            self._step("response_end", flow.id, ended)
+            body = flow.response.raw_content if not streamed and flow.response is not None else None
+            self._step("response_end", flow.id, ended, *((body,) if body else ()))
         except Exception as exc:
             self._fail("response", flow.id, exc)
 

@@ -203,6 +203,8 @@ class OatfAddon:
         self.open_steps = OpenSteps(self.tap.decoder.config.max_body_size)
         """The steps handed to the monitor process of the exchanges under way, to prime a new one with (written by
         the worker, with `lock` held)."""
+        self.tracing = False
+        """Whether `oatf_trace_dir` is set (Attest traces are collected from the events: decoded here)."""
         self.journal: Journal | None = None
         """The monitor's inputs and the reported runs, for recovery after a crash (`oatf_engine.journal`)."""
         self.journal_lock: IO[str] | None = None
@@ -245,6 +247,8 @@ class OatfAddon:
         self.inject.load(loader)
 
     def configure(self, updated: set[str]) -> None:
+        if "oatf_trace_dir" in updated:
+            self.tracing = bool(ctx.options.oatf_trace_dir)
         if "oatf_save_wait" in updated:
             try:
                 self.saving.wait = oatf.parse_duration(ctx.options.oatf_save_wait).total_seconds()
@@ -556,7 +560,7 @@ class OatfAddon:
         """Whether a flow starting now is decoded on the event loop (`MitmTap`): inject mode's players advance on
         its events and tag them, and the Attest trace collector reads them; otherwise the monitor process decodes
         it (issue 15: no JSON parsing on the event loop)."""
-        return self.inject.on or bool(ctx.options.oatf_trace_dir)
+        return self.inject.on or self.tracing
 
     def _enqueue(self, event: ObservedEvent | WireStep) -> None:
         with self.flight_lock:

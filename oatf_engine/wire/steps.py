@@ -30,6 +30,7 @@ CALLS = ("request_headers", "request_data", "request_end", "response_headers", "
          "abort")
 """The exchange API's calls, in the order an exchange makes them (`response_end` or `abort` is its last)."""
 FINAL_CALLS = frozenset({"response_end", "abort"})
+_ENDS = frozenset({"request_end", "response_end"})
 STEP_SEQ_BASE = 1 << 44
 """The `seq` of the events decoded from handed-over steps count from here (the monitor process's decoder, and a
 recovery's): above every number the proxy's own decoder gives, below the shared monitor's feed
@@ -38,7 +39,9 @@ recovery's): above every number the proxy's own decoder gives, below the shared 
 
 class WireStep(NamedTuple):
     """One call of the exchange API: `call` (one of `CALLS`), its exchange, its time, and its other arguments in
-    the call's order: `(method, url, header fields, client)`, `(status, header fields)`, `(data,)` or `()`."""
+    the call's order: `(method, url, header fields, client)`, `(status, header fields)`, `(data,)` or `()`. An end
+    (`request_end`, `response_end`) may carry `(data,)`: a buffered body, handed with its end in one step (they come
+    together, at one time), decoded as its data call and then the end."""
 
     call: str
     flow_id: str
@@ -54,9 +57,18 @@ class Prime(NamedTuple):
 
 
 def feed(decoder: WireDecoder, step: WireStep) -> Sequence[Decoded]:
-    """What `decoder` decodes from `step`: the call made, with the step's arguments."""
-    method: Callable[..., Sequence[Decoded]] = getattr(decoder, step.call)
-    return method(step.flow_id, *step.args, step.timestamp)
+    """What `decoder` decodes from `step`: the call made, with the step's arguments (an end that carries its side's
+    last bytes: their `request_data` or `response_data` first)."""
+    if step.args and step.call in _ENDS:
+        data = decoder.request_data if step.call == "request_end" else decoder.response_data
+        return [*data(step.flow_id, step.args[0], step.timestamp), *_call(decoder, step.call)(step.flow_id,
+                                                                                            step.timestamp)]
+    return _call(decoder, step.call)(step.flow_id, *step.args, step.timestamp)
+
+
+def _call(decoder: WireDecoder, call: str) -> Callable[..., Sequence[Decoded]]:
+    method: Callable[..., Sequence[Decoded]] = getattr(decoder, call)
+    return method
 
 
 class StepDecoder:
@@ -134,7 +146,7 @@ class OpenSteps:
                 return
             kept = self._steps[flow] = []
             self._bytes[flow] = 0
-        if step.call in ("request_data", "response_data"):
+        if step.args and step.call in ("request_data", "response_data", "request_end"):
             size = len(step.args[0])
             if self._bytes[flow] + size > self.max_bytes:
                 return
@@ -182,9 +194,9 @@ def decode_step(record: Any) -> WireStep:
         if not (len(args) == 2 and isinstance(args[0], int) and not isinstance(args[0], bool)):
             raise ValueError("a response's step is [status, header fields]")
         return WireStep(call, flow, at, (args[0], _decode_fields(args[1])))
-    if call in ("request_data", "response_data"):
+    if call in ("request_data", "response_data") or (call in _ENDS and args):
         if not (len(args) == 1 and isinstance(args[0], str)):
-            raise ValueError("a data step is [base64 bytes]")
+            raise ValueError("a data step (or an end with its body) is [base64 bytes]")
         try:
             return WireStep(call, flow, at, (base64.b64decode(args[0], validate=True),))
         except (binascii.Error, ValueError):

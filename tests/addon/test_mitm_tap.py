@@ -302,4 +302,4 @@ def test_traffic_an_override_ignores_is_neither_decoded_nor_handed_on() -> None:
         assert handed == [] and tap._ignored == set()
         context.configure(tap, oatf_wire_protocols="")
         run_request(tap, flow({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, path="/mcp"))
-        assert [step.call for step in handed] == ["request_headers", "request_data", "request_end"]
+        assert [(step.call, len(step.args)) for step in handed] == [("request_headers", 4), ("request_end", 1)]

