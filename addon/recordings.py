@@ -11,11 +11,11 @@ flow formats are read through mitmproxy. `decode_flows` feeds recorded flows thr
 from __future__ import annotations
 
 import bisect
+import logging
 import math
 import operator
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
-from typing import Any
 
 from mitmproxy.exceptions import FlowReadException
 
@@ -40,10 +40,14 @@ from oatf_engine.wire import DecoderConfig, WireDecoder, is_streamed, kept_heade
 from oatf_engine.wire.decoder import Decoded
 from oatf_engine.wire.mcp import SESSION_HEADER, closed_session
 from oatf_engine.wire.ndjson import Capture, decode_capture, is_capture, read_capture
+from oatf_engine.wire.steps import FINAL_CALLS, StepDecoder, WireStep
 
 
 class ReplayError(Exception):
     """A flow file that cannot be read."""
+
+
+log = logging.getLogger(__name__)
 
 
 def read_flows(path: str, position: Callable[[int], None] | None = None) -> list[AnyHTTPFlow]:
@@ -284,13 +288,13 @@ def _decoded_windows(decoder: WireDecoder, flows: list[AnyHTTPFlow],
     """The events of the steps of each `_wire_windows` window (`decode_flows`), tagged, and the time no event of
     a later window can be earlier than."""
     injected = {flow.id: flow.metadata[INJECTED] for flow in flows if flow.metadata.get(INJECTED)}
-    last_steps = (decoder.response_end, decoder.abort)  # a flow's last step is one of these, and only its last
+    steps_decoder = StepDecoder(decoder)  # a step the decoder raises at ends its exchange, as live
     through = 0
-    for steps, bound in _wire_windows(decoder, flows):
+    for steps, bound in _wire_windows(flows):
         events: list[Decoded] = []
-        for _, _, feed, args in steps:
-            events += feed(*args)
-            if decoded is not None and feed in last_steps:
+        for _, _, step in steps:
+            events += steps_decoder.decoded((step,))
+            if decoded is not None and step.call in FINAL_CALLS:  # a flow's last step, and only its last
                 through += 1
                 if through % UPDATE_EVERY == 0:
                     decoded(through)
@@ -300,24 +304,27 @@ def _decoded_windows(decoder: WireDecoder, flows: list[AnyHTTPFlow],
         yield events, bound
     if decoded is not None:
         decoded(through)
+    if steps_decoder.failures:
+        log.warning("oatf replay: %d step(s) made the wire decoder raise (a bug): their exchanges were cut off there, "
+                    "as the live proxy cuts them off", steps_decoder.failures)
 
 
 _WINDOW = 512
 """How many flows (by request start) `_wire_windows` makes the steps of at a time."""
-_Placed = tuple[float, int, Callable[..., Sequence[Decoded]], tuple[Any, ...]]
+_Placed = tuple[float, int, WireStep]
 """A step (`_Step`) with the position of its flow."""
 _step_order = operator.itemgetter(0, 1)
 
 
-def _wire_steps(decoder: WireDecoder, flows: list[AnyHTTPFlow]) -> list[_Placed]:
+def _wire_steps(flows: list[AnyHTTPFlow]) -> list[_Placed]:
     """Every step of `flows` (with its flow's position) in wire order: by time, then flow order, then a flow's own
     order (the sort is stable)."""
-    steps = [(at, n, feed, args) for n, flow in enumerate(flows) for at, feed, args in _flow_steps(decoder, flow)]
+    steps = [(at, n, step) for n, flow in enumerate(flows) for at, step in _flow_steps(flow)]
     steps.sort(key=_step_time)
     return steps
 
 
-def _wire_windows(decoder: WireDecoder, flows: list[AnyHTTPFlow]) -> Iterator[tuple[list[_Placed], float]]:
+def _wire_windows(flows: list[AnyHTTPFlow]) -> Iterator[tuple[list[_Placed], float]]:
     """`_wire_steps` in windows, each with the lowest time any event of a later window can carry: the flows are
     taken `_WINDOW` at a time by request start, the earliest of their steps' times, so a step earlier than the
     next window's first start can come from no later flow and is fed in this window (the others wait for the
@@ -325,7 +332,7 @@ def _wire_windows(decoder: WireDecoder, flows: list[AnyHTTPFlow]) -> Iterator[tu
     whole, as a list would be."""
     times = [_times(flow) for flow in flows]
     if any(total != total for total in map(sum, times)):  # a NaN (or both infinities: sorted whole too)
-        yield _wire_steps(decoder, flows), math.inf
+        yield _wire_steps(flows), math.inf
         return
     order = sorted(range(len(flows)), key=lambda n: flows[n].request.timestamp_start)
     lows = [min(flow_times) for flow_times in times]
@@ -336,13 +343,13 @@ def _wire_windows(decoder: WireDecoder, flows: list[AnyHTTPFlow]) -> Iterator[tu
     pending: list[_Placed] = []
     for first in range(0, len(order), _WINDOW):
         window = order[first:first + _WINDOW]
-        pending += [(at, n, feed, args) for n in window for at, feed, args in _flow_steps(decoder, flows[n])]
+        pending += [(at, n, step) for n in window for at, step in _flow_steps(flows[n])]
         pending.sort(key=_step_order)
         following = first + len(window)
         start = flows[order[following]].request.timestamp_start if following < len(order) else math.inf
         ready = bisect.bisect_left(pending, start, key=_step_time)
         steps, pending = pending[:ready], pending[ready:]
-        yield steps, min(later[following], min((lows[n] for _, n, _, _ in pending), default=math.inf))
+        yield steps, min(later[following], min((lows[n] for _, n, _ in pending), default=math.inf))
 
 
 _step_time = operator.itemgetter(0)
@@ -353,30 +360,30 @@ def decode_flow(decoder: WireDecoder, flow: AnyHTTPFlow) -> list[ObservedEvent]:
     return decode_flows(decoder, [flow])
 
 
-_Step = tuple[float, Callable[..., Sequence[Decoded]], tuple[Any, ...]]
-"""When, which decoder call, and its arguments."""
+_Step = tuple[float, WireStep]
+"""When a step is fed (its own time, or a later one: `_flow_steps`), and the step."""
 
 
-def _flow_steps(decoder: WireDecoder, flow: AnyHTTPFlow) -> list[_Step]:
-    """The steps of one recorded flow, in wire order, their times made non-decreasing (each call still gets
-    its recorded time)."""
+def _flow_steps(flow: AnyHTTPFlow) -> list[_Step]:
+    """The steps of one recorded flow, in wire order, as the live tap hands them to the monitor process
+    (`addon.mitm_tap`: a buffered body with its end, a stream's chunks as they came), so a recording decodes as
+    its traffic did live; the times they are fed at made non-decreasing (each step keeps its recorded time)."""
     request, response, fid = flow.request, flow.response, flow.id
     start, end = request.timestamp_start, request.timestamp_end or request.timestamp_start
     if response is not None:  # a request ends before its answer begins (a HAR ends it with the whole entry)
         end = min(end, max(start, response.timestamp_start))
     steps: list[_Step] = [
-        (start, decoder.request_headers,
-         (fid, request.method, request.url, request.headers, client_address(flow), start)),
-        (end, decoder.request_data, (fid, request.raw_content or b"", end)),
-        (end, decoder.request_end, (fid, end)),
+        (start, WireStep("request_headers", fid, start, (request.method, request.url, request.headers,
+                                                         client_address(flow)))),
+        (end, WireStep("request_end", fid, end, (request.raw_content,) if request.raw_content else ())),
     ]
     if response is not None:
         began = response.timestamp_start
-        steps.append((began, decoder.response_headers, (fid, response.status_code, response.headers, began)))
+        steps.append((began, WireStep("response_headers", fid, began, (response.status_code, response.headers))))
         body, offset = response.raw_content or b"", 0
         chunks = flow.metadata.get("wire_chunks")
         for at, size in chunks or ():
-            steps.append((at, decoder.response_data, (fid, body[offset:offset + size], at)))
+            steps.append((at, WireStep("response_data", fid, at, (body[offset:offset + size],))))
             offset += size
         finished = response.timestamp_end or max(step[0] for step in steps)
         rest = body[offset:]
@@ -391,21 +398,20 @@ def _flow_steps(decoder: WireDecoder, flow: AnyHTTPFlow) -> list[_Step]:
             media = kept_header(response.headers, "content-type") or ""
             cut = _last_event_start(rest, media) if request.method == "POST" else len(rest)
             if rest[:cut]:
-                steps.append((began, decoder.response_data, (fid, rest[:cut], began)))
-            if rest[cut:]:
-                steps.append((finished, decoder.response_data, (fid, rest[cut:], finished)))
-        elif rest:  # a buffered body is fed at the response's end, as the live tap feeds it
-            steps.append((finished, decoder.response_data, (fid, rest, finished)))
-        if flow.error is None:
-            steps.append((finished, decoder.response_end, (fid, finished)))
+                steps.append((began, WireStep("response_data", fid, began, (rest[:cut],))))
+            rest = rest[cut:]
+        if flow.error is None:  # a buffered body (or a stream's last event) goes with the end, as live
+            steps.append((finished, WireStep("response_end", fid, finished, (rest,) if rest else ())))
+        elif rest:
+            steps.append((finished, WireStep("response_data", fid, finished, (rest,))))
     if response is None or flow.error is not None:
         failed = flow.error.timestamp if flow.error is not None else max(step[0] for step in steps)
-        steps.append((failed, decoder.abort, (fid, failed)))
+        steps.append((failed, WireStep("abort", fid, failed)))
     latest = start
-    for n, (at, feed, args) in enumerate(steps):
+    for n, (at, step) in enumerate(steps):
         latest = max(latest, at)
         if at != latest:
-            steps[n] = (latest, feed, args)
+            steps[n] = (latest, step)
     return steps
 
 

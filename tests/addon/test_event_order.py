@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable
 from typing import Any
 from unittest import mock
 
@@ -32,6 +31,7 @@ from oatf_engine.events import ObservedEvent
 from oatf_engine.monitor import load_library
 from oatf_engine.replay import SessionClose, evaluate_events
 from oatf_engine.wire import WireDecoder
+from oatf_engine.wire.steps import WireStep, feed
 from testing import sessions
 from testing.paths import ROOT
 from tests.addon.test_flow_file import edge_flows, written
@@ -42,11 +42,11 @@ def reference_events(flows: list[AnyHTTPFlow]) -> list[ObservedEvent]:
     """The events of `flows` as replay decoded them before steps were merged lazily: every step of every flow
     in one list, sorted stably by time, fed in that order; then tagged."""
     decoder = WireDecoder()
-    steps: list[tuple[float, Callable[..., list[ObservedEvent]], tuple[Any, ...]]] = []
+    steps: list[tuple[float, WireStep]] = []
     for flow in flows:
-        steps += recordings._flow_steps(decoder, flow)
+        steps += recordings._flow_steps(flow)
     steps.sort(key=lambda step: step[0])
-    events = [event for _, feed, args in steps for event in feed(*args)
+    events = [event for _, step in steps for event in feed(decoder, step)
               if isinstance(event, ObservedEvent)]  # not the ends of exchanges: no messages
     injected = {f.id: f.metadata[METADATA_KEY] for f in flows if f.metadata.get(METADATA_KEY)}
     return [tagged(e, injected[e.flow_id]) if e.flow_id in injected else e for e in events]

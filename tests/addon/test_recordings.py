@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from mitmproxy import http
@@ -16,9 +17,11 @@ from mitmproxy.addons.savehar import SaveHar
 from mitmproxy.io import FlowWriter
 from mitmproxy.test import tflow
 
-from addon.recordings import decode_recordings
+from addon.recordings import decode_flows, decode_recordings
+from oatf_engine.events import ExchangeEnded, ObservedEvent
 from oatf_engine.monitor import MonitorOptions
 from oatf_engine.replay import place_events
+from oatf_engine.wire import WireDecoder
 
 AGENT = "127.0.0.1"
 RUN_INPUT = {"threadId": "t1", "runId": "r1", "state": {}, "tools": [], "context": [], "forwardedProps": {},
@@ -91,3 +94,29 @@ def test_reading_recordings_imports_neither_inject_modes_players_nor_the_a2a_sdk
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[2])
     assert out.stdout.strip() == "[]"
+
+
+def test_a_step_the_decoder_raises_at_cuts_off_its_exchange_as_live(caplog: pytest.LogCaptureFixture) -> None:
+    """Replay feeds a recording's flows as the live tap's steps (`_flow_steps`) through the `StepDecoder` the
+    monitor process uses: a step that makes the decoder raise (a bug) ends that exchange's decoding — its request
+    stays, unanswered, ended by an abort — while every other flow decodes as without the failure, and the
+    replay says so (before, the exception ended the whole replay)."""
+    run, mcp = recording()
+    whole = decode_flows(WireDecoder(), [run, mcp])
+    original = WireDecoder.response_headers
+
+    def response_headers(self: WireDecoder, exchange_id: str, *args: object) -> object:
+        if exchange_id == mcp.id:
+            raise RuntimeError("a decoder bug")
+        return original(self, exchange_id, *args)  # type: ignore[arg-type]
+
+    endings: list[ExchangeEnded] = []
+    with mock.patch.object(WireDecoder, "response_headers", response_headers):
+        cut = decode_flows(WireDecoder(), [run, mcp], endings=endings)
+    def of_run(events: list[ObservedEvent]) -> list[tuple[object, ...]]:  # (their `seq`s differ: fewer events)
+        return [(e.event_type, e.content, e.timestamp, e.session_keys) for e in events if e.flow_id == run.id]
+
+    assert of_run(cut) == of_run(whole) and len(of_run(whole)) == 6
+    assert [(e.event_type, e.direction) for e in cut if e.flow_id == mcp.id] == [("tools/call", "request")]
+    assert [(e.flow_id, len(e.unanswered)) for e in endings] == [(mcp.id, 1)]
+    assert "1 step(s) made the wire decoder raise" in caplog.text
