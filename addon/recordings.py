@@ -293,11 +293,14 @@ def _decoded_windows(decoder: WireDecoder, flows: list[AnyHTTPFlow],
     for steps, bound in _wire_windows(flows):
         events: list[Decoded] = []
         for _, _, step in steps:
-            events += steps_decoder.decoded((step,))
             if decoded is not None and step.call in FINAL_CALLS:  # a flow's last step, and only its last
                 through += 1
                 if through % UPDATE_EVERY == 0:
                     decoded(through)
+            try:
+                events += steps_decoder.feed(step)
+            except Exception:
+                continue
         if injected:
             events = [tagged(event, injected[event.flow_id])
                       if isinstance(event, ObservedEvent) and event.flow_id in injected else event for event in events]
