@@ -299,7 +299,7 @@ def _decoded_windows(decoder: WireDecoder, flows: list[AnyHTTPFlow],
                     decoded(through)
             try:
                 events += steps_decoder.feed(step)
-            except Exception:
+            except Exception:  # counted in `failures` (said below): the exchange is cut off there
                 continue
         if injected:
             events = [tagged(event, injected[event.flow_id])

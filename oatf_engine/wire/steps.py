@@ -21,7 +21,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from .decoder import Decoded, WireDecoder
@@ -59,16 +59,12 @@ class Prime(NamedTuple):
 def feed(decoder: WireDecoder, step: WireStep) -> Sequence[Decoded]:
     """What `decoder` decodes from `step`: the call made, with the step's arguments (an end that carries its side's
     last bytes: their `request_data` or `response_data` first)."""
-    if step.args and step.call in _ENDS:
-        data = decoder.request_data if step.call == "request_end" else decoder.response_data
-        return [*data(step.flow_id, step.args[0], step.timestamp), *_call(decoder, step.call)(step.flow_id,
-                                                                                            step.timestamp)]
-    return _call(decoder, step.call)(step.flow_id, *step.args, step.timestamp)
-
-
-def _call(decoder: WireDecoder, call: str) -> Callable[..., Sequence[Decoded]]:
-    method: Callable[..., Sequence[Decoded]] = getattr(decoder, call)
-    return method
+    call, flow_id, timestamp, args = step
+    if args and call in _ENDS:
+        data = decoder.request_data if call == "request_end" else decoder.response_data
+        return [*data(flow_id, args[0], timestamp), *getattr(decoder, call)(flow_id, timestamp)]
+    decoded: Sequence[Decoded] = getattr(decoder, call)(flow_id, *args, timestamp)
+    return decoded
 
 
 class StepDecoder:
