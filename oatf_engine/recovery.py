@@ -25,6 +25,7 @@ clears the journal), by `oatf tap` at start-up and by `oatf recover DIR`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,8 @@ from oatf_engine.replay import SessionClose
 from oatf_engine.reports import ReportWriter, report_filename
 from oatf_engine.wire import DecoderConfig, WireDecoder
 from oatf_engine.wire.steps import STEP_SEQ_BASE, Prime, StepDecoder, WireStep
+
+log = logging.getLogger(__name__)
 
 
 def pending_journal(report_dir: str | Path) -> bool:
@@ -98,6 +101,9 @@ def recover_runs(report_dir: str | Path, attacks: list[LoadedAttack], options: M
             outputs.extend(monitor.observe(item))
         elif isinstance(item, tuple):
             monitor.close_session("mcp", "mcp_session", *item)
+    if decoder.failures:
+        log.warning("oatf recover: %d journaled step(s) made the wire decoder raise (a bug): their exchanges were "
+                    "cut off there, as the monitor process cut them off", decoder.failures)
     outputs.extend(monitor.conclude_closed_sessions())
     outputs.extend(monitor.shutdown("recovered"))
     concluded = [o for o in outputs if isinstance(o, RunConcluded)]

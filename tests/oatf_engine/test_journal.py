@@ -27,6 +27,7 @@ from oatf_engine.journal import (
 from oatf_engine.monitor import Monitor, MonitorOptions, RunConcluded
 from oatf_engine.recovery import monitor_inputs, pending_journal, recover, recover_runs
 from oatf_engine.reports import ReportWriter
+from oatf_engine.wire import WireDecoder
 from oatf_engine.wire.steps import WireStep
 from tests.oatf_engine.monitor.test_monitor import POISONED_TOOL, RUG_PULL, attack, call, event
 
@@ -315,3 +316,34 @@ def test_a_recovery_after_a_cut_decodes_the_exchanges_then_under_way(tmp_path: P
     assert [run.report["verdict"]["result"] for run in runs] == (["exploited"] if primed else [])
     whole = recover_runs(tmp_path, [attack(POISONED_TOOL)], MonitorOptions(grace_period=5))
     assert [run.report["verdict"]["result"] for run in whole] == ["exploited"], "primed again, it counts once"
+
+
+def test_a_journaled_step_the_decoder_raises_at_cuts_off_its_exchange_and_is_said(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recovery decodes the journaled steps through the monitor process's `StepDecoder`: a step that makes the
+    decoder raise (a bug) cuts off its exchange alone — the other exchange's exploit is still reported — and the
+    recovery says how many steps did (they are not dropped unseen)."""
+    def exchange(flow: str, session: str, at: float) -> list[WireStep]:
+        body = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                           "params": {"name": "add", "arguments": {"note": "-----BEGIN PRIVATE KEY"}}}).encode()
+        headers = ((b"content-type", b"application/json"), (b"mcp-session-id", session.encode()))
+        return [WireStep("request_headers", flow, at, ("POST", "http://127.0.0.1:8000/mcp", headers, "127.0.0.1:5")),
+                WireStep("request_end", flow, at, (body,))]
+
+    journal = Journal(tmp_path)
+    journal.received([event("tools/list", {}, 0.5, session="a"), event("tools/list", {}, 0.5, session="b"),
+                      *exchange("fa", "a", 1.0), *exchange("fb", "b", 1.0)])
+    journal.tick(1.2)
+    journal.close()
+    original = WireDecoder.request_data
+
+    def request_data(self: WireDecoder, exchange_id: str, *args: Any) -> Any:
+        if exchange_id == "fb":
+            raise RuntimeError("a decoder bug")
+        return original(self, exchange_id, *args)
+
+    monkeypatch.setattr(WireDecoder, "request_data", request_data)
+    runs = recover_runs(tmp_path, [attack(POISONED_TOOL)], MonitorOptions(grace_period=5))
+    verdicts = {run.report["execution_summary"]["session"]: run.report["verdict"]["result"] for run in runs}
+    assert verdicts.get("mcp_session:a") == "exploited" and verdicts.get("mcp_session:b") != "exploited"
+    assert "1 journaled step(s) made the wire decoder raise" in caplog.text
