@@ -89,7 +89,7 @@ class Judge:
                 return None
             self._lock = lock
             if pending_journal(self.report_dir):
-                recovered = conclude_pending(self.report_dir, attacks, config.monitor, semantic)
+                recovered = conclude_pending(self.report_dir, attacks, config.monitor, semantic, wire=config.decoder)
                 self.say.always(f"{len(recovered)} run(s) left open by a process that did not stop cleanly were "
                                 f"concluded from its journal (status `recovered`) into {self.report_dir}")
             return Journal(self.report_dir)

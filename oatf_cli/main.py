@@ -379,7 +379,8 @@ def cmd_recover(args: argparse.Namespace) -> int:
                   f"there): its runs are not left open; it reports them itself when it stops", file=sys.stderr)
             return EXIT_UNREADABLE
         with held:
-            reports = conclude_pending(args.report_dir, list(library.attacks), config.monitor, semantic, progress)
+            reports = conclude_pending(args.report_dir, list(library.attacks), config.monitor, semantic, progress,
+                                       config.decoder)
     print(summary_table(reports) if reports else "every run had been reported: nothing left open")
     print(f"{len(reports)} run(s) recovered into {args.report_dir}", file=sys.stderr)
     return exit_status(reports)

@@ -65,10 +65,11 @@ class Recovered:
 
 
 def recover(report_dir: str | Path, attacks: list[LoadedAttack], options: MonitorOptions,
-            semantic: oatf.SemanticEvaluator | None = None, progress: Progress | None = None) -> list[dict[str, Any]]:
+            semantic: oatf.SemanticEvaluator | None = None, progress: Progress | None = None,
+            wire: DecoderConfig | None = None) -> list[dict[str, Any]]:
     """The reports of the runs the journal in `report_dir` shows were not reported (see the module docstring).
-    `progress`: the stage `replaying journal`, in bytes."""
-    return [run.report for run in recover_runs(report_dir, attacks, options, semantic, progress=progress)]
+    `progress`: the stage `replaying journal`, in bytes; `wire`: as `recover_runs`."""
+    return [run.report for run in recover_runs(report_dir, attacks, options, semantic, progress=progress, wire=wire)]
 
 
 def recover_runs(report_dir: str | Path, attacks: list[LoadedAttack], options: MonitorOptions,
@@ -175,10 +176,11 @@ def _closes(journaled: Any) -> Iterator[SessionClose]:
 
 def conclude_pending(report_dir: str | Path, attacks: list[LoadedAttack], options: MonitorOptions,
                      semantic: oatf.SemanticEvaluator | None = None,
-                     progress: Progress | None = None) -> list[dict[str, Any]]:
+                     progress: Progress | None = None, wire: DecoderConfig | None = None) -> list[dict[str, Any]]:
     """`recover`, then write those reports (durably) and clear the journal; the reports. `progress`: the stages
-    `replaying journal` (in bytes) and `writing reports` (in reports)."""
-    reports = recover(report_dir, attacks, options, semantic, progress)
+    `replaying journal` (in bytes) and `writing reports` (in reports); `wire`: the decoder's limits and overrides
+    (`oatf_wire_*`) the journaled steps are decoded with, as the process that journaled them had them."""
+    reports = recover(report_dir, attacks, options, semantic, progress, wire)
     writer = ReportWriter(report_dir)
     if progress is not None:
         progress.start("writing reports", len(reports), "reports")

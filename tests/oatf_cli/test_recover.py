@@ -1,0 +1,42 @@
+"""`oatf recover` decodes the wire steps a proxy journaled with the decoder settings it is given (`--wire-*`, as
+the proxy's `oatf_wire_*` options), not the defaults: the proxy's monitor process decoded them so."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from oatf_engine.journal import Journal
+from oatf_engine.wire.steps import WireStep
+from tests.oatf_cli.test_cli import run
+from tests.oatf_engine.monitor.test_monitor import POISONED_TOOL, event
+
+
+def crashed_with_an_exfiltrating_call(reports: Path) -> None:
+    """A journal left by a proxy that died: an MCP session's `tools/list`, then the steps of a `tools/call` that
+    leaks a private key, to 127.0.0.1:8000."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                       "params": {"name": "add", "arguments": {"note": "-----BEGIN PRIVATE KEY"}}}).encode()
+    headers = ((b"content-type", b"application/json"), (b"mcp-session-id", b"s"))
+    start = ("POST", "http://127.0.0.1:8000/mcp", headers, "127.0.0.1:5")
+    journal = Journal(reports)
+    journal.received([event("tools/list", {}, 0.5, session="s"), WireStep("request_headers", "f", 1.0, start),
+                      WireStep("request_end", "f", 1.0, (body,))])
+    journal.tick(1.2)
+    journal.close()
+
+
+def test_recover_decodes_journaled_steps_with_the_wire_settings_given(tmp_path: Path) -> None:
+    attack = tmp_path / "poisoned.yaml"
+    attack.write_text(POISONED_TOOL)
+    verdicts = {}
+    for pinned in ("", "127.0.0.1:8000=ignore"):
+        reports = tmp_path / f"reports{len(pinned)}"
+        crashed_with_an_exfiltrating_call(reports)
+        done = run("recover", str(reports), "--attacks", str(attack), "--grace-period", "5s",
+                   "--wire-protocols", pinned)
+        verdicts[pinned] = (done.returncode, sorted(json.loads(p.read_text())["verdict"]["result"]
+                                                    for p in reports.glob("*.json")))
+    assert verdicts[""] == (1, ["exploited"]), "the call decoded: its exploit reported"
+    assert verdicts["127.0.0.1:8000=ignore"][0] == 0, "ignored as the proxy ignored it: no exploit decoded"
+    assert "exploited" not in verdicts["127.0.0.1:8000=ignore"][1]
