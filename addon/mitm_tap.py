@@ -62,6 +62,12 @@ _NO_BODY_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "CONNECT"})
 StreamFunction = Callable[[bytes], bytes | Iterable[bytes]]
 
 
+def _has_content_length(fields: tuple[tuple[bytes, bytes], ...]) -> bool:
+    """Whether raw header fields carry a `Content-Length` (a scan of mitmproxy's fields: its `Headers` mapping
+    decodes every name it compares)."""
+    return any(name.lower() == b"content-length" for name, _ in fields)
+
+
 class MitmTap:
     """Feeds mitmproxy flows to a `WireDecoder` and each decoded event to `on_event`."""
 
@@ -113,13 +119,14 @@ class MitmTap:
         """Start the exchange; stream the request body if the client streams it."""
         try:
             request = flow.request
-            if self.decoder.ignores(request.url):
+            url, method, fields = request.url, request.method, request.headers.fields  # (mitmproxy builds each)
+            if self.decoder.ignores(url):
                 self._ignored.add(flow.id)
             elif self.on_step is not None and not self.decode_here():
                 self._raw.add(flow.id)
-            self._step("request_headers", flow.id, self._at(request.timestamp_start), request.method, request.url,
-                       request.headers.fields, client_address(flow))
-            client_streams = request.method.upper() not in _NO_BODY_METHODS and "content-length" not in request.headers
+            self._step("request_headers", flow.id, self._at(request.timestamp_start), method, url, fields,
+                       client_address(flow))
+            client_streams = method.upper() not in _NO_BODY_METHODS and not _has_content_length(fields)
             if request.stream or client_streams:  # mitmproxy's own choice (stream_large_bodies) included
                 request.stream = self._stream_function(flow, "request", request.stream)
         except Exception as exc:

@@ -539,9 +539,10 @@ class OatfAddon:
         """An MCP client's `DELETE` the server accepted closes that session (`oatf_engine.wire.mcp.closed_session`;
         offline, `addon.recordings` finds the same closes in the recording)."""
         response = flow.response
-        session = closed_session(flow.request.method, flow.request.headers.get(SESSION_HEADER),
-                                 response.status_code if response is not None else None)
-        if session is not None and response is not None:
+        if response is None or flow.request.method != "DELETE":  # (mitmproxy's method as sent: upper case)
+            return
+        session = closed_session(flow.request.method, flow.request.headers.get(SESSION_HEADER), response.status_code)
+        if session is not None:
             # mitmproxy's time, saved with the flow: replay closes the session at the same moment
             self.events.put_nowait(SessionClosed(session, response.timestamp_end or time.time()))
 
@@ -565,7 +566,7 @@ class OatfAddon:
     def _enqueue(self, event: ObservedEvent | WireStep) -> None:
         with self.flight_lock:
             self.unevaluated[event.flow_id] += 1
-            if (flow := self.flows.get(event.flow_id)) is not None:
+            if event.flow_id not in self.pinned and (flow := self.flows.get(event.flow_id)) is not None:
                 self.pinned[event.flow_id] = flow
         self.events.put_nowait(event)
 
@@ -713,23 +714,24 @@ class OatfAddon:
         collector when traces are wanted)."""
         if not batch:
             return
-        events = [item for item in batch if isinstance(item, ObservedEvent)]
-        per_flow = Counter(item.flow_id for item in batch if not isinstance(item, ExchangeEnded))
+        per_flow = Counter(item.flow_id for item in batch if type(item) is not ExchangeEnded)
         if self.monitor is None:
             with self.flight_lock:
                 self._settle(per_flow)  # never evaluated
             return
-        if ctx.options.oatf_trace_dir:
+        if self.tracing:
             try:
-                for event in events:
-                    self.traces.observe(event)
+                for item in batch:
+                    if isinstance(item, ObservedEvent):
+                        self.traces.observe(item)
             except Exception as exc:  # traces are a by-product: evaluation goes on
                 if self.once.first("traces", type(exc).__name__):
                     log.error("oatf: collecting Attest traces failed (each kind of failure is logged once): %s",
                               describe(exc))
+        add_step = self.open_steps.add
         for item in batch:
-            if isinstance(item, WireStep):
-                self.open_steps.add(item)
+            if type(item) is WireStep:
+                add_step(item)
         with self.flight_lock:
             self.in_evaluation.append(per_flow)
             self.events_in_flight += per_flow.total()

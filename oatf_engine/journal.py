@@ -145,10 +145,10 @@ Item = ObservedEvent | ExchangeEnded | WireStep
 def encode_item(item: Item) -> list[Any] | dict[str, Any]:
     """An event as `encode_event`'s list, the end of an exchange as `{"ended": [flow, time, seq, calls]}`, a wire
     step as `{"step": [...]}` (`oatf_engine.wire.steps.encode_step`)."""
+    if isinstance(item, WireStep):  # (first: what the proxy journals most)
+        return encode_step(item)
     if isinstance(item, ObservedEvent):
         return encode_event(item)
-    if isinstance(item, WireStep):
-        return encode_step(item)
     return {"ended": [item.flow_id, item.timestamp, item.seq, [list(call) for call in item.unanswered]]}
 
 
@@ -171,6 +171,10 @@ def decode_item(fields: Any) -> Item:
             raise ValueError("an unanswered request is [flow, side, id]")
         calls.append((call[0], call[1], call[2]))
     return ExchangeEnded(ended[0], float(ended[1]), ended[2], tuple(calls))
+
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
+"""A record's JSON (one encoder for every record: `json.dumps` with arguments makes one per call)."""
 
 
 class Journal:
@@ -224,7 +228,7 @@ class Journal:
         self._write(*({"concluded": list(key)} for key in keys))
 
     def _write(self, *records: dict[str, Any]) -> None:
-        line = "".join(json.dumps(record, separators=(",", ":"), default=str) + "\n" for record in records)
+        line = "".join(_ENCODER.encode(record) + "\n" for record in records)
         with self._lock:
             if self._handle is None or self._size >= SEGMENT_BYTES:
                 self._rotate()
