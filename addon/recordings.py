@@ -131,15 +131,15 @@ def decode_recordings(flow_paths: list[str], config: DecoderConfig | None = None
 
 
 def _decoded_recordings(decoder: WireDecoder, flows: list[AnyHTTPFlow], captures: list[Capture],
-                        progress: Progress | None,
-                        endings: list[ExchangeEnded] | None = None) -> tuple[list[ObservedEvent], int]:
-    """`decode_recordings` of recordings read."""
+                        progress: Progress | None, endings: list[ExchangeEnded] | None = None,
+                        failed: Callable[[int], None] | None = None) -> tuple[list[ObservedEvent], int]:
+    """`decode_recordings` of recordings read (`failed`: see `decode_flows`)."""
     messages = sum(len(capture.messages) for capture in captures)
     if progress is not None:
         progress.start("decoding", len(flows) + messages, "flows")
     # One decoder over all flows, interleaved by recorded time: exchanges answer each other (the legacy MCP
     # transport answers POSTs on its SSE stream), so flows cannot be decoded one by one.
-    events = decode_flows(decoder, flows, progress.update if progress is not None else None, endings)
+    events = decode_flows(decoder, flows, progress.update if progress is not None else None, endings, failed)
     decoded = len(flows)
     for capture in captures:
         events.extend(decode_capture(decoder, capture))
@@ -194,9 +194,10 @@ def replay(attack_paths: list[str], flow_paths: list[str], config: EngineConfig 
             closes: list[SessionClose] = []
             flows, captures = read_recordings(flow_paths, origins, progress, closes)
             decoder = WireDecoder(config.decoder)
+            failures: list[int] = []  # steps that made the decoder raise (a bug), said by the caller
             if captures:
                 endings: list[ExchangeEnded] = []
-                events, flow_count = _decoded_recordings(decoder, flows, captures, progress, endings)
+                events, flow_count = _decoded_recordings(decoder, flows, captures, progress, endings, failures.append)
                 del flows
                 reports = evaluate_events(attacks, events, config.monitor, used, semantic, progress, closes, endings,
                                           pool)
@@ -204,7 +205,8 @@ def replay(attack_paths: list[str], flow_paths: list[str], config: EngineConfig 
             else:
                 if progress is not None:
                     progress.start("evaluating", len(flows), "flows")
-                stream = events_in_order(decoder, flows, progress.update if progress is not None else None)
+                stream = events_in_order(decoder, flows, progress.update if progress is not None else None,
+                                         failures.append)
                 flow_count = len(flows)
                 reports, event_count = evaluate_stream(attacks, stream, config.monitor, semantic, closes, pool)
                 if progress is not None:
@@ -212,7 +214,8 @@ def replay(attack_paths: list[str], flow_paths: list[str], config: EngineConfig 
                                     f"{used} process{'es' if used > 1 else ''}: {len(reports):,} run(s) concluded")
     return ReplayResult(reports, list(library.problems), event_count, flow_count, used,
                         attack_ids=tuple(a.key for a in library.attacks), waived=list(library.waived),
-                        attacks={a.key: a.attack for a in library.attacks}, flow_files=origins)
+                        attacks={a.key: a.attack for a in library.attacks}, flow_files=origins,
+                        decode_failures=sum(failures))
 
 
 def replay_flows(attack_paths: list[str], flow_paths: list[str], *, grace_period: float | None = None) -> list[dict]:
@@ -222,7 +225,8 @@ def replay_flows(attack_paths: list[str], flow_paths: list[str], *, grace_period
 
 
 def decode_flows(decoder: WireDecoder, flows: Iterable[AnyHTTPFlow], decoded: Callable[[int], None] | None = None,
-                 endings: list[ExchangeEnded] | None = None) -> list[ObservedEvent]:
+                 endings: list[ExchangeEnded] | None = None,
+                 failed: Callable[[int], None] | None = None) -> list[ObservedEvent]:
     """All events of recorded flows (offline replay), each timestamped as recorded, fed to `decoder` in the
     order things happened on the wire across flows: request start, request end, response start, each
     streamed chunk at its recorded arrival (`flow.metadata["wire_chunks"]`, written by `MitmTap`; else the
@@ -234,9 +238,11 @@ def decode_flows(decoder: WireDecoder, flows: Iterable[AnyHTTPFlow], decoded: Ca
     inject mode altered carries what it injected on its answer, as live (`addon.inject_tags.tagged`). `decoded`,
     when given, is told how many flows are through (their last step fed) every `UPDATE_EVERY` flows; `endings`, when
     given, receives the ends of exchanges that left requests unanswered (`oatf_engine.events.ExchangeEnded`: a
-    response or stream that ended without the answer, a flow that failed), as the live tap reports them."""
+    response or stream that ended without the answer, a flow that failed), as the live tap reports them; `failed`,
+    when given, is told how many steps made the decoder raise (a bug: their exchanges cut off there), if any
+    did (else a warning is logged)."""
     events: list[ObservedEvent] = []
-    for items, _ in _decoded_windows(decoder, list(flows), decoded):
+    for items, _ in _decoded_windows(decoder, list(flows), decoded, failed):
         for item in items:
             if isinstance(item, ObservedEvent):
                 events.append(item)
@@ -245,8 +251,8 @@ def decode_flows(decoder: WireDecoder, flows: Iterable[AnyHTTPFlow], decoded: Ca
     return events
 
 
-def events_in_order(decoder: WireDecoder, flows: list[AnyHTTPFlow],
-                    decoded: Callable[[int], None] | None = None) -> Iterator[Decoded]:
+def events_in_order(decoder: WireDecoder, flows: list[AnyHTTPFlow], decoded: Callable[[int], None] | None = None,
+                    failed: Callable[[int], None] | None = None) -> Iterator[Decoded]:
     """`decode_flows` sorted by (timestamp, seq), as replay evaluates them (the ends of exchanges among them, each
     after the event it follows: `ExchangeEnded.seq`), each yielded as soon as no later step
     can give an earlier event: a step's events carry the step's own recorded time, which may be earlier than the
@@ -254,7 +260,7 @@ def events_in_order(decoder: WireDecoder, flows: list[AnyHTTPFlow],
     known to carry no earlier time (its lowest: `_times`). Memory is then bounded by the flows in progress, not
     by the recording's size."""
     waiting: list[Decoded] = []
-    for events, bound in _decoded_windows(decoder, flows, decoded):
+    for events, bound in _decoded_windows(decoder, flows, decoded, failed):
         waiting += events
         waiting.sort(key=_event_order)
         ready = bisect.bisect_right(waiting, bound, key=_timestamp)
@@ -283,10 +289,11 @@ def _times(flow: AnyHTTPFlow) -> list[float]:
     return times
 
 
-def _decoded_windows(decoder: WireDecoder, flows: list[AnyHTTPFlow],
-                     decoded: Callable[[int], None] | None) -> Iterator[tuple[list[Decoded], float]]:
+def _decoded_windows(decoder: WireDecoder, flows: list[AnyHTTPFlow], decoded: Callable[[int], None] | None,
+                     failed: Callable[[int], None] | None) -> Iterator[tuple[list[Decoded], float]]:
     """The events of the steps of each `_wire_windows` window (`decode_flows`), tagged, and the time no event of
-    a later window can be earlier than."""
+    a later window can be earlier than; at the end, the steps that made the decoder raise, told to `failed` (or
+    logged)."""
     injected = {flow.id: flow.metadata[INJECTED] for flow in flows if flow.metadata.get(INJECTED)}
     steps_decoder = StepDecoder(decoder)  # a step the decoder raises at ends its exchange, as live
     through = 0
@@ -307,7 +314,9 @@ def _decoded_windows(decoder: WireDecoder, flows: list[AnyHTTPFlow],
         yield events, bound
     if decoded is not None:
         decoded(through)
-    if steps_decoder.failures:
+    if steps_decoder.failures and failed is not None:
+        failed(steps_decoder.failures)
+    elif steps_decoder.failures:
         log.warning("oatf replay: %d step(s) made the wire decoder raise (a bug): their exchanges were cut off there, "
                     "as the live proxy cuts them off", steps_decoder.failures)
 

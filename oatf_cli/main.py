@@ -42,7 +42,8 @@ EVALUATE_EXIT_STATUSES = """exit status:
      with --severity-threshold: of an attack at or above that severity, or without one; with --min-tier:
      whose verdict's max tier reaches it, or whose matched indicators declare no tier)
   2  errors: any document not loaded (invalid, unreadable, or refused by strict loading), unreadable
-     flows, no run produced, or some verdict is `error` (whatever the thresholds)
+     flows, traffic the wire decoder failed on (a bug: those exchanges were not evaluated through), no run
+     produced, or some verdict is `error` (whatever the thresholds)
   3  --require-delivered or --fail-on not-delivered: some attack (at or above --severity-threshold) never
      reached the agent (no run of it was delivered)
 Matched values are redacted in every output (AKIA…XY (20 chars)) unless --show-secrets."""
@@ -218,6 +219,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         documents = len({problem.path for problem in result.problems})
         print(f"oatf evaluate: {documents} document(s) not loaded ({len(result.problems)} problem(s) above): "
               "their attacks were not evaluated", file=sys.stderr)
+    if result.decode_failures:  # a CI gate must not pass on traffic it did not read through
+        print(f"oatf evaluate: {result.decode_failures} step(s) of the recorded traffic made the wire decoder "
+              "raise (a bug in oatf-watch: please report it): their exchanges were cut off there, as the live proxy "
+              "cuts them off, and what came after in them was not evaluated", file=sys.stderr)
     if args.format != "text" and reports:
         print(outcome_summary(reports), file=sys.stderr)
     fail_on = set(args.fail_on or DEFAULT_FAIL_ON) | ({"not-delivered"} if args.require_delivered else set())
@@ -227,7 +232,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     for attack_id in undelivered:
         print(f"oatf evaluate: {attack_id}: never delivered (no run saw its payload reach the agent)",
               file=sys.stderr)
-    if result.problems:
+    if result.problems or result.decode_failures:
         return EXIT_UNREADABLE
     if not reports:
         return EXIT_UNREADABLE  # a CI gate must not pass on nothing: no loaded attack saw any traffic

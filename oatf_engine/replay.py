@@ -43,6 +43,9 @@ class ReplayResult:
     """The attacks loaded, by key (`attack_ids`): their headers (name, description, severity) for outputs."""
     flow_files: dict[str, str] = field(default_factory=dict)
     """The recording each flow (by id) was read from."""
+    decode_failures: int = 0
+    """Steps of the recorded traffic that made the wire decoder raise (a bug): their exchanges were cut off there,
+    as the live proxy cuts them off, so what came after in them was not evaluated."""
 
 
 Placed = tuple[ObservedEvent, str, float]

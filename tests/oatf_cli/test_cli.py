@@ -161,6 +161,38 @@ def test_evaluate_exits_two_when_any_document_fails_to_load(mistyped: tuple[Path
     assert "1 document(s) not loaded" in result.stderr
 
 
+def test_evaluate_exits_two_when_the_decoder_failed_on_the_traffic(mistyped: tuple[Path, Path],
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A step of the recording that makes the wire decoder raise (a bug) cuts its exchange off, as live: here the
+    `tools/call` that carries the credentials, so no run sees the exploit. The gate must not pass on traffic it
+    did not read through: exit 2 and the reason, not 0 with `not_exploited` (before, only a log line said it)."""
+    from unittest import mock
+
+    from oatf_cli.main import main
+    from oatf_engine.wire import WireDecoder
+
+    _, flows = mistyped
+    good = ROOT / "attacks" / "OW-001_invoice-tool-credential-harvest.yaml"
+    original = WireDecoder.request_data
+
+    def request_data(self: WireDecoder, exchange_id: str, data: bytes, timestamp: float) -> object:
+        if b"AKIA" in data:
+            raise RuntimeError("a decoder bug")
+        return original(self, exchange_id, data, timestamp)
+
+    def outcomes() -> tuple[int, list[str], str]:
+        status = main(["evaluate", "--attacks", str(good), "--flows", str(flows), "--format", "json"])
+        out, err = capsys.readouterr()
+        return status, sorted(report["outcome"] for report in json.loads(out)), err
+
+    assert outcomes()[:2] == (1, ["exploited", "exploited"])  # both sessions: the credentials left in one
+    with mock.patch.object(WireDecoder, "request_data", request_data):
+        status, cut, err = outcomes()
+    assert cut == ["exploited", "resisted"], "the session whose exfiltrating call was cut off reads `resisted`"
+    assert status == 2, err
+    assert "1 step(s) of the recorded traffic made the wire decoder raise" in err
+
+
 def test_evaluate_help_names_the_exit_statuses() -> None:
     result = run("evaluate", "--help")
     assert "--lenient" in result.stdout and "any document not loaded" in result.stdout.replace("\n", " ")
