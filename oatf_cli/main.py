@@ -58,8 +58,8 @@ NORMALIZE_EXIT_STATUSES = """exit status:
 RECOVER_EXIT_STATUSES = """exit status:
   0  nothing to recover, or no recovered run exploited
   1  some recovered run exploited or partial
-  2  errors: a document not loaded (the journal is kept), the semantic evaluator not loaded, or some verdict
-     is `error`"""
+  2  errors: a document not loaded (the journal is kept), the semantic evaluator not loaded, journaled traffic
+     the wire decoder failed on (a bug: those exchanges were not evaluated through), or some verdict is `error`"""
 EXPORT_EXIT_STATUSES = """exit status:
   0  the traces written (their paths on stdout)
   2  a recording could not be read"""
@@ -383,11 +383,17 @@ def cmd_recover(args: argparse.Namespace) -> int:
             print(f"oatf recover: another process journals in {args.report_dir} (a proxy, tap or monitor runs "
                   f"there): its runs are not left open; it reports them itself when it stops", file=sys.stderr)
             return EXIT_UNREADABLE
+        failures: list[int] = []
         with held:
             reports = conclude_pending(args.report_dir, list(library.attacks), config.monitor, semantic, progress,
-                                       config.decoder)
+                                       config.decoder, failures.append)
     print(summary_table(reports) if reports else "every run had been reported: nothing left open")
     print(f"{len(reports)} run(s) recovered into {args.report_dir}", file=sys.stderr)
+    if failures:  # as `oatf evaluate`: what the decoder failed on was not evaluated through
+        print(f"oatf recover: {sum(failures)} journaled step(s) made the wire decoder raise (a bug in oatf-watch: "
+              "please report it): their exchanges were cut off there, as in the monitor process, and what came "
+              "after in them was not evaluated", file=sys.stderr)
+        return EXIT_UNREADABLE
     return exit_status(reports)
 
 

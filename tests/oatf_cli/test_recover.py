@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from unittest import mock
 
+import pytest
+
+from oatf_cli.main import main
 from oatf_engine.journal import Journal
+from oatf_engine.wire import WireDecoder
 from oatf_engine.wire.steps import WireStep
 from tests.oatf_cli.test_cli import run
 from tests.oatf_engine.monitor.test_monitor import POISONED_TOOL, event
@@ -40,3 +45,27 @@ def test_recover_decodes_journaled_steps_with_the_wire_settings_given(tmp_path: 
     assert verdicts[""] == (1, ["exploited"]), "the call decoded: its exploit reported"
     assert verdicts["127.0.0.1:8000=ignore"][0] == 0, "ignored as the proxy ignored it: no exploit decoded"
     assert "exploited" not in verdicts["127.0.0.1:8000=ignore"][1]
+
+
+def test_recover_exits_two_when_the_decoder_failed_on_journaled_steps(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A journaled step that makes the wire decoder raise (a bug) cuts its exchange off, as in the monitor process:
+    here the exfiltrating `tools/call`, so the run reads as if it never came. `oatf recover` says so and exits 2,
+    as `oatf evaluate` does, not 0 (before, only a log line said it)."""
+    attack = tmp_path / "poisoned.yaml"
+    attack.write_text(POISONED_TOOL)
+    reports = tmp_path / "reports"
+    crashed_with_an_exfiltrating_call(reports)
+    original = WireDecoder.request_data
+
+    def request_data(self: WireDecoder, exchange_id: str, data: bytes, timestamp: float) -> object:
+        if b"PRIVATE KEY" in data:
+            raise RuntimeError("a decoder bug")
+        return original(self, exchange_id, data, timestamp)
+
+    with mock.patch.object(WireDecoder, "request_data", request_data):
+        status = main(["recover", str(reports), "--attacks", str(attack), "--grace-period", "5s"])
+    err = capsys.readouterr().err
+    assert "exploited" not in [json.loads(p.read_text())["verdict"]["result"] for p in reports.glob("*.json")]
+    assert status == 2, err
+    assert "1 journaled step(s) made the wire decoder raise" in err
