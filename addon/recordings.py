@@ -14,6 +14,7 @@ import bisect
 import logging
 import math
 import operator
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
 
@@ -193,7 +194,8 @@ def replay(attack_paths: list[str], flow_paths: list[str], config: EngineConfig 
         with (sharded_monitors(attacks, config.monitor, semantic, used) if used > 1 else nullcontext()) as pool:
             closes: list[SessionClose] = []
             flows, captures = read_recordings(flow_paths, origins, progress, closes)
-            decoder = WireDecoder(config.decoder)
+            diagnostics: Counter[str] = Counter()
+            decoder = WireDecoder(config.decoder, on_diagnostic=lambda found: diagnostics.update((found.code,)))
             failures: list[int] = []  # steps that made the decoder raise (a bug), said by the caller
             if captures:
                 endings: list[ExchangeEnded] = []
@@ -215,7 +217,7 @@ def replay(attack_paths: list[str], flow_paths: list[str], config: EngineConfig 
     return ReplayResult(reports, list(library.problems), event_count, flow_count, used,
                         attack_ids=tuple(a.key for a in library.attacks), waived=list(library.waived),
                         attacks={a.key: a.attack for a in library.attacks}, flow_files=origins,
-                        decode_failures=sum(failures))
+                        decode_failures=sum(failures), diagnostics=diagnostics)
 
 
 def replay_flows(attack_paths: list[str], flow_paths: list[str], *, grace_period: float | None = None) -> list[dict]:

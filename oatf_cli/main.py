@@ -42,8 +42,8 @@ EVALUATE_EXIT_STATUSES = """exit status:
      with --severity-threshold: of an attack at or above that severity, or without one; with --min-tier:
      whose verdict's max tier reaches it, or whose matched indicators declare no tier)
   2  errors: any document not loaded (invalid, unreadable, or refused by strict loading), unreadable
-     flows, traffic the wire decoder failed on (a bug: those exchanges were not evaluated through), no run
-     produced, or some verdict is `error` (whatever the thresholds)
+     flows, traffic not inspected (over --wire-max-body, not content-decodable, nested too deep) or that the
+     wire decoder failed on (a bug), no run produced, or some verdict is `error` (whatever the thresholds)
   3  --require-delivered or --fail-on not-delivered: some attack (at or above --severity-threshold) never
      reached the agent (no run of it was delivered)
 Matched values are redacted in every output (AKIA…XY (20 chars)) unless --show-secrets."""
@@ -186,6 +186,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         severity_at_least,
         undelivered_attacks,
     )
+    from oatf_engine.wire import UNINSPECTED
 
     config = _engine_config(args, "evaluate")
     if config is None:
@@ -219,6 +220,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         documents = len({problem.path for problem in result.problems})
         print(f"oatf evaluate: {documents} document(s) not loaded ({len(result.problems)} problem(s) above): "
               "their attacks were not evaluated", file=sys.stderr)
+    uninspected = {code: count for code, count in sorted(result.diagnostics.items()) if code in UNINSPECTED}
+    if uninspected:  # evidence there was never seen: a gate must not pass on it
+        print(f"oatf evaluate: traffic not inspected ({', '.join(f'{c} {n}' for c, n in uninspected.items())}): "
+              "bodies or SSE events over --wire-max-body, bodies that could not be content-decoded, JSON-RPC batch "
+              "members over the limit, JSON nested deeper than the limit (cut); a run of their sessions may read "
+              "resisted for want of what they held", file=sys.stderr)
     if result.decode_failures:  # a CI gate must not pass on traffic it did not read through
         print(f"oatf evaluate: {result.decode_failures} step(s) of the recorded traffic made the wire decoder "
               "raise (a bug in oatf-watch: please report it): their exchanges were cut off there, as the live proxy "
@@ -232,7 +239,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     for attack_id in undelivered:
         print(f"oatf evaluate: {attack_id}: never delivered (no run saw its payload reach the agent)",
               file=sys.stderr)
-    if result.problems or result.decode_failures:
+    if result.problems or result.decode_failures or uninspected:
         return EXIT_UNREADABLE
     if not reports:
         return EXIT_UNREADABLE  # a CI gate must not pass on nothing: no loaded attack saw any traffic

@@ -7,9 +7,9 @@ streams), `jsonrpc` (JSON-RPC 2.0 classification and correlation), `encoding` (C
 spec §7.1–§7.3).
 """
 
-from .decoder import STREAMED_MEDIA_TYPES, DecoderConfig, Diagnostic, WireDecoder, is_streamed, kept_header
+from .decoder import STREAMED_MEDIA_TYPES, UNINSPECTED, DecoderConfig, Diagnostic, WireDecoder, is_streamed, kept_header
 from .recognition import Override, parse_overrides
 from .sse import SSEEvent, SSEParser
 
-__all__ = ["STREAMED_MEDIA_TYPES", "DecoderConfig", "Diagnostic", "Override", "SSEEvent", "SSEParser", "WireDecoder",
-           "is_streamed", "kept_header", "parse_overrides"]
+__all__ = ["STREAMED_MEDIA_TYPES", "UNINSPECTED", "DecoderConfig", "Diagnostic", "Override", "SSEEvent", "SSEParser",
+           "WireDecoder", "is_streamed", "kept_header", "parse_overrides"]

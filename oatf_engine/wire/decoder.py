@@ -133,6 +133,13 @@ class Diagnostic:
     message: str
 
 
+UNINSPECTED = frozenset({"oversize_body", "oversize_event", "undecodable_body", "oversize_batch", "deep_json"})
+"""Diagnostic codes of messages (or parts of them) the decoder passed on without inspecting: a body or SSE event
+over the size limit, a body it could not content-decode, batch members over the limit, values nested deeper than
+`jsonrpc.MAX_DEPTH` (cut). Evidence there is never seen, so no verdict of their sessions may be trusted as
+resisted (`oatf evaluate` exits 2)."""
+
+
 class _Binding(NamedTuple):
     """How a JSON-RPC protocol names events and builds content Values."""
 

@@ -193,6 +193,20 @@ def test_evaluate_exits_two_when_the_decoder_failed_on_the_traffic(mistyped: tup
     assert "1 step(s) of the recorded traffic made the wire decoder raise" in err
 
 
+def test_evaluate_exits_two_when_traffic_was_not_inspected(mistyped: tuple[Path, Path]) -> None:
+    """Bodies over `--wire-max-body` pass uninspected (`oversize_body`): the poisoned listing and the exfiltrating
+    call are never seen, so no run reads `exploited`. The gate must not pass on traffic it did not inspect: exit 2
+    and the count per code, not 0 (before, nothing said it)."""
+    _, flows = mistyped
+    good = ROOT / "attacks" / "OW-001_invoice-tool-credential-harvest.yaml"
+    whole = run("evaluate", "--attacks", str(good), "--flows", str(flows))
+    assert whole.returncode == 1 and "not inspected" not in whole.stderr, whole.stderr
+    cut = run("evaluate", "--attacks", str(good), "--flows", str(flows), "--wire-max-body", "100", "--format", "json")
+    assert "exploited" not in {report["outcome"] for report in json.loads(cut.stdout)}
+    assert cut.returncode == 2, cut.stderr
+    assert re.search(r"oatf evaluate: traffic not inspected \(oversize_body \d+\)", cut.stderr), cut.stderr
+
+
 def test_evaluate_help_names_the_exit_statuses() -> None:
     result = run("evaluate", "--help")
     assert "--lenient" in result.stdout and "any document not loaded" in result.stdout.replace("\n", " ")
