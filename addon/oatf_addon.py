@@ -89,7 +89,7 @@ from oatf_engine.reorder import Reorder
 from oatf_engine.reports import Reported, columns, summary_table
 from oatf_engine.semantic import load_semantic_evaluator
 from oatf_engine.text import Once, describe, printable
-from oatf_engine.wire import Diagnostic
+from oatf_engine.wire import Diagnostic, uninspected
 from oatf_engine.wire.mcp import SESSION_HEADER, closed_session
 from oatf_engine.wire.steps import OpenSteps, WireStep
 
@@ -496,6 +496,10 @@ class OatfAddon:
             if self.report_dir is not None:
                 summary.append(f"oatf reports in {self.report_dir.resolve()}")
                 log.info("%s", summary[-1])
+        if missed := uninspected(self.tap.diagnostics):
+            summary.append(f"oatf: traffic not inspected ({missed}): a run of its sessions may read resisted for want "
+                           "of what it held (`oatf_wire_max_body` bounds bodies and SSE events)")
+            log.warning("%s", summary[-1])
         if self.left is not None:
             directory = printable(str(self.report_dir), 300)
             summary.append(f"oatf: not reported yet: {self.left}; the next start of the proxy with this report "

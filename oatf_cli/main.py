@@ -186,7 +186,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         severity_at_least,
         undelivered_attacks,
     )
-    from oatf_engine.wire import UNINSPECTED
+    from oatf_engine.wire import uninspected
 
     config = _engine_config(args, "evaluate")
     if config is None:
@@ -220,9 +220,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         documents = len({problem.path for problem in result.problems})
         print(f"oatf evaluate: {documents} document(s) not loaded ({len(result.problems)} problem(s) above): "
               "their attacks were not evaluated", file=sys.stderr)
-    uninspected = {code: count for code, count in sorted(result.diagnostics.items()) if code in UNINSPECTED}
-    if uninspected:  # evidence there was never seen: a gate must not pass on it
-        print(f"oatf evaluate: traffic not inspected ({', '.join(f'{c} {n}' for c, n in uninspected.items())}): "
+    missed = uninspected(result.diagnostics)
+    if missed:  # evidence there was never seen: a gate must not pass on it
+        print(f"oatf evaluate: traffic not inspected ({missed}): "
               "bodies or SSE events over --wire-max-body, bodies that could not be content-decoded, JSON-RPC batch "
               "members over the limit, JSON nested deeper than the limit (cut); a run of their sessions may read "
               "resisted for want of what they held", file=sys.stderr)
@@ -239,7 +239,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     for attack_id in undelivered:
         print(f"oatf evaluate: {attack_id}: never delivered (no run saw its payload reach the agent)",
               file=sys.stderr)
-    if result.problems or result.decode_failures or uninspected:
+    if result.problems or result.decode_failures or missed:
         return EXIT_UNREADABLE
     if not reports:
         return EXIT_UNREADABLE  # a CI gate must not pass on nothing: no loaded attack saw any traffic

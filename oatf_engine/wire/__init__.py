@@ -7,9 +7,18 @@ streams), `jsonrpc` (JSON-RPC 2.0 classification and correlation), `encoding` (C
 spec §7.1–§7.3).
 """
 
-from .decoder import STREAMED_MEDIA_TYPES, UNINSPECTED, DecoderConfig, Diagnostic, WireDecoder, is_streamed, kept_header
+from .decoder import (
+    STREAMED_MEDIA_TYPES,
+    UNINSPECTED,
+    DecoderConfig,
+    Diagnostic,
+    WireDecoder,
+    is_streamed,
+    kept_header,
+    uninspected,
+)
 from .recognition import Override, parse_overrides
 from .sse import SSEEvent, SSEParser
 
 __all__ = ["STREAMED_MEDIA_TYPES", "UNINSPECTED", "DecoderConfig", "Diagnostic", "Override", "SSEEvent", "SSEParser",
-           "WireDecoder", "is_streamed", "kept_header", "parse_overrides"]
+           "WireDecoder", "is_streamed", "kept_header", "parse_overrides", "uninspected"]

@@ -137,7 +137,12 @@ UNINSPECTED = frozenset({"oversize_body", "oversize_event", "undecodable_body", 
 """Diagnostic codes of messages (or parts of them) the decoder passed on without inspecting: a body or SSE event
 over the size limit, a body it could not content-decode, batch members over the limit, values nested deeper than
 `jsonrpc.MAX_DEPTH` (cut). Evidence there is never seen, so no verdict of their sessions may be trusted as
-resisted (`oatf evaluate` exits 2)."""
+resisted (`oatf evaluate` exits 2; the proxy's shutdown summary says so)."""
+
+
+def uninspected(counts: Mapping[str, int]) -> str:
+    """The `UNINSPECTED` diagnostics among `counts` (by code) as `code n, ...`; "" when there are none."""
+    return ", ".join(f"{code} {count}" for code, count in sorted(counts.items()) if code in UNINSPECTED and count)
 
 
 class _Binding(NamedTuple):

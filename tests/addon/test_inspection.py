@@ -249,3 +249,30 @@ def test_a_deferred_flow_the_save_addon_hands_over_again_is_written_once() -> No
 
     asyncio.run(proxy())
     assert written == [flow.id]
+
+
+def test_the_summary_says_what_traffic_was_not_inspected(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A `tools/call` over `oatf_wire_max_body` passes uninspected (the monitor process decodes its steps and says
+    `oversize_body`): the shutdown's summary says so beside the verdicts — a run of that session may read
+    `resisted` for want of what it held."""
+    from mitmproxy import http
+
+    from tests.addon.test_monitor_faults import start_worker
+
+    addon = OatfAddon()
+    body = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "add", "arguments": {"a": "' + \
+        b"x" * 4096 + b'"}}}'
+    with taddons.context(addon) as context, caplog.at_level(logging.WARNING, logger="oatf"):
+        configured(addon, context, tmp_path)
+        context.configure(addon, oatf_wire_max_body="1k")
+        start_worker(addon)
+        flow = tflow.tflow(resp=False)
+        flow.request = http.Request.make("POST", "http://127.0.0.1:8000/mcp", body, {
+            "content-type": "application/json", "mcp-session-id": "big"})
+        flow.request.timestamp_start = flow.request.timestamp_end = time.time()
+        addon.requestheaders(flow)
+        addon.request(flow)
+        assert wait_until(lambda: addon.tap.diagnostics["oversize_body"] == 1)
+        addon.done()
+    [said] = [r.getMessage() for r in caplog.records if "not inspected" in r.getMessage()]
+    assert said.startswith("oatf: traffic not inspected (oversize_body 1): a run of its sessions may read resisted")
