@@ -14,7 +14,6 @@ import bisect
 import logging
 import math
 import operator
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
 
@@ -37,7 +36,7 @@ from oatf_engine.replay import (
     stream_workers,
 )
 from oatf_engine.semantic import load_semantic_evaluator
-from oatf_engine.wire import DecoderConfig, WireDecoder, is_streamed, kept_header
+from oatf_engine.wire import DecoderConfig, Unread, WireDecoder, is_streamed, kept_header
 from oatf_engine.wire.decoder import Decoded
 from oatf_engine.wire.mcp import SESSION_HEADER, closed_session
 from oatf_engine.wire.ndjson import Capture, decode_capture, is_capture, read_capture
@@ -133,14 +132,14 @@ def decode_recordings(flow_paths: list[str], config: DecoderConfig | None = None
 
 def _decoded_recordings(decoder: WireDecoder, flows: list[AnyHTTPFlow], captures: list[Capture],
                         progress: Progress | None, endings: list[ExchangeEnded] | None = None,
-                        failed: Callable[[int], None] | None = None) -> tuple[list[ObservedEvent], int]:
-    """`decode_recordings` of recordings read (`failed`: see `decode_flows`)."""
+                        unread: Unread | None = None) -> tuple[list[ObservedEvent], int]:
+    """`decode_recordings` of recordings read (`unread`: see `decode_flows`)."""
     messages = sum(len(capture.messages) for capture in captures)
     if progress is not None:
         progress.start("decoding", len(flows) + messages, "flows")
     # One decoder over all flows, interleaved by recorded time: exchanges answer each other (the legacy MCP
     # transport answers POSTs on its SSE stream), so flows cannot be decoded one by one.
-    events = decode_flows(decoder, flows, progress.update if progress is not None else None, endings, failed)
+    events = decode_flows(decoder, flows, progress.update if progress is not None else None, endings, unread)
     decoded = len(flows)
     for capture in captures:
         events.extend(decode_capture(decoder, capture))
@@ -194,12 +193,11 @@ def replay(attack_paths: list[str], flow_paths: list[str], config: EngineConfig 
         with (sharded_monitors(attacks, config.monitor, semantic, used) if used > 1 else nullcontext()) as pool:
             closes: list[SessionClose] = []
             flows, captures = read_recordings(flow_paths, origins, progress, closes)
-            diagnostics: Counter[str] = Counter()
-            decoder = WireDecoder(config.decoder, on_diagnostic=lambda found: diagnostics.update((found.code,)))
-            failures: list[int] = []  # steps that made the decoder raise (a bug), said by the caller
+            unread = Unread()  # said by the caller
+            decoder = WireDecoder(config.decoder, on_diagnostic=unread.diagnosed)
             if captures:
                 endings: list[ExchangeEnded] = []
-                events, flow_count = _decoded_recordings(decoder, flows, captures, progress, endings, failures.append)
+                events, flow_count = _decoded_recordings(decoder, flows, captures, progress, endings, unread)
                 del flows
                 reports = evaluate_events(attacks, events, config.monitor, used, semantic, progress, closes, endings,
                                           pool)
@@ -207,8 +205,7 @@ def replay(attack_paths: list[str], flow_paths: list[str], config: EngineConfig 
             else:
                 if progress is not None:
                     progress.start("evaluating", len(flows), "flows")
-                stream = events_in_order(decoder, flows, progress.update if progress is not None else None,
-                                         failures.append)
+                stream = events_in_order(decoder, flows, progress.update if progress is not None else None, unread)
                 flow_count = len(flows)
                 reports, event_count = evaluate_stream(attacks, stream, config.monitor, semantic, closes, pool)
                 if progress is not None:
@@ -217,7 +214,7 @@ def replay(attack_paths: list[str], flow_paths: list[str], config: EngineConfig 
     return ReplayResult(reports, list(library.problems), event_count, flow_count, used,
                         attack_ids=tuple(a.key for a in library.attacks), waived=list(library.waived),
                         attacks={a.key: a.attack for a in library.attacks}, flow_files=origins,
-                        decode_failures=sum(failures), diagnostics=diagnostics)
+                        unread=unread)
 
 
 def replay_flows(attack_paths: list[str], flow_paths: list[str], *, grace_period: float | None = None) -> list[dict]:
@@ -228,7 +225,7 @@ def replay_flows(attack_paths: list[str], flow_paths: list[str], *, grace_period
 
 def decode_flows(decoder: WireDecoder, flows: Iterable[AnyHTTPFlow], decoded: Callable[[int], None] | None = None,
                  endings: list[ExchangeEnded] | None = None,
-                 failed: Callable[[int], None] | None = None) -> list[ObservedEvent]:
+                 unread: Unread | None = None) -> list[ObservedEvent]:
     """All events of recorded flows (offline replay), each timestamped as recorded, fed to `decoder` in the
     order things happened on the wire across flows: request start, request end, response start, each
     streamed chunk at its recorded arrival (`flow.metadata["wire_chunks"]`, written by `MitmTap`; else the
@@ -240,11 +237,11 @@ def decode_flows(decoder: WireDecoder, flows: Iterable[AnyHTTPFlow], decoded: Ca
     inject mode altered carries what it injected on its answer, as live (`addon.inject_tags.tagged`). `decoded`,
     when given, is told how many flows are through (their last step fed) every `UPDATE_EVERY` flows; `endings`, when
     given, receives the ends of exchanges that left requests unanswered (`oatf_engine.events.ExchangeEnded`: a
-    response or stream that ended without the answer, a flow that failed), as the live tap reports them; `failed`,
-    when given, is told how many steps made the decoder raise (a bug: their exchanges cut off there), if any
-    did (else a warning is logged)."""
+    response or stream that ended without the answer, a flow that failed), as the live tap reports them; `unread`,
+    when given, counts the steps that made the decoder raise (a bug: their exchanges cut off there; else a warning
+    is logged)."""
     events: list[ObservedEvent] = []
-    for items, _ in _decoded_windows(decoder, list(flows), decoded, failed):
+    for items, _ in _decoded_windows(decoder, list(flows), decoded, unread):
         for item in items:
             if isinstance(item, ObservedEvent):
                 events.append(item)
@@ -254,7 +251,7 @@ def decode_flows(decoder: WireDecoder, flows: Iterable[AnyHTTPFlow], decoded: Ca
 
 
 def events_in_order(decoder: WireDecoder, flows: list[AnyHTTPFlow], decoded: Callable[[int], None] | None = None,
-                    failed: Callable[[int], None] | None = None) -> Iterator[Decoded]:
+                    unread: Unread | None = None) -> Iterator[Decoded]:
     """`decode_flows` sorted by (timestamp, seq), as replay evaluates them (the ends of exchanges among them, each
     after the event it follows: `ExchangeEnded.seq`), each yielded as soon as no later step
     can give an earlier event: a step's events carry the step's own recorded time, which may be earlier than the
@@ -262,7 +259,7 @@ def events_in_order(decoder: WireDecoder, flows: list[AnyHTTPFlow], decoded: Cal
     known to carry no earlier time (its lowest: `_times`). Memory is then bounded by the flows in progress, not
     by the recording's size."""
     waiting: list[Decoded] = []
-    for events, bound in _decoded_windows(decoder, flows, decoded, failed):
+    for events, bound in _decoded_windows(decoder, flows, decoded, unread):
         waiting += events
         waiting.sort(key=_event_order)
         ready = bisect.bisect_right(waiting, bound, key=_timestamp)
@@ -292,10 +289,10 @@ def _times(flow: AnyHTTPFlow) -> list[float]:
 
 
 def _decoded_windows(decoder: WireDecoder, flows: list[AnyHTTPFlow], decoded: Callable[[int], None] | None,
-                     failed: Callable[[int], None] | None) -> Iterator[tuple[list[Decoded], float]]:
+                     unread: Unread | None) -> Iterator[tuple[list[Decoded], float]]:
     """The events of the steps of each `_wire_windows` window (`decode_flows`), tagged, and the time no event of
-    a later window can be earlier than; at the end, the steps that made the decoder raise, told to `failed` (or
-    logged)."""
+    a later window can be earlier than; at the end, the steps that made the decoder raise, counted in `unread`
+    (or logged)."""
     injected = {flow.id: flow.metadata[INJECTED] for flow in flows if flow.metadata.get(INJECTED)}
     steps_decoder = StepDecoder(decoder)  # a step the decoder raises at ends its exchange, as live
     through = 0
@@ -316,8 +313,8 @@ def _decoded_windows(decoder: WireDecoder, flows: list[AnyHTTPFlow], decoded: Ca
         yield events, bound
     if decoded is not None:
         decoded(through)
-    if steps_decoder.failures and failed is not None:
-        failed(steps_decoder.failures)
+    if unread is not None:
+        unread.failures += steps_decoder.failures
     elif steps_decoder.failures:
         log.warning("oatf replay: %d step(s) made the wire decoder raise (a bug): their exchanges were cut off there, "
                     "as the live proxy cuts them off", steps_decoder.failures)

@@ -59,7 +59,7 @@ RECOVER_EXIT_STATUSES = """exit status:
   0  nothing to recover, or no recovered run exploited
   1  some recovered run exploited or partial
   2  errors: a document not loaded (the journal is kept), the semantic evaluator not loaded, journaled traffic
-     the wire decoder failed on (a bug: those exchanges were not evaluated through), or some verdict is `error`"""
+     not inspected or that the wire decoder failed on (a bug), or some verdict is `error`"""
 EXPORT_EXIT_STATUSES = """exit status:
   0  the traces written (their paths on stdout)
   2  a recording could not be read"""
@@ -186,7 +186,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         severity_at_least,
         undelivered_attacks,
     )
-    from oatf_engine.wire import uninspected
 
     config = _engine_config(args, "evaluate")
     if config is None:
@@ -220,16 +219,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         documents = len({problem.path for problem in result.problems})
         print(f"oatf evaluate: {documents} document(s) not loaded ({len(result.problems)} problem(s) above): "
               "their attacks were not evaluated", file=sys.stderr)
-    missed = uninspected(result.diagnostics)
-    if missed:  # evidence there was never seen: a gate must not pass on it
-        print(f"oatf evaluate: traffic not inspected ({missed}): "
-              "bodies or SSE events over --wire-max-body, bodies that could not be content-decoded, JSON-RPC batch "
-              "members over the limit, JSON nested deeper than the limit (cut); a run of their sessions may read "
-              "resisted for want of what they held", file=sys.stderr)
-    if result.decode_failures:  # a CI gate must not pass on traffic it did not read through
-        print(f"oatf evaluate: {result.decode_failures} step(s) of the recorded traffic made the wire decoder "
-              "raise (a bug in oatf-watch: please report it): their exchanges were cut off there, as the live proxy "
-              "cuts them off, and what came after in them was not evaluated", file=sys.stderr)
+    unread = result.unread.problems()  # a CI gate must not pass on traffic it did not read through
+    for sentence in unread:
+        print(f"oatf evaluate: {sentence}", file=sys.stderr)
     if args.format != "text" and reports:
         print(outcome_summary(reports), file=sys.stderr)
     fail_on = set(args.fail_on or DEFAULT_FAIL_ON) | ({"not-delivered"} if args.require_delivered else set())
@@ -239,7 +231,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     for attack_id in undelivered:
         print(f"oatf evaluate: {attack_id}: never delivered (no run saw its payload reach the agent)",
               file=sys.stderr)
-    if result.problems or result.decode_failures or missed:
+    if result.problems or unread:
         return EXIT_UNREADABLE
     if not reports:
         return EXIT_UNREADABLE  # a CI gate must not pass on nothing: no loaded attack saw any traffic
@@ -362,6 +354,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
     from oatf_engine.recovery import conclude_pending, pending_journal
     from oatf_engine.reports import exit_status, summary_table
     from oatf_engine.semantic import load_semantic_evaluator
+    from oatf_engine.wire import Unread
 
     if not pending_journal(args.report_dir):
         print(f"oatf recover: no journal in {args.report_dir}: nothing to recover", file=sys.stderr)
@@ -390,16 +383,16 @@ def cmd_recover(args: argparse.Namespace) -> int:
             print(f"oatf recover: another process journals in {args.report_dir} (a proxy, tap or monitor runs "
                   f"there): its runs are not left open; it reports them itself when it stops", file=sys.stderr)
             return EXIT_UNREADABLE
-        failures: list[int] = []
+        unread = Unread()
         with held:
             reports = conclude_pending(args.report_dir, list(library.attacks), config.monitor, semantic, progress,
-                                       config.decoder, failures.append)
+                                       config.decoder, unread)
     print(summary_table(reports) if reports else "every run had been reported: nothing left open")
     print(f"{len(reports)} run(s) recovered into {args.report_dir}", file=sys.stderr)
-    if failures:  # as `oatf evaluate`: what the decoder failed on was not evaluated through
-        print(f"oatf recover: {sum(failures)} journaled step(s) made the wire decoder raise (a bug in oatf-watch: "
-              "please report it): their exchanges were cut off there, as in the monitor process, and what came "
-              "after in them was not evaluated", file=sys.stderr)
+    missed = unread.problems()  # as `oatf evaluate`: a gate must not pass on traffic not read through
+    for sentence in missed:
+        print(f"oatf recover: {sentence}", file=sys.stderr)
+    if missed:
         return EXIT_UNREADABLE
     return exit_status(reports)
 

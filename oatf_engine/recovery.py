@@ -26,7 +26,7 @@ clears the journal), by `oatf tap` at start-up and by `oatf recover DIR`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ from oatf_engine.progress import UPDATE_EVERY, Progress, file_size, size
 from oatf_engine.reorder import Reorder
 from oatf_engine.replay import SessionClose
 from oatf_engine.reports import ReportWriter, report_filename
-from oatf_engine.wire import DecoderConfig, WireDecoder
+from oatf_engine.wire import DecoderConfig, Unread, WireDecoder
 from oatf_engine.wire.steps import STEP_SEQ_BASE, Prime, StepDecoder, WireStep
 
 log = logging.getLogger(__name__)
@@ -66,25 +66,26 @@ class Recovered:
 
 def recover(report_dir: str | Path, attacks: list[LoadedAttack], options: MonitorOptions,
             semantic: oatf.SemanticEvaluator | None = None, progress: Progress | None = None,
-            wire: DecoderConfig | None = None, failed: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
+            wire: DecoderConfig | None = None, unread: Unread | None = None) -> list[dict[str, Any]]:
     """The reports of the runs the journal in `report_dir` shows were not reported (see the module docstring).
-    `progress`: the stage `replaying journal`, in bytes; `wire`, `failed`: as `recover_runs`."""
+    `progress`: the stage `replaying journal`, in bytes; `wire`, `unread`: as `recover_runs`."""
     return [run.report for run in recover_runs(report_dir, attacks, options, semantic, progress=progress, wire=wire,
-                                               failed=failed)]
+                                               unread=unread)]
 
 
 def recover_runs(report_dir: str | Path, attacks: list[LoadedAttack], options: MonitorOptions,
                  semantic: oatf.SemanticEvaluator | None = None,
                  segments: list[Path] | None = None, unreleased: bool = True,
                  progress: Progress | None = None, wire: DecoderConfig | None = None,
-                 failed: Callable[[int], None] | None = None) -> list[RunConcluded]:
+                 unread: Unread | None = None) -> list[RunConcluded]:
     """`recover`, as the monitor's conclusions (run and report), from the journal's `segments` when given;
     `unreleased`: as `monitor_inputs`. The wire steps journaled are decoded as the monitor process decoded them
-    (`wire`: its decoder's limits and overrides; `STEP_SEQ_BASE`); `failed`, when given, is told how many of them
-    made the decoder raise (a bug: their exchanges cut off there, as in the monitor process), if any did (else a
-    warning is logged)."""
+    (`wire`: its decoder's limits and overrides; `STEP_SEQ_BASE`); `unread`, when given, counts those that made the
+    decoder raise (a bug: their exchanges cut off there, as in the monitor process; else a warning is logged) and
+    the decoder's diagnostics."""
     monitor = Monitor(attacks, options, semantic=semantic)
-    decoder = StepDecoder(WireDecoder(wire, seq_base=STEP_SEQ_BASE))
+    decoder = StepDecoder(WireDecoder(wire, seq_base=STEP_SEQ_BASE,
+                                      on_diagnostic=unread.diagnosed if unread is not None else None))
     reported: set[RunKey] = set()
     outputs: list[Output] = []
     journal = Path(report_dir) / JOURNAL_DIR
@@ -106,8 +107,8 @@ def recover_runs(report_dir: str | Path, attacks: list[LoadedAttack], options: M
             outputs.extend(monitor.observe(item))
         elif isinstance(item, tuple):
             monitor.close_session("mcp", "mcp_session", *item)
-    if decoder.failures and failed is not None:
-        failed(decoder.failures)
+    if unread is not None:
+        unread.failures += decoder.failures
     elif decoder.failures:
         log.warning("oatf recover: %d journaled step(s) made the wire decoder raise (a bug): their exchanges were "
                     "cut off there, as the monitor process cut them off", decoder.failures)
@@ -183,12 +184,12 @@ def _closes(journaled: Any) -> Iterator[SessionClose]:
 def conclude_pending(report_dir: str | Path, attacks: list[LoadedAttack], options: MonitorOptions,
                      semantic: oatf.SemanticEvaluator | None = None,
                      progress: Progress | None = None, wire: DecoderConfig | None = None,
-                     failed: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
+                     unread: Unread | None = None) -> list[dict[str, Any]]:
     """`recover`, then write those reports (durably) and clear the journal; the reports. `progress`: the stages
     `replaying journal` (in bytes) and `writing reports` (in reports); `wire`: the decoder's limits and overrides
-    (`oatf_wire_*`) the journaled steps are decoded with, as the process that journaled them had them; `failed`:
+    (`oatf_wire_*`) the journaled steps are decoded with, as the process that journaled them had them; `unread`:
     as `recover_runs`."""
-    reports = recover(report_dir, attacks, options, semantic, progress, wire, failed)
+    reports = recover(report_dir, attacks, options, semantic, progress, wire, unread)
     writer = ReportWriter(report_dir)
     if progress is not None:
         progress.start("writing reports", len(reports), "reports")

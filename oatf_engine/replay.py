@@ -12,7 +12,6 @@ import itertools
 import multiprocessing
 import operator
 import threading
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from oatf_engine.monitor import LoadedAttack, LoadProblem, Monitor, MonitorOptio
 from oatf_engine.monitor.sessions import SessionResolver
 from oatf_engine.progress import UPDATE_EVERY, Progress
 from oatf_engine.replay_shards import ShardedMonitors, WorkerFailed
+from oatf_engine.wire import Unread
 
 
 @dataclass
@@ -44,12 +44,9 @@ class ReplayResult:
     """The attacks loaded, by key (`attack_ids`): their headers (name, description, severity) for outputs."""
     flow_files: dict[str, str] = field(default_factory=dict)
     """The recording each flow (by id) was read from."""
-    diagnostics: Counter[str] = field(default_factory=Counter)
-    """The wire decoder's diagnostics over the recorded traffic, by code (`oatf_engine.wire.Diagnostic`;
-    `UNINSPECTED` among them: traffic not inspected)."""
-    decode_failures: int = 0
-    """Steps of the recorded traffic that made the wire decoder raise (a bug): their exchanges were cut off there,
-    as the live proxy cuts them off, so what came after in them was not evaluated."""
+    unread: Unread = field(default_factory=Unread)
+    """What of the recorded traffic was not read through: steps that made the wire decoder raise, diagnostics
+    (traffic not inspected among them)."""
 
 
 Placed = tuple[ObservedEvent, str, float]

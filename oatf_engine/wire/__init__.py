@@ -12,6 +12,7 @@ from .decoder import (
     UNINSPECTED,
     DecoderConfig,
     Diagnostic,
+    Unread,
     WireDecoder,
     is_streamed,
     kept_header,
@@ -21,4 +22,4 @@ from .recognition import Override, parse_overrides
 from .sse import SSEEvent, SSEParser
 
 __all__ = ["STREAMED_MEDIA_TYPES", "UNINSPECTED", "DecoderConfig", "Diagnostic", "Override", "SSEEvent", "SSEParser",
-           "WireDecoder", "is_streamed", "kept_header", "parse_overrides", "uninspected"]
+           "Unread", "WireDecoder", "is_streamed", "kept_header", "parse_overrides", "uninspected"]

@@ -53,9 +53,9 @@ raises: it produces a `Diagnostic` through `on_diagnostic`.
 from __future__ import annotations
 
 import functools
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple, cast
 from urllib.parse import parse_qsl, urlsplit
 
@@ -143,6 +143,34 @@ resisted (`oatf evaluate` exits 2; the proxy's shutdown summary says so)."""
 def uninspected(counts: Mapping[str, int]) -> str:
     """The `UNINSPECTED` diagnostics among `counts` (by code) as `code n, ...`; "" when there are none."""
     return ", ".join(f"{code} {count}" for code, count in sorted(counts.items()) if code in UNINSPECTED and count)
+
+
+@dataclass
+class Unread:
+    """What of some traffic was not read through, for a command to say and to gate on (`oatf evaluate`, `oatf
+    recover`: exit 2): the steps that made the decoder raise (a bug: `steps.StepDecoder` cuts their exchanges off
+    there, as live) and the decoder's diagnostics by code (`diagnosed`: an `on_diagnostic`), `UNINSPECTED` among
+    them."""
+
+    failures: int = 0
+    diagnostics: Counter[str] = field(default_factory=Counter)
+
+    def diagnosed(self, diagnostic: Diagnostic) -> None:
+        self.diagnostics[diagnostic.code] += 1
+
+    def problems(self) -> list[str]:
+        """Why runs of this traffic cannot be trusted as resisted, a sentence each; [] when nothing was missed."""
+        said = []
+        if missed := uninspected(self.diagnostics):
+            said.append(f"traffic not inspected ({missed}): bodies or SSE events over the size limit (--wire-max-body),"
+                        " bodies that could not be content-decoded, JSON-RPC batch members over the limit, JSON nested "
+                        "deeper than the limit (cut); a run of their sessions may read resisted for want of what they "
+                        "held")
+        if self.failures:
+            said.append(f"{self.failures} step(s) of the traffic made the wire decoder raise (a bug in oatf-watch: "
+                        "please report it): their exchanges were cut off there, as live, and what came after in them "
+                        "was not evaluated")
+        return said
 
 
 class _Binding(NamedTuple):

@@ -190,7 +190,7 @@ def test_evaluate_exits_two_when_the_decoder_failed_on_the_traffic(mistyped: tup
         status, cut, err = outcomes()
     assert cut == ["exploited", "resisted"], "the session whose exfiltrating call was cut off reads `resisted`"
     assert status == 2, err
-    assert "1 step(s) of the recorded traffic made the wire decoder raise" in err
+    assert "oatf evaluate: 1 step(s) of the traffic made the wire decoder raise" in err
 
 
 def test_evaluate_exits_two_when_traffic_was_not_inspected(mistyped: tuple[Path, Path]) -> None:

@@ -68,4 +68,18 @@ def test_recover_exits_two_when_the_decoder_failed_on_journaled_steps(
     err = capsys.readouterr().err
     assert "exploited" not in [json.loads(p.read_text())["verdict"]["result"] for p in reports.glob("*.json")]
     assert status == 2, err
-    assert "1 journaled step(s) made the wire decoder raise" in err
+    assert "oatf recover: 1 step(s) of the traffic made the wire decoder raise" in err
+
+
+def test_recover_exits_two_when_journaled_traffic_was_not_inspected(tmp_path: Path) -> None:
+    """The journaled `tools/call` is over `--wire-max-body` (as over the proxy's `oatf_wire_max_body`): decoded
+    as the monitor process decoded it, it is not inspected (`oversize_body`), so the run cannot read exploited;
+    `oatf recover` says so and exits 2, not 0."""
+    attack = tmp_path / "poisoned.yaml"
+    attack.write_text(POISONED_TOOL)
+    reports = tmp_path / "reports"
+    crashed_with_an_exfiltrating_call(reports)
+    done = run("recover", str(reports), "--attacks", str(attack), "--grace-period", "5s", "--wire-max-body", "100")
+    assert "exploited" not in [json.loads(p.read_text())["verdict"]["result"] for p in reports.glob("*.json")]
+    assert done.returncode == 2, done.stderr
+    assert "oatf recover: traffic not inspected (oversize_body 1)" in done.stderr
