@@ -90,7 +90,7 @@ from oatf_engine.reports import Reported, columns, summary_table
 from oatf_engine.semantic import load_semantic_evaluator
 from oatf_engine.text import Once, describe, printable
 from oatf_engine.wire import Diagnostic, uninspected
-from oatf_engine.wire.mcp import SESSION_HEADER, closed_session
+from oatf_engine.wire.mcp import CLOSE_METHOD, SESSION_HEADER, closed_session
 from oatf_engine.wire.steps import OpenSteps, WireStep
 
 log = logging.getLogger("oatf")
@@ -543,7 +543,7 @@ class OatfAddon:
         """An MCP client's `DELETE` the server accepted closes that session (`oatf_engine.wire.mcp.closed_session`;
         offline, `addon.recordings` finds the same closes in the recording)."""
         response = flow.response
-        if response is None or flow.request.method != "DELETE":  # (mitmproxy's method as sent: upper case)
+        if response is None or flow.request.method != CLOSE_METHOD:  # (mitmproxy's method: upper case) no header read
             return
         session = closed_session(flow.request.method, flow.request.headers.get(SESSION_HEADER), response.status_code)
         if session is not None:

@@ -165,7 +165,7 @@ class Unread:
             said.append(f"traffic not inspected ({missed}): bodies or SSE events over the size limit (--wire-max-body),"
                         " bodies that could not be content-decoded, JSON-RPC batch members over the limit, JSON nested "
                         "deeper than the limit (cut); a run of their sessions may read resisted for want of what they "
-                        "held")
+                        "held (traffic that is no agent's: leave its host out with --wire-protocols HOST=ignore)")
         if self.failures:
             said.append(f"{self.failures} step(s) of the traffic made the wire decoder raise (a bug in oatf-watch: "
                         "please report it): their exchanges were cut off there, as live, and what came after in them "

@@ -80,10 +80,14 @@ def input_id(key: str, params_or_result: Any) -> str:
     return f"{key}\x1f{state}" if isinstance(state, str) else key
 
 
+CLOSE_METHOD = "DELETE"
+"""The HTTP method with which an MCP client closes its session (`closed_session`)."""
+
+
 def closed_session(method: str, session: str | None, status: int | None) -> str | None:
     """The MCP session an HTTP exchange closed, or None: a client's `DELETE` carrying its `Mcp-Session-Id` that the
     server accepted (2xx; a server may refuse with 405) — MCP Streamable HTTP transport, session management."""
-    if method.upper() == "DELETE" and session and status is not None and 200 <= status < 300:
+    if method.upper() == CLOSE_METHOD and session and status is not None and 200 <= status < 300:
         return session
     return None
 
