@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from testing.clients import http_client  # noqa: E402
-from testing.oatf_proxy import COMMAND_SCRIPT, OatfProxy  # noqa: E402
+from testing.oatf_proxy import COMMAND_SCRIPT, CONTROL_HOST, OatfProxy  # noqa: E402
 from testing.processes import mitmdump, peers  # noqa: E402
 
 ATTACKS = ROOT / "attacks"
@@ -182,7 +182,9 @@ def measure(workdir: Path, name: str, attacks: str, url: str, sessions: int,
     report_dir = workdir / f"{name}-reports"
     extra = ("--set", "termlog_verbosity=warn", "-s", str(addon), "-s", str(COMMAND_SCRIPT),
              "--set", f"oatf_attacks={attacks}", "--set", f"oatf_report_dir={report_dir}",
-             "--set", "oatf_grace_period=1h", "--set", "oatf_watch=false", "--set", "oatf_max_runs=1000000")
+             "--set", "oatf_grace_period=1h", "--set", "oatf_watch=false", "--set", "oatf_max_runs=1000000",
+             # the remote control's requests are no traffic: they would count as waiting while they ask
+             "--set", f"oatf_wire_protocols={CONTROL_HOST}=ignore")
     with mitmdump(workdir, tap=False, name=name, extra=extra) as running:
         proxy = OatfProxy(running, report_dir, None, [])
         started = time.monotonic()
