@@ -480,8 +480,9 @@ def build_parser() -> argparse.ArgumentParser:
         evaluate.add_argument(f"--{fmt}", metavar="FILE", help=f"also write {what} to FILE")
     evaluate.add_argument("--fail-on", action="append", choices=FAIL_ON, metavar="OUTCOME",
                           help="a threshold (repeatable): runs whose outcome is the one named or worse fail the run, "
-                          "in the order exploited, partial, inconclusive (delivered but cut short: nothing shows the "
-                          "agent resisted) (exit 1); no flag passes an exploited run; default: partial; "
+                          "in the order exploited, partial, inconclusive (delivered but cut short, or traffic of its "
+                          "session not inspected: nothing shows the agent resisted) (exit 1); no flag passes an "
+                          "exploited run; default: partial; "
                           "not-delivered adds: an attack never delivered fails it (exit 3; as --require-delivered)")
     evaluate.add_argument("--severity-threshold", choices=SEVERITY_LEVELS[1:],
                           help="only attacks of this severity or above fail the run")

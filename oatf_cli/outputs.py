@@ -35,6 +35,8 @@ SECURITY_SEVERITY = {"critical": "9.5", "high": "8.0", "medium": "5.5", "low": "
 
 NOT_DELIVERED_REASON = "not delivered: the attack never reached the agent (no message carried its payload)"
 INCONCLUSIVE_REASON = "inconclusive: delivered, but the run was cut short by the tool before the agent was done"
+UNINSPECTED_REASON = ("inconclusive: {} message(s) of its session were not inspected (over the size limit, not "
+                      "content-decodable, or cut): what they held was never seen")
 
 
 def _attack_key(report: Report) -> str:
@@ -248,7 +250,9 @@ def to_junit(reports: Sequence[Report]) -> str:
                 ET.SubElement(case, "skipped").text = NOT_DELIVERED_REASON
                 counts["skipped"] += 1
             elif outcome == "inconclusive":
-                ET.SubElement(case, "skipped").text = f"{INCONCLUSIVE_REASON} (status {_xml(summary['status'])})"
+                unseen = summary.get("uninspected_messages")
+                ET.SubElement(case, "skipped").text = (UNINSPECTED_REASON.format(unseen) if unseen else
+                                                       f"{INCONCLUSIVE_REASON} (status {_xml(summary['status'])})")
                 counts["skipped"] += 1
         for name, value in counts.items():
             suite.set(name, str(value))

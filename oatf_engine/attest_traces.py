@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from attest_engine.trace_builder import build_trace, make_step
-from oatf_engine.events import ObservedEvent
+from oatf_engine.events import UNINSPECTED_EVENT, ObservedEvent
 from oatf_engine.monitor.options import SessionKey
 from oatf_engine.monitor.sessions import SessionResolver
 
@@ -110,7 +110,10 @@ class TraceCollector:
         self.card_names: OrderedDict[str, str] = OrderedDict()  # "host:port" → the remote agent's card name
 
     def observe(self, event: ObservedEvent) -> None:
-        """Add one event (keyless messages join their session as the monitor's `SessionResolver` decides)."""
+        """Add one event (keyless messages join their session as the monitor's `SessionResolver` decides); the
+        decoder's marks of what it did not inspect are no messages (`UNINSPECTED_EVENT`)."""
+        if event.event_type == UNINSPECTED_EVENT:
+            return
         for placed, session in self.resolver.resolve(event):
             self._place(placed, session)
 

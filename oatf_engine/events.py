@@ -40,6 +40,14 @@ Side = Literal["client", "server"]
 DIRECTION: dict[Side, Role] = {"client": "request", "server": "response"}
 """The format spec §6.1 direction of a message sent by each HTTP side (see the module docstring)."""
 
+UNINSPECTED_EVENT = "oatf/uninspected"
+"""The `event_type` of the decoder's mark of a message (or part of one) it passed on without inspecting
+(`oatf_engine.wire.decoder.UNINSPECTED`: over a size limit, not content-decodable, cut): no protocol message,
+but where one was — its flow, time, sender and session keys, `content` `{"code", "message"}`. It is placed in its
+session like any event; the monitor feeds it to no run and counts it in the session (`Monitor`), and a run of a
+session with such a mark never reads `resisted` or `not_delivered` (`delivery.outcome`): what it held was never
+seen."""
+
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:

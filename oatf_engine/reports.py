@@ -353,9 +353,9 @@ SEVERITY_LEVELS = ("informational", "low", "medium", "high", "critical")
 FAILING_OUTCOMES = ("exploited", "partial", "inconclusive")
 """Run outcomes a gate can fail on, worst first: `--fail-on` names a threshold in this order (`failing`)."""
 FAIL_ON = (*FAILING_OUTCOMES, "not-delivered")
-"""What `--fail-on` may name: run outcomes `exploited`, `partial` and `inconclusive` (delivered, but cut short:
-nothing shows the agent resisted; exit 1), and `not-delivered`, an attack no run of which was delivered (exit 3,
-as `--require-delivered`)."""
+"""What `--fail-on` may name: run outcomes `exploited`, `partial` and `inconclusive` (delivered, but cut short, or
+traffic of its session not inspected: nothing shows the agent resisted; exit 1), and `not-delivered`, an attack no
+run of which was delivered (exit 3, as `--require-delivered`)."""
 DEFAULT_FAIL_ON = frozenset({"partial"})
 
 

@@ -16,7 +16,7 @@ import re2
 import oatf
 from oatf.model import IndicatorResult
 
-from ..events import Call, ExchangeEnded, ObservedEvent, awaits_answer
+from ..events import UNINSPECTED_EVENT, Call, ExchangeEnded, ObservedEvent, awaits_answer
 from . import prefilter
 from .actors import PhaseChange
 from .delivery import MessageText
@@ -390,6 +390,10 @@ class Monitor:
     def _observe(self, event: ObservedEvent, session: str) -> list[Output]:
         protocol = event.protocol
         if protocol not in self._by_protocol:
+            return []
+        if event.event_type == UNINSPECTED_EVENT:  # evidence never seen: no run of the session may read resisted
+            if (unseen := self._sessions.get(session)) is not None:
+                unseen.traffic.uninspected += 1
             return []
         state = self._sessions.get(session)
         if state is None:

@@ -551,7 +551,8 @@ class AttackRun:
             "attack": dict(self.loaded.plan.header),
             "verdict": verdict,
             "evidence": self.evidence(),
-            "outcome": outcome(verdict["result"], delivered, self.cut_short(status, ended_at)),
+            "outcome": outcome(verdict["result"], delivered, self.cut_short(status, ended_at),
+                               self.traffic.uninspected > 0),
             "execution_summary": self.execution_summary(status, ended_at, delivered),
         }
 
@@ -565,8 +566,12 @@ class AttackRun:
 
     def execution_summary(self, status: str, now: float, delivered: bool) -> dict[str, Any]:
         """What happened in the run; every time ISO 8601 (UTC, milliseconds) on the event clock. `injections`
-        (only when the proxy's inject mode altered the run's traffic): each altered flow and what was injected."""
-        injections = {"injections": list(self.injections.values())} if self.injections else {}
+        (only when the proxy's inject mode altered the run's traffic): each altered flow and what was injected;
+        `uninspected_messages` (only when there were some): the session's messages, or parts of them, the decoder
+        passed on without inspecting (`UNINSPECTED_EVENT`)."""
+        extra: dict[str, Any] = {"injections": list(self.injections.values())} if self.injections else {}
+        if self.traffic.uninspected:
+            extra["uninspected_messages"] = self.traffic.uninspected
         return {
             "status": status,
             "session": self.session,
@@ -587,5 +592,5 @@ class AttackRun:
             "phase_changes": [{"actor": c.actor, "from": c.from_phase, "to": c.to_phase, "reason": c.reason,
                                "flow": c.flow_id, "at": oatf.timestamp_at(c.timestamp)}
                               for c in self.phase_changes[:100]],
-            **injections,
+            **extra,
         }

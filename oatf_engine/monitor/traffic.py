@@ -105,10 +105,13 @@ class TrafficView:
 class SessionTraffic:
     """The events of one session, counted by `TrafficKey`, and the latest time per (protocol, bindings)."""
 
-    __slots__ = ("_since", "_views", "awaiting", "counts", "last_at", "noted")
+    __slots__ = ("_since", "_views", "awaiting", "counts", "last_at", "noted", "uninspected")
 
     def __init__(self) -> None:
         self.counts: dict[TrafficKey, int] = {}
+        self.uninspected = 0
+        """Marks of messages the decoder passed on without inspecting (`UNINSPECTED_EVENT`), not counted as
+        messages: no run of the session reads `resisted` once there is one (`AttackRun.report`)."""
         self.last_at: dict[tuple[str, int], float] = {}
         self.noted = 0
         """Events counted so far, and requests released (`release`): what a run's counters read from `counts` and

@@ -61,6 +61,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from oatf_engine.events import (
     DIRECTION,
+    UNINSPECTED_EVENT,
     Call,
     Endpoint,
     ExchangeEnded,
@@ -137,7 +138,9 @@ UNINSPECTED = frozenset({"oversize_body", "oversize_event", "undecodable_body", 
 """Diagnostic codes of messages (or parts of them) the decoder passed on without inspecting: a body or SSE event
 over the size limit, a body it could not content-decode, batch members over the limit, values nested deeper than
 `jsonrpc.MAX_DEPTH` (cut). Evidence there is never seen, so no verdict of their sessions may be trusted as
-resisted (`oatf evaluate` exits 2; the proxy's shutdown summary says so)."""
+resisted: the decoder marks where each was (`UNINSPECTED_EVENT`), so that the runs of its session read
+`inconclusive`, and `oatf evaluate` exits 2 (the proxy's shutdown summary says so) — for those it could not place in
+a session too."""
 
 
 def uninspected(counts: Mapping[str, int]) -> str:
@@ -164,8 +167,10 @@ class Unread:
         if missed := uninspected(self.diagnostics):
             said.append(f"traffic not inspected ({missed}): bodies or SSE events over the size limit (--wire-max-body),"
                         " bodies that could not be content-decoded, JSON-RPC batch members over the limit, JSON nested "
-                        "deeper than the limit (cut); a run of their sessions may read resisted for want of what they "
-                        "held (traffic that is no agent's: leave its host out with --wire-protocols HOST=ignore)")
+                        "deeper than the limit (cut); the runs of their sessions read inconclusive, not resisted "
+                        "(but a first request to an endpoint, of no protocol yet, has no session: its runs may read "
+                        "resisted for want of what it held); traffic that is no agent's: leave its host out with "
+                        "--wire-protocols HOST=ignore")
         if self.failures:
             said.append(f"{self.failures} step(s) of the traffic made the wire decoder raise (a bug in oatf-watch: "
                         "please report it): their exchanges were cut off there, as live, and what came after in them "
@@ -281,6 +286,19 @@ class _Exchange:
         JSON-RPC id (None: an HTTP request that is not JSON-RPC, or a JSON-RPC request with a null id)."""
 
 
+def _marking_unseen[Call_: Callable[..., list[Any]]](method: Call_) -> Call_:
+    """A call of the exchange API (whose last argument is the timestamp) returns, after its events, the marks of
+    what it passed on without inspecting (`UNINSPECTED_EVENT`: see `WireDecoder._marks`), at its time."""
+
+    @functools.wraps(method)
+    def call(self: WireDecoder, *args: Any) -> list[Any]:
+        self._at = args[-1]
+        decoded = method(self, *args)
+        return [*decoded, *self._marks()] if self._unseen else decoded
+
+    return cast(Call_, call)
+
+
 class WireDecoder:
     """Decodes HTTP exchanges into `ObservedEvent`s; see the module docstring for the call sequence."""
 
@@ -290,6 +308,8 @@ class WireDecoder:
         self.config = config or DecoderConfig()
         self._on_diagnostic = on_diagnostic
         self._seq = seq_base
+        self._at = 0.0  # the time of the exchange API call under way (`_marking_unseen`)
+        self._unseen: list[tuple[_Exchange, str, str, Side]] = []  # what it did not inspect so far (`_mark_unseen`)
         self._exchanges: OrderedDict[str, _Exchange] = OrderedDict()
         self._streams: dict[str, _Exchange] = {}  # open message streams (`open_stream`), closed by their owner
         self._pending = Correlator(self.config.max_pending)
@@ -318,6 +338,7 @@ class WireDecoder:
 
     # --- the exchange API -----------------------------------------------------------------------------------
 
+    @_marking_unseen
     def request_headers(self, exchange_id: str, method: str, url: str, headers: Headers, client: str,
                         timestamp: float) -> list[ObservedEvent]:
         """A request started: `url` absolute (`http://host:port/path?query`), `client` as `host:port`."""
@@ -347,24 +368,26 @@ class WireDecoder:
         if route is not None and (route.distinctive or ex.proto == "a2a" or self._hint(ex, route.base) == "a2a"):
             ex.rest = route
             self._decide(ex, "a2a", route.base)
-            ex.request = self._body(ex, ex.request_headers, sse=False)
+            ex.request = self._body(ex, ex.request_headers, "client", sse=False)
             return []
         media_type = _media_type(ex.request_headers)
         if not media_type or _is_json(media_type):  # requests without a type are read too (curl, scripts)
-            ex.request = self._body(ex, ex.request_headers, sse=False)
+            ex.request = self._body(ex, ex.request_headers, "client", sse=False)
         return []
 
+    @_marking_unseen
     def request_data(self, exchange_id: str, data: bytes, timestamp: float) -> list[ObservedEvent]:
         """The next bytes of the request body (as sent, content-encoded or not)."""
         ex = self._exchanges.get(exchange_id)
         if ex is not None and ex.request is not None:
-            decoded = self._read(ex, ex.request, data, "request")
+            decoded = self._read(ex, ex.request, data, "client")
             if decoded is None:
                 ex.request = None
             else:
                 ex.request.buffer += decoded
         return []
 
+    @_marking_unseen
     def request_end(self, exchange_id: str, timestamp: float) -> list[ObservedEvent]:
         """The request body is complete: its messages are decoded."""
         ex = self._exchanges.get(exchange_id)
@@ -375,7 +398,7 @@ class WireDecoder:
             return self._rest_request(ex, ex.rest, body, timestamp)
         if not body.buffer:
             return []
-        value = self._parse(ex, body.buffer, "request body", quiet=ex.proto is None)
+        value = self._parse(ex, body.buffer, "request body", "client", quiet=ex.proto is None)
         if value is None:
             return []
         if looks_like_jsonrpc(value) and ex.proto != "ag_ui":
@@ -384,6 +407,7 @@ class WireDecoder:
             return self._run_agent_input(ex, value, timestamp)
         return []
 
+    @_marking_unseen
     def response_headers(self, exchange_id: str, status: int, headers: Headers,
                          timestamp: float) -> list[ObservedEvent]:
         """The response started."""
@@ -399,18 +423,19 @@ class WireDecoder:
             ex.proto = self._hint(ex)
         media_type = _media_type(kept)
         if media_type == _SSE:
-            ex.response = self._body(ex, kept, sse=True)
+            ex.response = self._body(ex, kept, "server", sse=True)
         elif ex.proto is not None and _is_json(media_type):
-            ex.response = self._body(ex, kept, sse=False)
+            ex.response = self._body(ex, kept, "server", sse=False)
         return []
 
+    @_marking_unseen
     def response_data(self, exchange_id: str, data: bytes, timestamp: float) -> list[ObservedEvent]:
         """The next bytes of the response body; SSE events completed by them are decoded now."""
         ex = self._exchanges.get(exchange_id)
         if ex is None or ex.response is None:
             return []
         body = ex.response
-        decoded = self._read(ex, body, data, "response")
+        decoded = self._read(ex, body, data, "server")
         if decoded is None:
             ex.response = None
             return []
@@ -423,9 +448,11 @@ class WireDecoder:
         for sse_event in sse.feed(decoded):
             events.extend(self._sse_event(ex, sse_event, timestamp))
         if sse.dropped != dropped:
-            self._diagnose("oversize_event", ex, f"SSE event over {self.config.max_event_size} characters skipped")
+            self._diagnose("oversize_event", ex, f"SSE event over {self.config.max_event_size} characters skipped",
+                           "server")
         return events
 
+    @_marking_unseen
     def response_end(self, exchange_id: str, timestamp: float) -> list[Decoded]:
         """The response is complete: a buffered body is decoded, the exchange closed (and its end reported if it
         left requests unanswered: see the module docstring)."""
@@ -442,7 +469,7 @@ class WireDecoder:
         """The events of a buffered response body, complete."""
         if body is None or body.sse is not None or not body.buffer:
             return []
-        value = self._parse(ex, body.buffer, "response body", quiet=False)
+        value = self._parse(ex, body.buffer, "response body", "server", quiet=False)
         if value is None:
             return []
         if ex.rest is not None:
@@ -487,15 +514,17 @@ class WireDecoder:
         ex.proto, ex.scope, ex.keys = "mcp", f"stream|{stream_id}", dict(keys)
         self._streams[stream_id] = ex
 
+    @_marking_unseen
     def stream_message(self, stream_id: str, data: bytes | str, sender: Side, timestamp: float) -> list[ObservedEvent]:
         """One whole message (JSON text: a JSON-RPC message or batch) that `sender` sent on an open stream."""
         ex = self._streams.get(stream_id)
         if ex is None:
             return []
         if len(data) > self.config.max_body_size:
-            self._diagnose("oversize_body", ex, f"message over {self.config.max_body_size} bytes: not inspected")
+            self._diagnose("oversize_body", ex, f"message over {self.config.max_body_size} bytes: not inspected",
+                           sender)
             return []
-        value = self._parse(ex, data, "message", quiet=False)
+        value = self._parse(ex, data, "message", sender, quiet=False)
         if value is None:
             return []
         if not looks_like_jsonrpc(value):
@@ -507,6 +536,7 @@ class WireDecoder:
         """The stream ended: forget it (its outstanding requests stay until evicted)."""
         self._streams.pop(stream_id, None)
 
+    @_marking_unseen
     def abort(self, exchange_id: str, timestamp: float) -> list[Decoded]:
         """The exchange failed (connection lost, killed): forget it; nothing half-received is reported, but its
         end is, if it left requests unanswered."""
@@ -537,26 +567,30 @@ class WireDecoder:
             self._forget_legacy(ex.scope)
         ex.request = ex.response = None
 
-    def _body(self, ex: _Exchange, headers: Mapping[str, str], sse: bool) -> _Body | None:
+    def _body(self, ex: _Exchange, headers: Mapping[str, str], sender: Side, sse: bool) -> _Body | None:
         try:
             return _Body(headers.get("content-encoding"), SSEParser(self.config.max_event_size) if sse else None)
         except UndecodableBody as exc:
-            self._diagnose("undecodable_body", ex, f"{exc}; body not inspected")
+            self._diagnose("undecodable_body", ex, f"{exc}; body not inspected", sender)
             return None
 
-    def _read(self, ex: _Exchange, body: _Body, data: bytes, what: str) -> bytes | None:
-        """`data` content-decoded; None (stop reading the body) when it is oversize or corrupt."""
+    def _read(self, ex: _Exchange, body: _Body, data: bytes, sender: Side) -> bytes | None:
+        """`data` (of the body `sender` sends) content-decoded; None (stop reading the body) when it is oversize or
+        corrupt."""
+        what = "request" if sender == "client" else "response"
         limit = self.config.max_body_size - (0 if body.sse is not None else len(body.buffer))
         try:
             return body.decoder.decode(data, limit)
         except TooLarge:
-            self._diagnose("oversize_body", ex, f"{what} body over {self.config.max_body_size} bytes: not inspected")
+            self._diagnose("oversize_body", ex, f"{what} body over {self.config.max_body_size} bytes: not inspected",
+                           sender)
             return None
         except UndecodableBody as exc:
-            self._diagnose("undecodable_body", ex, f"{what} body: {exc}; not inspected")
+            self._diagnose("undecodable_body", ex, f"{what} body: {exc}; not inspected", sender)
             return None
 
-    def _parse(self, ex: _Exchange, data: bytes | bytearray | str, what: str, quiet: bool) -> Any:
+    def _parse(self, ex: _Exchange, data: bytes | bytearray | str, what: str, sender: Side, quiet: bool) -> Any:
+        """`data` (`what`, sent by `sender`) parsed; None when it is no JSON."""
         try:
             parsed = loads(bytes(data) if isinstance(data, bytearray) else data)
         except ValueError as exc:
@@ -565,7 +599,7 @@ class WireDecoder:
             return None
         if parsed.truncated:
             self._diagnose("deep_json", ex, f"{what} nested deeper than {MAX_DEPTH} levels: inspected with the "
-                                            "deeper values cut")
+                                            "deeper values cut", sender)
         return parsed.value
 
     # --- protocol decisions ---------------------------------------------------------------------------------
@@ -597,7 +631,7 @@ class WireDecoder:
         limit = self.config.max_batch
         if isinstance(value, list) and len(value) > limit:
             self._diagnose("oversize_batch", ex, f"JSON-RPC batch of {len(value)} messages: the first {limit} "
-                                                 f"inspected, {len(value) - limit} not inspected")
+                                                 f"inspected, {len(value) - limit} not inspected", sender)
             value = value[:limit]
         items = classify_body(value)
         if ex.proto not in _BINDINGS:
@@ -724,7 +758,7 @@ class WireDecoder:
 
     def _rest_request(self, ex: _Exchange, route: a2a_rest.Route, body: _Body, timestamp: float) -> list[ObservedEvent]:
         """A REST call's request, as the JSON-RPC request it stands for (`a2a_rest`)."""
-        value = self._parse(ex, body.buffer, "request body", quiet=False) if body.buffer else None
+        value = self._parse(ex, body.buffer, "request body", "client", quiet=False) if body.buffer else None
         if body.buffer and value is None:
             return []
         binding = _BINDINGS["a2a"]
@@ -750,7 +784,7 @@ class WireDecoder:
         if sse_event.event == mcp.ENDPOINT_EVENT and ex.proto in (None, "mcp"):
             self._legacy_stream(ex, sse_event.data)
             return []
-        value = self._parse(ex, sse_event.data, "SSE event data", quiet=ex.proto is None)
+        value = self._parse(ex, sse_event.data, "SSE event data", "server", quiet=ex.proto is None)
         if value is None:
             return []
         if ex.rest is not None:
@@ -848,9 +882,30 @@ class WireDecoder:
                     waiting.pop(jsonrpc_id, None)
         return event
 
-    def _diagnose(self, code: str, ex: _Exchange, message: str) -> None:
+    def _diagnose(self, code: str, ex: _Exchange, message: str, sender: Side | None = None) -> None:
+        """Tell `on_diagnostic`; an `UNINSPECTED` one (`sender`: who sent what was not inspected) is marked too."""
         if self._on_diagnostic is not None:
             self._on_diagnostic(Diagnostic(code, ex.id, message))
+        if sender is not None and code in UNINSPECTED:
+            self._unseen.append((ex, code, message, sender))
+
+    def _marks(self) -> list[ObservedEvent]:
+        """An `UNINSPECTED_EVENT` for each thing the call under way did not inspect (`_marking_unseen`), so that
+        the runs of its session cannot read `resisted` for want of it. Made once the call is done, when what it
+        decoded may have decided the exchange's protocol; else the protocol is the one its headers or endpoint
+        suggest (`_hint`). An exchange with none of these (a first, oversize request to an endpoint not seen
+        before, without a protocol's headers) is told by its diagnostic only."""
+        marks = []
+        for ex, code, message, sender in self._unseen:
+            protocol = ex.proto or self._hint(ex)
+            if protocol is not None:
+                self._seq += 1
+                marks.append(ObservedEvent(
+                    protocol=protocol, event_type=UNINSPECTED_EVENT, direction=DIRECTION[sender], sender=sender,
+                    content={"code": code, "message": message}, flow_id=ex.id, seq=self._seq, timestamp=self._at,
+                    endpoint=ex.endpoint, client=ex.client, session_keys=ex.keys))
+        self._unseen = []
+        return marks
 
 
 def _kept(headers: Headers) -> Mapping[str, str]:

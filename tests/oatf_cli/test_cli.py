@@ -196,13 +196,18 @@ def test_evaluate_exits_two_when_the_decoder_failed_on_the_traffic(mistyped: tup
 def test_evaluate_exits_two_when_traffic_was_not_inspected(mistyped: tuple[Path, Path]) -> None:
     """Bodies over `--wire-max-body` pass uninspected (`oversize_body`): the poisoned listing and the exfiltrating
     call are never seen, so no run reads `exploited`. The gate must not pass on traffic it did not inspect: exit 2
-    and the count per code, not 0 (before, nothing said it)."""
+    and the count per code, not 0 (before, nothing said it); and no run of those sessions reads `resisted` (the
+    decoder's marks: `UNINSPECTED_EVENT`), in the reports and the JUnit output alike."""
     _, flows = mistyped
     good = ROOT / "attacks" / "OW-001_invoice-tool-credential-harvest.yaml"
     whole = run("evaluate", "--attacks", str(good), "--flows", str(flows))
     assert whole.returncode == 1 and "not inspected" not in whole.stderr, whole.stderr
-    cut = run("evaluate", "--attacks", str(good), "--flows", str(flows), "--wire-max-body", "100", "--format", "json")
-    assert "exploited" not in {report["outcome"] for report in json.loads(cut.stdout)}
+    cut = run("evaluate", "--attacks", str(good), "--flows", str(flows), "--wire-max-body", "100", "--format", "json",
+              "--junit", str(flows.with_suffix(".xml")))
+    reports = json.loads(cut.stdout)
+    assert reports and {report["outcome"] for report in reports} == {"inconclusive"}, "never resisted: it was unseen"
+    assert all(report["execution_summary"]["uninspected_messages"] > 0 for report in reports)
+    assert "message(s) of its session were not inspected" in flows.with_suffix(".xml").read_text(encoding="utf-8")
     assert cut.returncode == 2, cut.stderr
     assert re.search(r"oatf evaluate: traffic not inspected \(oversize_body \d+\)", cut.stderr), cut.stderr
 

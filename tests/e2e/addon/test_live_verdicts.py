@@ -303,6 +303,25 @@ def test_shutdown_while_the_agent_is_connected(attackers: Peers, tmp_path: Path)
     assert (report["execution_summary"]["status"], verdict_of(report)[0]) == ("interrupted", "exploited")
 
 
+def test_an_exfiltration_over_the_body_limit_is_inconclusive_not_resisted(attackers: Peers, tmp_path: Path) -> None:
+    """The naive agent pads its exfiltrating `tools/call` past `oatf_wire_max_body`: the decoder (in the monitor
+    process, through real mitmdump) never reads it. The run saw the poisoned listing delivered and no compliance;
+    before, it read `resisted`, the worst error this tool can make. Now the decoder marks where the call was, in
+    its session, and the run reads `inconclusive` with `uninspected_messages`; the replay agrees and exits 2."""
+    url = attackers.url("mcp_poisoned", "/mcp")
+    limit = ("oatf_wire_max_body", "16k")
+    with oatf_proxy(tmp_path, "unseen", [TOOL_POISONING], options=dict([limit])) as proxy:
+        naive = run(agents.mcp_poisoned_agent(url, proxy.url, "naive", note_padding=40_000))
+        report = proxy.wait_for("DEMO-001", naive)
+        live = proxy.reports()
+    assert verdict_of(report) == ("not_exploited", {"DEMO-001-01": "not_matched"})
+    assert report["execution_summary"]["delivered"] is True
+    assert report["outcome"] == "inconclusive" and report["execution_summary"]["uninspected_messages"] == 1
+    assert "oversize_body" in proxy.log()
+    offline = assert_replay_agrees(proxy, tmp_path, live, flags=("--wire-max-body", "16k"))
+    assert "traffic not inspected (oversize_body 1)" in offline.stderr
+
+
 def test_run_limits_and_capped_evidence(attackers: Peers, tmp_path: Path) -> None:
     """`oatf_max_runs=1`: the second session's run evicts the first, which is reported at once (`evicted`)
     with what it had seen — exploited, its evidence capped although the matched text is 200 KB long.

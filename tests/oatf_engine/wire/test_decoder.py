@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oatf_engine.events import Endpoint, ExchangeEnded, ObservedEvent
+from oatf_engine.events import UNINSPECTED_EVENT, Endpoint, ExchangeEnded, ObservedEvent
 from oatf_engine.wire import DecoderConfig, Diagnostic, WireDecoder, parse_overrides
 
 JSON = {"content-type": "application/json"}
@@ -374,11 +374,30 @@ def test_huge_body_skipped_with_one_diagnostic() -> None:
     assert [x.code for x in h.diagnostics] == ["oversize_body"]
 
 
+def test_what_is_not_inspected_is_marked_in_its_session_at_its_time() -> None:
+    """An oversize request of a known MCP session: no message, but a mark where it was (its flow, time, sender
+    and session keys), which the monitor counts against the session's runs (`UNINSPECTED_EVENT`)."""
+    h = Harness(max_body_size=1000)
+    d = h.decoder
+    headers = {**JSON, "mcp-session-id": "s1"}
+    d.request_headers("big", "POST", "http://m/mcp", headers, "c:1", 5.0)
+    [mark] = d.request_data("big", json.dumps(rpc(7, "tools/call", {"pad": "x" * 2000})).encode(), 6.0)
+    assert (mark.event_type, mark.protocol, mark.sender, mark.direction) == (
+        UNINSPECTED_EVENT, "mcp", "client", "request")
+    assert (mark.flow_id, mark.timestamp, mark.session_keys, mark.client) == (
+        "big", 6.0, {"mcp_session": "s1"}, "c:1")
+    assert mark.content["code"] == "oversize_body"
+    assert d.request_end("big", 6.0) == [], "marked once"
+
+
 def test_oversize_sse_event_skipped_stream_goes_on() -> None:
     h = Harness(max_event_size=1000)
     events = h.exchange("POST", "http://ui/agent", RUN,
                         response=[json.dumps({"type": "CUSTOM", "pad": "x" * 5000}), json.dumps({"type": "CUSTOM"})])
-    assert [e.event_type for e in events] == ["run_agent_input", "custom"]
+    assert kinds(events) == [("ag_ui", "run_agent_input", "request", "client"),
+                             ("ag_ui", "custom", "response", "server"),
+                             ("ag_ui", UNINSPECTED_EVENT, "response", "server")]  # marked after its call's events
+    assert events[2].content["code"] == "oversize_event" and events[2].flow_id == events[0].flow_id
     assert [x.code for x in h.diagnostics] == ["oversize_event"]
 
 
@@ -400,7 +419,8 @@ def test_websocket_upgrade_and_unknown_coding_pass() -> None:
                       response_headers={"upgrade": "websocket"}) == []
     events = h.exchange("POST", "http://m/mcp", rpc(1, "ping"), response=b"???",
                         response_headers={**JSON, "content-encoding": "compress"})
-    assert len(events) == 1 and [x.code for x in h.diagnostics] == ["undecodable_body"]
+    assert [(e.event_type, e.sender) for e in events] == [("ping", "client"), (UNINSPECTED_EVENT, "server")]
+    assert [x.code for x in h.diagnostics] == ["undecodable_body"]
 
 
 def test_ten_thousand_sse_events_in_one_stream() -> None:
@@ -431,7 +451,9 @@ def test_deep_json_is_decoded_cut_at_the_depth_limit_with_a_diagnostic(levels: i
     body = json.dumps(rpc(1, "tools/call", {"name": "add", "arguments": {"a": 1}}))
     body = body.replace('{"a": 1}', '{"a": 1, "deep": ' + "[" * levels + "0" + "]" * levels + "}")
     events = h.exchange("POST", "http://m/mcp", body.encode(), response=result(1, {"content": []}))
-    assert kinds(events) == [("mcp", "tools/call", "request", "client"), ("mcp", "tools/call", "response", "server")]
+    assert kinds(events) == [("mcp", "tools/call", "request", "client"),
+                             ("mcp", UNINSPECTED_EVENT, "request", "client"),
+                             ("mcp", "tools/call", "response", "server")]
     assert events[0].content["arguments"]["a"] == 1
     assert [d.code for d in h.diagnostics] == ["deep_json"]
 
@@ -440,7 +462,8 @@ def test_batch_members_beyond_the_limit_are_not_decoded_and_say_so() -> None:
     h = Harness(max_batch=3)
     events = h.exchange("POST", "http://m/mcp", [rpc(n, "tools/call", {"name": f"t{n}"}) for n in range(5)],
                         response=b"")
-    assert [e.content["name"] for e in events] == ["t0", "t1", "t2"]
+    assert [e.content["name"] for e in events[:3]] == ["t0", "t1", "t2"]
+    assert [(e.event_type, e.content["code"]) for e in events[3:]] == [(UNINSPECTED_EVENT, "oversize_batch")]
     [diagnostic] = h.diagnostics
     assert diagnostic.code == "oversize_batch" and "batch of 5 messages" in diagnostic.message
     assert "2 not inspected" in diagnostic.message

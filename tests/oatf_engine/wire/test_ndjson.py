@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oatf_engine.events import ObservedEvent
+from oatf_engine.events import UNINSPECTED_EVENT, ObservedEvent
 from oatf_engine.wire import DecoderConfig, Diagnostic, WireDecoder
 from oatf_engine.wire.ndjson import (
     LineSplitter,
@@ -83,7 +83,9 @@ def test_a_response_is_correlated_once() -> None:
 def test_bad_lines_are_diagnosed_not_raised() -> None:
     stdio, diagnostics = session(max_body=64)
     lines = stdio.lines("server", b"server log line\n" + b'{"x": 1}\n' + b"[" * 100 + b"\n\n")
-    assert [e for line in lines for e in stdio.message("server", line, 1.0)] == []
+    marks = [e for line in lines for e in stdio.message("server", line, 1.0)]
+    assert [(e.event_type, e.sender, e.content["code"]) for e in marks] == [
+        (UNINSPECTED_EVENT, "server", "oversize_body")]
     assert [d.code for d in diagnostics] == ["invalid_json", "invalid_jsonrpc", "oversize_body"]
 
 
