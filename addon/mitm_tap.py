@@ -265,9 +265,15 @@ class MitmTap:
         log.info("oatf wire: flow %s: %s: %s", diagnostic.flow_id, diagnostic.code, printable(diagnostic.message, 300))
 
     def _fail(self, place: str, flow_id: str, exc: Exception) -> None:
-        """Decoding raised: stop decoding this flow, let it go on untouched."""
+        """Decoding raised: stop decoding this flow, let it go on untouched. The decoder, here or in the monitor
+        process, marks its exchange cut off (a `cut_off` step: `WireDecoder.cut_off`), so that the runs of its
+        session read `inconclusive`, never `resisted` for want of the rest of it."""
         self._failed.add(flow_id)
         self._log_once(place, flow_id, exc)
+        try:
+            self._step("cut_off", flow_id, self.clock(), "client" if place.startswith("request") else "server")
+        except Exception as again:
+            self._log_once("cut_off", flow_id, again)
 
     def _log_once(self, place: str, flow_id: str, exc: Exception) -> None:
         key = (place, type(exc).__name__)

@@ -251,15 +251,21 @@ def _observe(monitor: Monitor, decoding: Decoding, items: list[Handed],
     the decoding of its exchange: `StepDecoder`)."""
     outputs: list[Output] = []
     failed = False
+    steps = decoding.steps
     for item in items:
         try:
-            for decoded in decoding.steps.feed(item) if isinstance(item, WireStep) else (item,):
+            for decoded in steps.feed(item) if isinstance(item, WireStep) else (item,):
                 outputs.extend(monitor.observe(decoded) if isinstance(decoded, ObservedEvent) else
                                monitor.exchange_ended(decoded))
         except Exception:
             if not failed:
                 failed = True
                 answer(("failed", traceback.format_exc(limit=8)))
+        if steps.raised is not None:  # the decoder's own failure: its exchange is cut off (`StepDecoder`)
+            if not failed:
+                failed = True
+                answer(("failed", steps.raised))
+            steps.raised = None
     return outputs
 
 

@@ -303,10 +303,7 @@ def _decoded_windows(decoder: WireDecoder, flows: list[AnyHTTPFlow], decoded: Ca
                 through += 1
                 if through % UPDATE_EVERY == 0:
                     decoded(through)
-            try:
-                events += steps_decoder.feed(step)
-            except Exception:  # counted in `failures` (said below): the exchange is cut off there
-                continue
+            events += steps_decoder.feed(step)  # one that raises is counted in `failures` (said below), cut off
         if injected:
             events = [tagged(event, injected[event.flow_id])
                       if isinstance(event, ObservedEvent) and event.flow_id in injected else event for event in events]

@@ -42,7 +42,8 @@ DIRECTION: dict[Side, Role] = {"client": "request", "server": "response"}
 
 UNINSPECTED_EVENT = "oatf/uninspected"
 """The `event_type` of the decoder's mark of a message (or part of one) it passed on without inspecting
-(`oatf_engine.wire.decoder.UNINSPECTED`: over a size limit, not content-decodable, cut): no protocol message,
+(`oatf_engine.wire.decoder.UNINSPECTED`: over a size limit, not content-decodable, cut), or of an exchange whose
+decoding a decoder failure cut off (`WireDecoder.cut_off`: code `decoder_failure`): no protocol message,
 but where one was — its flow, time, sender and session keys, `content` `{"code", "message"}`. It is placed in its
 session like any event; the monitor feeds it to no run and counts it in the session (`Monitor`), and a run of a
 session with such a mark never reads `resisted` or `not_delivered` (`delivery.outcome`): what it held was never

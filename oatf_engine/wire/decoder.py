@@ -143,6 +143,10 @@ resisted: the decoder marks where each was (`UNINSPECTED_EVENT`), so that the ru
 a session too."""
 
 
+DECODER_FAILURE = "decoder_failure"
+"""The code of the mark of an exchange whose decoding was cut off by a decoder failure (`WireDecoder.cut_off`)."""
+
+
 def uninspected(counts: Mapping[str, int]) -> str:
     """The `UNINSPECTED` diagnostics among `counts` (by code) as `code n, ...`; "" when there are none."""
     return ", ".join(f"{code} {count}" for code, count in sorted(counts.items()) if code in UNINSPECTED and count)
@@ -174,7 +178,7 @@ class Unread:
         if self.failures:
             said.append(f"{self.failures} step(s) of the traffic made the wire decoder raise (a bug in oatf-watch: "
                         "please report it): their exchanges were cut off there, as live, and what came after in them "
-                        "was not evaluated")
+                        "was not evaluated (the runs of their sessions read inconclusive)")
         return said
 
 
@@ -535,6 +539,18 @@ class WireDecoder:
     def close_stream(self, stream_id: str) -> None:
         """The stream ended: forget it (its outstanding requests stay until evicted)."""
         self._streams.pop(stream_id, None)
+
+    @_marking_unseen
+    def cut_off(self, exchange_id: str, sender: Side, timestamp: float) -> list[ObservedEvent]:
+        """Its owner stops decoding `exchange_id`: a call for it raised (a bug), at a step `sender` sent. A mark where
+        it was (`UNINSPECTED_EVENT`, code `decoder_failure`), so that the runs of its session read `inconclusive`,
+        not `resisted` for want of what came after; nothing when the exchange is not open. No diagnostic: the owner
+        counts and reports the failure."""
+        ex = self._exchanges.get(exchange_id) or self._streams.get(exchange_id)
+        if ex is not None:
+            self._unseen.append((ex, DECODER_FAILURE, "the wire decoder failed here (a bug): the rest of the "
+                                                      "exchange was not decoded", sender))
+        return []
 
     @_marking_unseen
     def abort(self, exchange_id: str, timestamp: float) -> list[Decoded]:

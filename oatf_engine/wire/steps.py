@@ -20,15 +20,17 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
+import traceback
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from .decoder import Decoded, WireDecoder
 
 CALLS = ("request_headers", "request_data", "request_end", "response_headers", "response_data", "response_end",
-         "abort")
-"""The exchange API's calls, in the order an exchange makes them (`response_end` or `abort` is its last)."""
+         "abort", "cut_off")
+"""The exchange API's calls, in the order an exchange makes them (`response_end` or `abort` is its last); `cut_off
+(sender)`: the proxy's tap failed on the exchange (a bug) at a step `sender` sent, and hands no more of it but its
+end (`WireDecoder.cut_off`)."""
 FINAL_CALLS = frozenset({"response_end", "abort"})
 _ENDS = frozenset({"request_end", "response_end"})
 STEP_SEQ_BASE = 1 << 44
@@ -69,13 +71,16 @@ def feed(decoder: WireDecoder, step: WireStep) -> Sequence[Decoded]:
 
 class StepDecoder:
     """A decoder fed steps, as the proxy's tap feeds its own (`addon.mitm_tap`): a step that makes the decoder
-    raise (a bug) stops the decoding of its exchange — the exception propagates, the exchange's later steps are
-    dropped, and its last step is fed as an `abort` (its unanswered requests are reported as they would be).
-    `failures`: how many steps raised."""
+    raise (a bug) stops the decoding of its exchange — the step gives the decoder's mark of an exchange cut off
+    there (`WireDecoder.cut_off`: the runs of its session read `inconclusive`, never `resisted` for want of what
+    came after), the exchange's later steps are dropped, and its last step is fed as an `abort` (its unanswered
+    requests are reported as they would be). `failures`: how many steps raised; `raised`: the traceback of the
+    latest, for the caller to report (and clear)."""
 
     def __init__(self, decoder: WireDecoder) -> None:
         self.decoder = decoder
         self.failures = 0
+        self.raised: str | None = None
         self._failed: set[str] = set()
 
     def feed(self, step: WireStep) -> Sequence[Decoded]:
@@ -88,9 +93,11 @@ class StepDecoder:
             return feed(self.decoder, step)
         except Exception:
             self.failures += 1
+            self.raised = traceback.format_exc(limit=8)
             if step.call not in FINAL_CALLS:
                 self._failed.add(step.flow_id)
-            raise
+            return self.decoder.cut_off(step.flow_id, "client" if step.call.startswith("request") else "server",
+                                        step.timestamp)
 
     def prime(self, steps: Iterable[WireStep]) -> None:
         """`prime` the decoder; a step that raises is dropped (the exchange is not decoded further)."""
@@ -99,18 +106,14 @@ class StepDecoder:
             if step.flow_id not in known:
                 known[step.flow_id] = self.decoder.is_open(step.flow_id)
             if not known[step.flow_id]:
-                with contextlib.suppress(Exception):
-                    self.feed(step)
+                self.feed(step)
 
     def decoded[T](self, items: Iterable[T | WireStep | Prime]) -> Iterator[T | Decoded]:
-        """`items` with each step replaced by what it decodes to (nothing, when it raises: counted in `failures`),
-        and each `Prime` fed and dropped."""
+        """`items` with each step replaced by what it decodes to (when it raises: counted in `failures`), and each
+        `Prime` fed and dropped."""
         for item in items:
             if isinstance(item, WireStep):
-                try:
-                    yield from self.feed(item)
-                except Exception:
-                    continue
+                yield from self.feed(item)
             elif isinstance(item, Prime):
                 self.prime(item.steps)
             else:
@@ -166,6 +169,8 @@ def encode_step(step: WireStep) -> dict[str, Any]:
     elif step.call == "response_headers":
         status, fields = step.args
         args = [status, _encode_fields(fields)]
+    elif step.call == "cut_off":
+        args = list(step.args)
     elif step.args:
         args = [base64.b64encode(step.args[0]).decode("ascii")]
     else:
@@ -190,6 +195,10 @@ def decode_step(record: Any) -> WireStep:
         if not (len(args) == 2 and isinstance(args[0], int) and not isinstance(args[0], bool)):
             raise ValueError("a response's step is [status, header fields]")
         return WireStep(call, flow, at, (args[0], _decode_fields(args[1])))
+    if call == "cut_off":
+        if args not in (["client"], ["server"]):
+            raise ValueError("a cut_off step is [sender]: client or server")
+        return WireStep(call, flow, at, (args[0],))
     if call in ("request_data", "response_data") or (call in _ENDS and args):
         if not (len(args) == 1 and isinstance(args[0], str)):
             raise ValueError("a data step (or an end with its body) is [base64 bytes]")

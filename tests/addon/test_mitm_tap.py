@@ -17,7 +17,7 @@ from mitmproxy.test import taddons, tflow
 
 from addon.mitm_tap import MitmTap
 from addon.recordings import decode_flow
-from oatf_engine.events import ExchangeEnded, ObservedEvent
+from oatf_engine.events import UNINSPECTED_EVENT, ExchangeEnded, ObservedEvent
 from oatf_engine.wire import Diagnostic, WireDecoder
 from oatf_engine.wire.steps import STEP_SEQ_BASE, StepDecoder, WireStep
 from tests.oatf_engine.wire.replay import FIXTURES, load
@@ -132,6 +132,45 @@ def test_no_exception_escapes(collected: tuple[MitmTap, list[ObservedEvent]], ca
     f = flow(RUN)
     for hook in (tap.requestheaders, tap.request, tap.responseheaders, tap.response, tap.error):
         hook(f)
+
+
+def test_a_flow_the_tap_fails_on_is_marked_cut_off_here_and_in_the_monitor_process(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Decoded here (inject mode, traces): the decoder raising on the response marks its exchange cut off
+    (`decoder_failure`), so that its session's runs cannot read `resisted`. Handed on as steps: the tap failing
+    on the flow hands a `cut_off` step, which the monitor process's decoder turns into the same mark."""
+    events: list[ObservedEvent] = []
+    here = MitmTap(on_event=events.append)
+
+    def broken(*_args: object) -> list[ObservedEvent]:
+        raise RuntimeError("decoder bug")
+
+    monkeypatch.setattr(here.decoder, "response_headers", broken)
+    f = flow(RUN)
+    run_request(here, f)
+    respond(f, b"", "text/event-stream")
+    here.responseheaders(f)
+    here.response(f)
+    assert [(e.event_type, e.sender, e.content.get("code")) for e in events] == [
+        ("run_agent_input", "client", None), (UNINSPECTED_EVENT, "server", "decoder_failure")]
+
+    handed: list[WireStep] = []
+
+    def on_step(step: WireStep) -> None:
+        if step.call == "response_headers":
+            raise RuntimeError("tap bug")
+        handed.append(step)
+
+    remote = MitmTap(on_event=pytest.fail, on_step=on_step)
+    f = flow(RUN)
+    run_request(remote, f)
+    respond(f, b"", "text/event-stream")
+    remote.responseheaders(f)
+    remote.response(f)
+    assert [s.call for s in handed] == ["request_headers", "request_end", "cut_off", "abort"]
+    decoded = [e for e in StepDecoder(WireDecoder()).decoded(handed) if isinstance(e, ObservedEvent)]
+    assert [(e.event_type, e.sender, e.content.get("code")) for e in decoded] == [
+        ("run_agent_input", "client", None), (UNINSPECTED_EVENT, "server", "decoder_failure")]
 
 
 def test_error_forgets_the_exchange(collected: tuple[MitmTap, list[ObservedEvent]]) -> None:

@@ -285,6 +285,34 @@ def test_the_child_decodes_the_steps_handed_over_and_tells_their_diagnostics(tmp
     assert monitor.shutdown(timeout=30) and collector.failures == []
 
 
+def test_a_step_the_childs_decoder_raises_at_is_reported_once_and_its_run_is_not_resisted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child's decoder raises (a bug) on the chunk of a call that would have exploited the run: the failure
+    goes to the proxy once per batch (`failed`, with its traceback), the batch is still answered (`evaluated`),
+    and the decoder's mark of the exchange cut off keeps the run from reading `resisted` when the clock ends it."""
+    monitor = Monitor([attack(POISONED_TOOL)], MonitorOptions(grace_period=1.0))
+    decoding, reporting, held = Decoding(DecoderConfig()), Reporting(str(tmp_path)), HeldFlows()
+    answers: list[tuple[str, Any]] = []
+    original = decoding.decoder.request_data
+
+    def request_data(exchange_id: str, data: bytes, timestamp: float) -> list[Any]:
+        if b"PRIVATE" in data:
+            raise RuntimeError("a decoder bug")
+        return original(exchange_id, data, timestamp)
+
+    monkeypatch.setattr(decoding.decoder, "request_data", request_data)
+    steps = [*mcp_steps("f1", tool_call("nothing"), 1.0), *mcp_steps("f2", tool_call("x -----BEGIN PRIVATE KEY"), 2.0),
+             *mcp_steps("f3", tool_call("x -----BEGIN PRIVATE KEY", 3), 2.5)]
+    assert _handle(monitor, decoding, reporting, "events", steps, answers.append, held)
+    assert [kind for kind, _ in answers] == ["failed", "evaluated"]
+    assert "RuntimeError: a decoder bug" in answers[0][1]
+    assert _handle(monitor, decoding, reporting, "tick", 10_000.0, answers.append, held)  # past the answers awaited
+    [written] = reporting.commit()  # (the child's loop commits what is written, then tells it)
+    report = json.loads(Path(written.path or "").read_text(encoding="utf-8"))
+    assert report["verdict"]["result"] == "not_exploited" and report["outcome"] == "inconclusive"
+    assert report["execution_summary"]["uninspected_messages"] == 2
+
+
 @pytest.mark.parametrize("primed", [True, False])
 def test_a_new_child_primed_with_the_exchanges_under_way_decodes_their_rest(tmp_path: Path, primed: bool) -> None:
     """A child that replaces a lost one gets the steps already handed over of the exchanges under way

@@ -18,7 +18,7 @@ from mitmproxy.io import FlowWriter
 from mitmproxy.test import tflow
 
 from addon.recordings import decode_flows, decode_recordings
-from oatf_engine.events import ExchangeEnded, ObservedEvent
+from oatf_engine.events import UNINSPECTED_EVENT, ExchangeEnded, ObservedEvent
 from oatf_engine.monitor import MonitorOptions
 from oatf_engine.replay import place_events
 from oatf_engine.wire import WireDecoder
@@ -99,7 +99,8 @@ def test_reading_recordings_imports_neither_inject_modes_players_nor_the_a2a_sdk
 def test_a_step_the_decoder_raises_at_cuts_off_its_exchange_as_live(caplog: pytest.LogCaptureFixture) -> None:
     """Replay feeds a recording's flows as the live tap's steps (`_flow_steps`) through the `StepDecoder` the
     monitor process uses: a step that makes the decoder raise (a bug) ends that exchange's decoding — its request
-    stays, unanswered, ended by an abort — while every other flow decodes as without the failure, and the
+    stays, unanswered, ended by an abort, and the decoder marks the exchange cut off there (`WireDecoder.cut_off`)
+    — while every other flow decodes as without the failure, and the
     replay says so (before, the exception ended the whole replay)."""
     run, mcp = recording()
     whole = decode_flows(WireDecoder(), [run, mcp])
@@ -117,6 +118,7 @@ def test_a_step_the_decoder_raises_at_cuts_off_its_exchange_as_live(caplog: pyte
         return [(e.event_type, e.content, e.timestamp, e.session_keys) for e in events if e.flow_id == run.id]
 
     assert of_run(cut) == of_run(whole) and len(of_run(whole)) == 6
-    assert [(e.event_type, e.direction) for e in cut if e.flow_id == mcp.id] == [("tools/call", "request")]
+    assert [(e.event_type, e.direction) for e in cut if e.flow_id == mcp.id] == [
+        ("tools/call", "request"), (UNINSPECTED_EVENT, "response")], "marked where it was cut off"
     assert [(e.flow_id, len(e.unanswered)) for e in endings] == [(mcp.id, 1)]
     assert "1 step(s) made the wire decoder raise" in caplog.text

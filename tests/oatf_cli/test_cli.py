@@ -165,7 +165,8 @@ def test_evaluate_exits_two_when_the_decoder_failed_on_the_traffic(mistyped: tup
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     """A step of the recording that makes the wire decoder raise (a bug) cuts its exchange off, as live: here the
     `tools/call` that carries the credentials, so no run sees the exploit. The gate must not pass on traffic it
-    did not read through: exit 2 and the reason, not 0 with `not_exploited` (before, only a log line said it)."""
+    did not read through: exit 2 and the reason, not 0 with `not_exploited` (before, only a log line said it); and
+    the decoder marks the exchange cut off, so that run reads `inconclusive`, not `resisted`."""
     from unittest import mock
 
     from oatf_cli.main import main
@@ -188,7 +189,7 @@ def test_evaluate_exits_two_when_the_decoder_failed_on_the_traffic(mistyped: tup
     assert outcomes()[:2] == (1, ["exploited", "exploited"])  # both sessions: the credentials left in one
     with mock.patch.object(WireDecoder, "request_data", request_data):
         status, cut, err = outcomes()
-    assert cut == ["exploited", "resisted"], "the session whose exfiltrating call was cut off reads `resisted`"
+    assert cut == ["exploited", "inconclusive"], "the session whose exfiltrating call was cut off: not `resisted`"
     assert status == 2, err
     assert "oatf evaluate: 1 step(s) of the traffic made the wire decoder raise" in err
 

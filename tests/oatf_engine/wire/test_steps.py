@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from oatf_engine.events import ExchangeEnded, ObservedEvent
+from oatf_engine.events import UNINSPECTED_EVENT, ExchangeEnded, ObservedEvent
 from oatf_engine.wire import WireDecoder
 from oatf_engine.wire.steps import CALLS, OpenSteps, StepDecoder, WireStep, decode_step, encode_step
 
@@ -28,6 +28,8 @@ steps = st.one_of(
               st.sampled_from(["request_data", "response_data"]), st.text(max_size=8), times, st.binary(max_size=64)),
     st.builds(lambda call, flow, at: WireStep(call, flow, at),
               st.sampled_from(["request_end", "response_end", "abort"]), st.text(max_size=8), times),
+    st.builds(lambda flow, at, sender: WireStep("cut_off", flow, at, (sender,)),
+              st.text(max_size=8), times, st.sampled_from(["client", "server"])),
     st.builds(lambda call, flow, at, data: WireStep(call, flow, at, (data,)),  # a buffered body with its end
               st.sampled_from(["request_end", "response_end"]), st.text(max_size=8), times, st.binary(max_size=64)))
 
@@ -105,7 +107,8 @@ def test_open_steps_forget_an_exchange_at_its_end_and_bound_its_bytes() -> None:
 
 def test_a_step_that_makes_the_decoder_raise_ends_its_exchange_as_the_tap_does(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """A decoder bug on a response chunk: the exception reaches the caller (the monitor process reports it), the
+    """A decoder bug on a response chunk: the traceback is kept for the caller (the monitor process reports it),
+    the step gives the decoder's mark of the exchange cut off there (its session's runs read `inconclusive`), the
     exchange's later chunks are dropped, and its end is an abort that reports the request left unanswered — what
     the monitor needs to know it never saw the answer; the other exchanges decode on."""
     decoder = StepDecoder(WireDecoder())
@@ -123,8 +126,12 @@ def test_a_step_that_makes_the_decoder_raise_ends_its_exchange_as_the_tap_does(
         patched.setattr(decoder.decoder, "response_data", broken)
         out = list(decoder.decoded(items[:-2]))
     out += decoder.decoded(items[-2:])  # the decoder works again: the exchange stays cut off
-    assert decoder.failures == 1
-    assert [e.event_type for e in out if isinstance(e, ObservedEvent)] == ["tools/call", "tools/call"]
+    assert decoder.failures == 1 and decoder.raised is not None and "RuntimeError: decoder bug" in decoder.raised
+    assert [e.event_type for e in out if isinstance(e, ObservedEvent)] == ["tools/call", "tools/call",
+                                                                           UNINSPECTED_EVENT]
+    [mark] = [e for e in out if isinstance(e, ObservedEvent) and e.event_type == UNINSPECTED_EVENT]
+    assert (mark.flow_id, mark.timestamp, mark.sender, mark.content["code"]) == ("f", 2.0, "server", "decoder_failure")
+    assert mark.session_keys == {"mcp_session": "s1"}
     [ended] = [e for e in out if isinstance(e, ExchangeEnded)]
     assert (ended.flow_id, ended.timestamp, ended.unanswered) == ("f", 3.0, (("f", "client", 1),))
     assert decoder.decoder.is_open("g") and not decoder.decoder.is_open("f")
