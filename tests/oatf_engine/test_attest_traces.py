@@ -4,6 +4,7 @@ The recordings are the real-peer sessions of the wire fixtures (official `mcp`, 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 from addon.recordings import decode_recordings
 from attest_engine.trace_validation import validate_trace
 from oatf_engine.attest_traces import TraceCollector
+from oatf_engine.events import UNINSPECTED_EVENT
 from testing.paths import WIRE_FIXTURES
 
 FIXTURES = WIRE_FIXTURES
@@ -42,6 +44,19 @@ def test_mcp_tool_calls_become_tool_call_steps() -> None:
     steps = [s for t in traces_of("mcp_http.mitm") for s in t["steps"]]
     assert steps and all(s["type"] == "tool_call" and s["metadata"]["protocol"] == "mcp" for s in steps)
     assert all(isinstance(s["args"], dict) and "content" in s["result"] for s in steps if not s["metadata"]["is_error"])
+
+
+def test_the_decoders_marks_of_traffic_not_inspected_are_no_messages_of_a_trace() -> None:
+    """A mark (`UNINSPECTED_EVENT`) is where a message was not read, not a message: it adds nothing to a trace."""
+    events, _ = decode_recordings([str(FIXTURES / "mcp_http.mitm")])
+    marks = [dataclasses.replace(e, event_type=UNINSPECTED_EVENT, content={"code": "oversize_body", "message": ""},
+                                 session_keys={"mcp_session": "only-marks"}) for e in events]
+    with_marks, without = TraceCollector(), TraceCollector()
+    for event in events:
+        without.observe(event)
+    for event in [*events, *marks]:
+        with_marks.observe(event)
+    assert with_marks.traces() == without.traces() and with_marks.traces()
 
 
 def test_a2a_delegations_become_agent_calls_with_sub_traces() -> None:
