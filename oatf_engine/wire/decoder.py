@@ -134,10 +134,12 @@ class Diagnostic:
     message: str
 
 
-UNINSPECTED = frozenset({"oversize_body", "oversize_event", "undecodable_body", "oversize_batch", "deep_json"})
+UNINSPECTED = frozenset({"oversize_body", "oversize_event", "undecodable_body", "oversize_batch", "deep_json",
+                         "evicted"})
 """Diagnostic codes of messages (or parts of them) the decoder passed on without inspecting: a body or SSE event
 over the size limit, a body it could not content-decode, batch members over the limit, values nested deeper than
-`jsonrpc.MAX_DEPTH` (cut). Evidence there is never seen, so no verdict of their sessions may be trusted as
+`jsonrpc.MAX_DEPTH` (cut), an open exchange (or an outstanding request's correlation) forgotten beyond
+`max_exchanges` (`max_pending`). Evidence there is never seen, so no verdict of their sessions may be trusted as
 resisted: the decoder marks where each was (`UNINSPECTED_EVENT`), so that the runs of its session read
 `inconclusive`, and `oatf evaluate` exits 2 (the proxy's shutdown summary says so) — for those it could not place in
 a session too."""
@@ -171,9 +173,10 @@ class Unread:
         if missed := uninspected(self.diagnostics):
             said.append(f"traffic not inspected ({missed}): bodies or SSE events over the size limit (--wire-max-body),"
                         " bodies that could not be content-decoded, JSON-RPC batch members over the limit, JSON nested "
-                        "deeper than the limit (cut); the runs of their sessions read inconclusive, not resisted "
-                        "(but a first request to an endpoint, of no protocol yet, has no session: its runs may read "
-                        "resisted for want of what it held); traffic that is no agent's: leave its host out with "
+                        "deeper than the limit (cut), open exchanges or outstanding requests forgotten over the "
+                        "decoder's bounds; the runs of their sessions read inconclusive, not resisted (but a first "
+                        "request to an endpoint, of no protocol yet, has no session: its runs may read resisted for "
+                        "want of what it held); traffic that is no agent's: leave its host out with "
                         "--wire-protocols HOST=ignore")
         if self.failures:
             said.append(f"{self.failures} step(s) of the traffic made the wire decoder raise (a bug in oatf-watch: "
@@ -573,7 +576,8 @@ class WireDecoder:
         if len(self._exchanges) > self.config.max_exchanges:
             _, oldest = self._exchanges.popitem(last=False)
             self._close(oldest)
-            self._diagnose("evicted", oldest, f"more than {self.config.max_exchanges} open exchanges: forgotten")
+            self._diagnose("evicted", oldest, f"more than {self.config.max_exchanges} open exchanges: forgotten, the "
+                                              "rest of it not inspected", "server")
 
     def _close(self, ex: _Exchange) -> None:
         body = ex.response

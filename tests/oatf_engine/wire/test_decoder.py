@@ -443,6 +443,20 @@ def test_open_exchanges_and_pending_requests_are_bounded() -> None:
     assert d.response_data("x0", b"late", 1.0) == [] and d.response_end("nope", 1.0) == []
 
 
+def test_an_open_exchange_forgotten_over_the_bound_is_marked_in_its_session() -> None:
+    """Beyond `max_exchanges` open, the oldest is forgotten: the rest of it (an SSE stream's later events) is never
+    inspected, so it is marked where it was (its session's runs read `inconclusive`), at the time it is forgotten."""
+    h = Harness(max_exchanges=2)
+    d = h.decoder
+    d.request_headers("stream", "GET", "http://m/mcp", {"accept": "text/event-stream", "mcp-session-id": "s"}, "c",
+                      1.0)
+    assert d.request_end("stream", 1.0) == []
+    d.request_headers("b", "POST", "http://m/mcp", JSON, "c", 2.0)
+    [mark] = d.request_headers("c", "POST", "http://m/mcp", JSON, "c", 3.0)
+    assert (mark.event_type, mark.flow_id, mark.timestamp, mark.session_keys, mark.content["code"]) == (
+        UNINSPECTED_EVENT, "stream", 3.0, {"mcp_session": "s"}, "evicted")
+
+
 @pytest.mark.parametrize("levels", [800, 1_500, 100_000])
 def test_deep_json_is_decoded_cut_at_the_depth_limit_with_a_diagnostic(levels: int) -> None:
     """A request nested far deeper than MAX_DEPTH (the JSON scanner gives up near 1,500 levels) is still an
