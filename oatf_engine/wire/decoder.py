@@ -316,7 +316,7 @@ class WireDecoder:
         self._on_diagnostic = on_diagnostic
         self._seq = seq_base
         self._at = 0.0  # the time of the exchange API call under way (`_marking_unseen`)
-        self._unseen: list[tuple[_Exchange, str, str, Side]] = []  # what it did not inspect so far (`_diagnose`, `cut_off`)
+        self._unseen: list[tuple[_Exchange, str, str, Side]] = []  # not inspected so far (`_diagnose`, `cut_off`)
         self._exchanges: OrderedDict[str, _Exchange] = OrderedDict()
         self._streams: dict[str, _Exchange] = {}  # open message streams (`open_stream`), closed by their owner
         self._pending = Correlator(self.config.max_pending)
