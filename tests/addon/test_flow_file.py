@@ -164,14 +164,16 @@ def test_empty_file() -> None:
 
 
 @pytest.mark.parametrize("data", [
-    b"hello", b"{not json", b"12:", b"0:]", b"3:abc,", b"1" * 13 + b":",
-    b"\n" + written([tflow.tflow()]),
-    written([tflow.tflow()]) + b"\n",
-    written([tflow.tflow()])[:-1],
-    state_record(tflow.tflow(), version=99),
-    state_record(tflow.tflow(), unknown=1),  # mitmproxy fails with an AssertionError here
-    state_record(tflow.tflow(), request=None),
-], ids=repr)
+    pytest.param(b"hello", id="text"), pytest.param(b"{not json", id="broken-json"),
+    pytest.param(b"12:", id="length-only"), pytest.param(b"0:]", id="empty-list"),
+    pytest.param(b"3:abc,", id="string-not-flow"), pytest.param(b"1" * 13 + b":", id="length-too-long"),
+    pytest.param(b"\n" + written([tflow.tflow()]), id="leading-newline"),
+    pytest.param(written([tflow.tflow()]) + b"\n", id="trailing-newline"),
+    pytest.param(written([tflow.tflow()])[:-1], id="truncated"),
+    pytest.param(state_record(tflow.tflow(), version=99), id="future-version"),
+    pytest.param(state_record(tflow.tflow(), unknown=1), id="unknown-field"),  # mitmproxy: an AssertionError
+    pytest.param(state_record(tflow.tflow(), request=None), id="no-request"),
+])
 def test_unreadable_content(data: bytes) -> None:
     with pytest.raises(FlowReadException):
         read_flow_file(data)
