@@ -40,7 +40,7 @@ def own_runs(proxy: OatfProxy) -> dict[str, dict[str, object]]:
 
 def wave(proxy: OatfProxy, url: str, seed: int) -> list[Session]:
     traffic = asyncio.run(agents(proxy.url, url, AGENTS, sessions=AGENTS, pause=(0.1, 0.5), seed=seed))
-    assert traffic.failed == 0
+    assert traffic.failed == 0, (traffic.errors, traffic.resent)
     return traffic.sessions
 
 
