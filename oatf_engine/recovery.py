@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import oatf
-from oatf_engine.events import ExchangeEnded, ObservedEvent
+from oatf_engine.events import UNINSPECTED_EVENT, ExchangeEnded, ObservedEvent
 from oatf_engine.journal import JOURNAL_DIR, Item, RunKey, clear, decode_item, records, run_key
 from oatf_engine.journal import segments as journal_segments
 from oatf_engine.monitor import LoadedAttack, Monitor, MonitorOptions, Output, RunConcluded
@@ -40,7 +40,7 @@ from oatf_engine.progress import UPDATE_EVERY, Progress, file_size, size
 from oatf_engine.reorder import Reorder
 from oatf_engine.replay import SessionClose
 from oatf_engine.reports import ReportWriter, report_filename
-from oatf_engine.wire import DecoderConfig, Unread, WireDecoder
+from oatf_engine.wire import UNINSPECTED, DecoderConfig, Unread, WireDecoder
 from oatf_engine.wire.steps import STEP_SEQ_BASE, Prime, StepDecoder, WireStep
 
 log = logging.getLogger(__name__)
@@ -96,6 +96,8 @@ def recover_runs(report_dir: str | Path, attacks: list[LoadedAttack], options: M
         progress.start("replaying journal", total, "bytes")
     inputs = monitor_inputs(records(journal, read, progress.update if progress is not None else None),
                             unreleased, reported)
+    if unread is not None:
+        inputs = _counted(inputs, unread)
     for item in decoder.decoded(inputs):
         if isinstance(item, float):
             ticks += 1
@@ -164,6 +166,24 @@ def monitor_inputs(journal: Iterable[dict[str, Any]], unreleased: bool = True,
             reported.add((str(attack), str(session), str(started)))
     if unreleased:
         yield from held.drain()
+
+
+def _counted(inputs: Iterator[Any], unread: Unread) -> Iterator[Any]:
+    """`inputs`, counting in `unread` what the process that journaled them did not inspect itself: its marks
+    (`UNINSPECTED_EVENT`, journaled as events by a proxy that decoded a flow itself: inject mode, traces) by code,
+    a `decoder_failure` one as a failure, and the `cut_off` steps of flows its tap failed on, as failures. What the
+    steps decoded here miss is counted by the decoder (`on_diagnostic`, `StepDecoder.failures`)."""
+    for item in inputs:
+        if isinstance(item, WireStep):
+            if item.call == "cut_off":
+                unread.failures += 1
+        elif isinstance(item, ObservedEvent) and item.event_type == UNINSPECTED_EVENT:
+            code = item.content.get("code") if isinstance(item.content, dict) else None
+            if code in UNINSPECTED:
+                unread.diagnostics[code] += 1
+            else:  # DECODER_FAILURE (or a code this version does not know: missed all the same)
+                unread.failures += 1
+        yield item
 
 
 def _events(journaled: Any) -> Iterator[Item]:

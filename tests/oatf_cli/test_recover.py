@@ -10,6 +10,7 @@ from unittest import mock
 import pytest
 
 from oatf_cli.main import main
+from oatf_engine.events import UNINSPECTED_EVENT
 from oatf_engine.journal import Journal
 from oatf_engine.wire import WireDecoder
 from oatf_engine.wire.steps import WireStep
@@ -83,3 +84,29 @@ def test_recover_exits_two_when_journaled_traffic_was_not_inspected(tmp_path: Pa
     assert "exploited" not in [json.loads(p.read_text())["verdict"]["result"] for p in reports.glob("*.json")]
     assert done.returncode == 2, done.stderr
     assert "oatf recover: traffic not inspected (oversize_body 1)" in done.stderr
+
+
+@pytest.mark.parametrize("missed", ["mark", "cut_off"])
+def test_recover_exits_two_for_what_the_proxy_itself_did_not_inspect(missed: str, tmp_path: Path) -> None:
+    """What the proxy did not inspect reaches its journal as it is: a mark of a flow it decoded itself (inject mode,
+    traces: `UNINSPECTED_EVENT`, here an oversize body of the session), or the `cut_off` step of a flow its tap
+    failed on. Its session's run reads inconclusive, and `oatf recover` exits 2 and says why, as for the steps it
+    decodes itself (before: exit 0, the run inconclusive without a word)."""
+    attack = tmp_path / "poisoned.yaml"
+    attack.write_text(POISONED_TOOL)
+    reports = tmp_path / "reports"
+    start = ("POST", "http://127.0.0.1:8000/mcp", ((b"content-type", b"application/json"), (b"mcp-session-id", b"s")),
+             "127.0.0.1:5")
+    lost = [event(UNINSPECTED_EVENT, {"code": "oversize_body", "message": "over the limit"}, 1.0, session="s")] \
+        if missed == "mark" else [WireStep("request_headers", "f", 1.0, start),
+                                  WireStep("cut_off", "f", 1.0, ("client",))]
+    journal = Journal(reports)
+    journal.received([event("tools/list", {}, 0.5, session="s"), *lost])
+    journal.tick(1.2)
+    journal.close()
+    done = run("recover", str(reports), "--attacks", str(attack), "--grace-period", "5s")
+    outcomes = [json.loads(p.read_text())["outcome"] for p in reports.glob("*.json")]
+    assert outcomes == ["inconclusive"], done.stderr
+    assert done.returncode == 2, done.stderr
+    said = "traffic not inspected (oversize_body 1)" if missed == "mark" else "1 step(s) of the traffic made the wire"
+    assert f"oatf recover: {said}" in done.stderr
