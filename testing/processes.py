@@ -25,6 +25,24 @@ MITMDUMP = PYTHON.parent / "mitmdump"
 PEER_KINDS = ("mcp_http", "mcp_sse", "a2a_v1", "a2a_v03", "a2a_rest_v1", "a2a_rest_v03", "ag_ui")
 
 
+TRACEBACK = "Traceback (most recent call last):"
+
+
+def tracebacks(log: str) -> list[str]:
+    """The tracebacks a process wrote to `log` (each from its first line to the next one), but for the one CPython
+    3.12.1 itself writes when a server stops while a client's connection is open: asyncio's callback for the
+    connection's task asks the cancelled task for its exception and raises `CancelledError` (`asyncio/streams.py`;
+    fixed in 3.12.2). mitmdump stopped with a kept-alive connection open writes it; no code of this project runs
+    there."""
+    found = []
+    for part in log.split(TRACEBACK)[1:]:
+        frames, _, _ = part.partition("\n[")  # the next log record, if any
+        if not ("asyncio/streams.py\", line" in frames and ", in callback" in frames
+                and frames.rstrip().endswith("asyncio.exceptions.CancelledError")):
+            found.append(TRACEBACK + frames)
+    return found
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now."""
     with socket.socket() as sock:

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from testing.clients import ag_ui_run, raw_exchange
 from testing.oatf_proxy import ADDON, Peers, oatf_proxy, refused_start, run, verdict_of
-from testing.processes import MITMDUMP, free_port, stop
+from testing.processes import MITMDUMP, free_port, stop, tracebacks
 from testing.processes import _start as start_process
 
 from . import agents
@@ -114,7 +114,7 @@ def test_bad_attack_files_reloads_and_unrelated_traffic(attackers: Peers, tmp_pa
     fixed = sessions["E2E-FIXED-001", f"mcp_session:{second}"]
     # The agent closed the session: at the stop its run concludes as the clock would.
     assert (fixed["execution_summary"]["status"], verdict_of(fixed)[0]) == ("completed", "exploited")
-    assert "Traceback" not in log
+    assert not tracebacks(log)
 
 
 def test_bad_option_values(attackers: Peers, tmp_path: Path) -> None:
@@ -133,7 +133,7 @@ def test_bad_option_values(attackers: Peers, tmp_path: Path) -> None:
         assert verdict_of(report)[0] == "exploited"
         assert report["execution_summary"]["grace_period_seconds"] == 1.0
         assert report["execution_summary"]["session"] == f"mcp_session:{session}"
-    assert "Traceback" not in proxy.log()
+    assert not tracebacks(proxy.log())
 
 
 def test_strict_loading_and_mistyped_options_warn(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from testing.clients import raw_exchange
 from testing.oatf_proxy import Peers, oatf_proxy, run, verdict_of
+from testing.processes import tracebacks
 
 from . import agents
 from .attacks import TOOL_POISONING
@@ -68,7 +69,7 @@ def test_deeply_nested_requests_do_not_turn_evaluation_off(attackers: Peers, tmp
         ["interrupted"] * 2
     assert reports[f"mcp_session:{session}"]["execution_summary"]["status"] == "completed"
     assert verdict_of(reports[f"mcp_session:{session}"])[0] == "exploited"
-    assert "Traceback" not in log and "failed" not in log
+    assert not tracebacks(log) and "failed" not in log
 
 
 def test_text_from_the_traffic_cannot_forge_log_lines_or_colour_the_terminal(attackers: Peers,

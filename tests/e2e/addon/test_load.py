@@ -17,7 +17,7 @@ import pytest
 from testing.load import EXPLOITED_ATTACK, Session, agents, count
 from testing.oatf_proxy import ADDON_PEERS, OatfProxy, oatf_proxy
 from testing.paths import ROOT
-from testing.processes import Peers, peer_process
+from testing.processes import Peers, peer_process, tracebacks
 
 LIBRARY = ROOT / "attacks"
 AGENTS = 100
@@ -82,4 +82,4 @@ def test_every_session_of_a_loaded_proxy_is_reported_exactly_once(invoice_server
     summary = re.search(r"(\d+) run\(s\): (\d+) exploited", log)
     assert summary is not None and summary.groups() == (str(counted.reports), str(counted.exploit_sessions)), \
         "the summary counts every run of the proxy's life"
-    assert "Traceback" not in log
+    assert not tracebacks(log)
