@@ -54,15 +54,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from testing.load import agents, count  # noqa: E402
+from testing.load import SERVER_KEEP_ALIVE, agents, count  # noqa: E402
 from testing.oatf_proxy import ADDON_PEERS, OatfProxy, oatf_proxy  # noqa: E402
 from testing.processes import Proxy, mitmdump, peer_process  # noqa: E402
 
 ATTACKS = ROOT / "attacks"
-SERVER_KEEP_ALIVE = 120
-"""Seconds the MCP server keeps an idle connection open: longer than the proxy is late at this load. At uvicorn's
-default (5 s) mitmproxy reuses a connection the server is closing and answers 502 `server closed connection`
-(it does not send the request again) — with or without the addon (`--bare`); see the module docstring."""
 
 
 def rss(pid: int | None) -> int:

@@ -32,6 +32,11 @@ HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "app
 PROTOCOL_VERSION = "2025-06-18"
 CREDENTIALS = "[default]\naws_access_key_id = AKIAQ7EXAMPLE4HJ2RTX\naws_secret_access_key = 9fTq0exampleKeyMaterial"
 ATTEMPTS = 3
+SERVER_KEEP_ALIVE = 120
+"""Seconds the MCP server under load keeps an idle connection open (`peers.py --keep-alive`): longer than a loaded
+proxy is late. At uvicorn's default (5 s) mitmproxy now and then reuses a connection the server is closing and
+answers 502 `server closed connection` (it does not send the request again), with or without the addon: a failed
+agent session, not the addon's."""
 
 
 @dataclass(frozen=True)

@@ -29,11 +29,11 @@ TRACEBACK = "Traceback (most recent call last):"
 
 
 def tracebacks(log: str) -> list[str]:
-    """The tracebacks a process wrote to `log` (each from its first line to the next one), but for the one CPython
-    3.12.1 itself writes when a server stops while a client's connection is open: asyncio's callback for the
-    connection's task asks the cancelled task for its exception and raises `CancelledError` (`asyncio/streams.py`;
-    fixed in 3.12.2). mitmdump stopped with a kept-alive connection open writes it; no code of this project runs
-    there."""
+    """The tracebacks a process wrote to `log` (each from its first line up to the next log record), but for the
+    one CPython 3.12.1 itself writes when a server stops while a client's connection is open: asyncio's callback
+    for the connection's task asks the cancelled task for its exception and raises `CancelledError`
+    (`asyncio/streams.py`; fixed in 3.12.2). mitmdump stopped with a kept-alive connection open writes it; no code
+    of this project runs there."""
     found = []
     for part in log.split(TRACEBACK)[1:]:
         frames, _, _ = part.partition("\n[")  # the next log record, if any

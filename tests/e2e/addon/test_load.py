@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from testing.load import EXPLOITED_ATTACK, Session, agents, count
+from testing.load import EXPLOITED_ATTACK, SERVER_KEEP_ALIVE, Session, agents, count
 from testing.oatf_proxy import ADDON_PEERS, OatfProxy, oatf_proxy
 from testing.paths import ROOT
 from testing.processes import Peers, peer_process, tracebacks
@@ -26,16 +26,10 @@ GRACE = "15s"
 shared cores): a run goes quiet for a grace period only once its session is over."""
 
 
-KEEP_ALIVE = "120"
-"""Seconds the server keeps an idle connection: at uvicorn's 5 s a loaded proxy (seconds between two requests of an
-agent) now and then reuses a connection the server is closing, and mitmproxy answers 502 `server closed
-connection` without sending the request again (`tests/e2e/addon/peers.py`): a failed session, not the addon's."""
-
-
 @pytest.fixture(scope="module")
 def invoice_server(addon_workdir: Path) -> Iterator[Peers]:
     with peer_process(ADDON_PEERS / "peers.py", ("mcp_invoice",), addon_workdir / "invoice-peer.log",
-                      extra=("--keep-alive", KEEP_ALIVE)) as running:
+                      extra=("--keep-alive", str(SERVER_KEEP_ALIVE))) as running:
         yield running
 
 
