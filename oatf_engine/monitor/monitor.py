@@ -65,6 +65,8 @@ NOT_MATCHED = IndicatorResult.NOT_MATCHED
 
 MAX_ENDED_CALLS = 10_000
 """Requests of ended exchanges remembered for their late placement (`Monitor.exchange_ended`)."""
+MAX_EARLY_MARKS = 10_000
+"""Sessions remembered with marks placed before their first message (`Monitor._early_marks`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +210,10 @@ class Monitor:
         `ExchangeEnded` of the flow releases it (`exchange_ended`). Forgotten once the flow sent no request for
         `MAX_ANSWER_WAIT` (`recent`): its requests hold nothing any more (`answers`), so its end changes no run."""
         self._ended_calls: OrderedDict[Call, None] = OrderedDict()
+        self._early_marks: OrderedDict[str, int] = OrderedDict()
+        """Marks (`UNINSPECTED_EVENT`) placed in a session with no state yet, by session: counted against its runs
+        once it has some. A request that was not inspected comes before anything else of its session when it opens
+        it (an A2A `message/send` whose answer brings the `contextId`) or when the session's runs all ended."""
         """The requests of the latest `MAX_ENDED_CALLS` ends of exchanges: one the session rules place after its
         exchange ended (held for its answer, parked set-up, or copied into a later episode) waits for nothing."""
         self._shortest_grace = self.options.grace_period
@@ -394,10 +400,14 @@ class Monitor:
         if event.event_type == UNINSPECTED_EVENT:  # evidence never seen: no run of the session may read resisted
             if (unseen := self._sessions.get(session)) is not None:
                 unseen.traffic.uninspected += 1
+            else:
+                remember(self._early_marks, session, self._early_marks.get(session, 0) + 1, MAX_EARLY_MARKS)
             return []
         state = self._sessions.get(session)
         if state is None:
             state = self._sessions[session] = _Session()
+            if self._early_marks:
+                state.traffic.uninspected = self._early_marks.pop(session, 0)
         else:
             self._sessions.move_to_end(session)
         outputs = self._open_runs(event, session, state)

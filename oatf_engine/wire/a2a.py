@@ -106,6 +106,20 @@ def session_keys(content: Any) -> dict[str, str]:
     return keys
 
 
+def jsonrpc_urls(card: Any) -> list[str]:
+    """The URLs where an Agent Card says its agent answers A2A over JSON-RPC: 0.3's `url` (under
+    `preferredTransport` JSONRPC, its default) and `additionalInterfaces`, 1.0's `supportedInterfaces` (under
+    `protocolBinding` JSONRPC). Any JSON value: what is not such a URL is left out."""
+    if not isinstance(card, dict):
+        return []
+    interfaces = [{"url": card.get("url"), "transport": card.get("preferredTransport", "JSONRPC")}]
+    for name in ("additionalInterfaces", "supportedInterfaces"):
+        if isinstance(listed := card.get(name), list):
+            interfaces += (i for i in listed if isinstance(i, dict))
+    return [i["url"] for i in interfaces
+            if isinstance(i.get("url"), str) and i.get("transport", i.get("protocolBinding")) == "JSONRPC"]
+
+
 # --- 1.0 → 0.3 shapes -------------------------------------------------------------------------------------
 
 

@@ -129,20 +129,22 @@ class Diagnostic:
 
     code: str
     """`oversize_body`, `oversize_event`, `undecodable_body`, `invalid_json`, `deep_json`, `invalid_jsonrpc`,
-    `oversize_batch`, `uncorrelated_response`, `truncated_stream`, `evicted`."""
+    `oversize_batch`, `uncorrelated_response`, `unread_answer`, `truncated_stream`, `evicted`."""
     flow_id: str
     message: str
 
 
 UNINSPECTED = frozenset({"oversize_body", "oversize_event", "undecodable_body", "oversize_batch", "deep_json",
-                         "evicted"})
+                         "evicted", "unread_answer"})
 """Diagnostic codes of messages (or parts of them) the decoder passed on without inspecting: a body or SSE event
 over the size limit, a body it could not content-decode, batch members over the limit, values nested deeper than
 `jsonrpc.MAX_DEPTH` (cut), an open exchange (or an outstanding request's correlation) forgotten beyond
-`max_exchanges` (`max_pending`). Evidence there is never seen, so no verdict of their sessions may be trusted as
-resisted: the decoder marks where each was (`UNINSPECTED_EVENT`), so that the runs of its session read
-`inconclusive`, and `oatf evaluate` exits 2 (the proxy's shutdown summary says so) — for those it could not place in
-a session too."""
+`max_exchanges` (`max_pending`), the answer to a request of its own exchange that was not inspected (it answers no
+request seen, so it cannot be read as one: `unread_answer`, whose mark carries the session keys of the answer, so
+that the request's mark joins its session, `oatf_engine.monitor.sessions` rule 1). Evidence there is never seen, so
+no verdict of their sessions may be trusted as resisted: the decoder marks where each was (`UNINSPECTED_EVENT`), so
+that the runs of its session read `inconclusive`, and `oatf evaluate` exits 2 (the proxy's shutdown summary says so)
+— for those it could not place in a session too."""
 
 
 DECODER_FAILURE = "decoder_failure"
@@ -174,9 +176,10 @@ class Unread:
             said.append(f"traffic not inspected ({missed}): bodies or SSE events over the size limit (--wire-max-body),"
                         " bodies that could not be content-decoded, JSON-RPC batch members over the limit, JSON nested "
                         "deeper than the limit (cut), open exchanges or outstanding requests forgotten over the "
-                        "decoder's bounds; the runs of their sessions read inconclusive, not resisted (but a first "
-                        "request to an endpoint, of no protocol yet, has no session: its runs may read resisted for "
-                        "want of what it held); traffic that is no agent's: leave its host out with "
+                        "decoder's bounds, the answers to requests not inspected; the runs of their sessions read "
+                        "inconclusive, not resisted (but a first request to an endpoint, of no protocol yet, has no "
+                        "session: its runs may read resisted for want of what it held); traffic that is no agent's: "
+                        "leave its host out with "
                         "--wire-protocols HOST=ignore")
         if self.failures:
             said.append(f"{self.failures} step(s) of the traffic made the wire decoder raise (a bug in oatf-watch: "
@@ -262,7 +265,8 @@ class _Exchange:
 
     __slots__ = (
         "card", "client", "endpoint", "events", "id", "ignored", "keys", "method", "null_id", "proto", "request",
-        "request_headers", "requests", "response", "rest", "scope", "status", "tool_names", "unanswered", "url",
+        "request_headers", "requests", "response", "rest", "scope", "status", "tool_names", "unanswered", "unread",
+        "url",
     )
 
     def __init__(self, exchange_id: str, method: str, url: str, endpoint: Endpoint, client: str) -> None:
@@ -291,6 +295,9 @@ class _Exchange:
         self.unanswered: dict[JsonRpcId | None, None] = {}
         """The requests its client sent in it still waiting for an answer in it (see the module docstring), by
         JSON-RPC id (None: an HTTP request that is not JSON-RPC, or a JSON-RPC request with a null id)."""
+        self.unread = False
+        """Its client sent something in it that was not inspected (`UNINSPECTED`): an answer in it that answers no
+        request seen answers that (`unread_answer`)."""
 
 
 def _marking_unseen[Call_: Callable[..., list[Any]]](method: Call_) -> Call_:
@@ -316,7 +323,8 @@ class WireDecoder:
         self._on_diagnostic = on_diagnostic
         self._seq = seq_base
         self._at = 0.0  # the time of the exchange API call under way (`_marking_unseen`)
-        self._unseen: list[tuple[_Exchange, str, str, Side]] = []  # not inspected so far (`_diagnose`, `cut_off`)
+        self._unseen: list[tuple[_Exchange, str, str, Side, dict[str, str]]] = []
+        """Not inspected so far (`_diagnose`, `cut_off`): where, code, message, sender, session keys of its own."""
         self._exchanges: OrderedDict[str, _Exchange] = OrderedDict()
         self._streams: dict[str, _Exchange] = {}  # open message streams (`open_stream`), closed by their owner
         self._pending = Correlator(self.config.max_pending)
@@ -483,6 +491,7 @@ class WireDecoder:
             return self._rest_answer(ex, ex.rest, value, not 200 <= ex.status < 300, False, timestamp)
         if ex.card:
             if isinstance(value, dict):
+                self._learn_card(value)
                 return [self._event(ex, "a2a", "agent_card/get", "server", value, timestamp, envelope=value)]
             return []
         if looks_like_jsonrpc(value):
@@ -552,7 +561,7 @@ class WireDecoder:
         ex = self._exchanges.get(exchange_id) or self._streams.get(exchange_id)
         if ex is not None:
             self._unseen.append((ex, DECODER_FAILURE, "the wire decoder failed here (a bug): the rest of the "
-                                                      "exchange was not decoded", sender))
+                                                      "exchange was not decoded", sender, {}))
         return []
 
     @_marking_unseen
@@ -638,7 +647,22 @@ class WireDecoder:
     def _decide(self, ex: _Exchange, protocol: Protocol, path: str | None = None) -> None:
         """`ex` speaks `protocol`, and so does its endpoint (or `path` on its host) from now on."""
         ex.proto = protocol
-        key = (ex.endpoint.host, ex.endpoint.port, path or ex.endpoint.path)
+        self._remember_endpoint((ex.endpoint.host, ex.endpoint.port, path or ex.endpoint.path), protocol)
+
+    def _learn_card(self, card: dict[str, Any]) -> None:
+        """The JSON-RPC endpoints an Agent Card names (`a2a.jsonrpc_urls`) speak A2A, unless one was seen to speak
+        something else: the first request there is A2A's even when it is not inspected (an oversize `message/send`
+        is marked in its A2A session, `_marks`)."""
+        for url in a2a.jsonrpc_urls(card):
+            try:
+                endpoint, _ = _endpoint(url)
+            except ValueError:  # not a URL (the card comes from the traffic)
+                continue
+            key = (endpoint.host, endpoint.port, endpoint.path)
+            if endpoint.host and key not in self._endpoints:
+                self._remember_endpoint(key, "a2a")
+
+    def _remember_endpoint(self, key: tuple[str, int, str], protocol: Protocol) -> None:
         self._endpoints[key] = protocol
         self._endpoints.move_to_end(key)
         if len(self._endpoints) > self.config.max_sessions:
@@ -705,6 +729,10 @@ class WireDecoder:
             pending = self._pending.pop(f"{ex.scope}|{requester}", item.id) or local
         elif sender == "server":
             pending, ex.null_id = ex.null_id, None
+        if pending is None and ex.unread and sender == "server":
+            self._diagnose("unread_answer", ex, f"response id {item.id!r} answers a request that was not inspected: "
+                           "not inspected either", sender, _answer_keys(binding, item.payload))
+            return []
         if pending is None:
             self._diagnose("uncorrelated_response", ex, f"response id {item.id!r} answers no request seen")
             return []
@@ -902,12 +930,16 @@ class WireDecoder:
                     waiting.pop(jsonrpc_id, None)
         return event
 
-    def _diagnose(self, code: str, ex: _Exchange, message: str, sender: Side | None = None) -> None:
-        """Tell `on_diagnostic`; an `UNINSPECTED` one (`sender`: who sent what was not inspected) is marked too."""
+    def _diagnose(self, code: str, ex: _Exchange, message: str, sender: Side | None = None,
+                  keys: dict[str, str] | None = None) -> None:
+        """Tell `on_diagnostic`; an `UNINSPECTED` one (`sender`: who sent what was not inspected; `keys`: the
+        session keys it carries, beyond its exchange's) is marked too."""
         if self._on_diagnostic is not None:
             self._on_diagnostic(Diagnostic(code, ex.id, message))
         if sender is not None and code in UNINSPECTED:
-            self._unseen.append((ex, code, message, sender))
+            self._unseen.append((ex, code, message, sender, keys or {}))
+            if sender == "client":
+                ex.unread = True
 
     def _marks(self) -> list[ObservedEvent]:
         """An `UNINSPECTED_EVENT` for each thing the call under way did not inspect (`_marking_unseen`), so that
@@ -916,16 +948,22 @@ class WireDecoder:
         suggest (`_hint`). An exchange with none of these (a first, oversize request to an endpoint not seen
         before, without a protocol's headers) is told by its diagnostic only."""
         marks = []
-        for ex, code, message, sender in self._unseen:
+        for ex, code, message, sender, keys in self._unseen:
             protocol = ex.proto or self._hint(ex)
             if protocol is not None:
                 self._seq += 1
                 marks.append(ObservedEvent(
                     protocol=protocol, event_type=UNINSPECTED_EVENT, direction=DIRECTION[sender], sender=sender,
                     content={"code": code, "message": message}, flow_id=ex.id, seq=self._seq, timestamp=self._at,
-                    endpoint=ex.endpoint, client=ex.client, session_keys=ex.keys))
+                    endpoint=ex.endpoint, client=ex.client, session_keys={**ex.keys, **keys} if keys else ex.keys))
         self._unseen = []
         return marks
+
+
+def _answer_keys(binding: _Binding, payload: Any) -> dict[str, str]:
+    """The session keys an answer's content carries (A2A: the `contextId` and task id of its Task or Message,
+    `a2a.session_keys`), read without the request it answers (`unread_answer`)."""
+    return binding.session_keys(binding.response_content("", payload, None))
 
 
 def _kept(headers: Headers) -> Mapping[str, str]:

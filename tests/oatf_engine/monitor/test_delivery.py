@@ -196,6 +196,21 @@ def test_a_run_whose_session_had_traffic_not_inspected_is_inconclusive_not_resis
         assert summary["messages_seen"] == 2
 
 
+def test_a_mark_placed_before_its_session_s_first_message_counts_against_its_runs() -> None:
+    """A request that was not inspected may open its session (an A2A `message/send` whose answer brings the
+    `contextId`): its mark comes before the session has any run. It is kept, and the runs opened by the session's
+    next messages read `inconclusive`; a mark of another session does not reach them."""
+    delivered = [event(2, "tools/call", "client", {"name": "add_numbers_together", "arguments": {"a": 1}}),
+                 event(3, "tools/list", "server", tools_list(POISON))]
+    mark = event(1, UNINSPECTED_EVENT, "client", {"code": "oversize_body", "message": "request body over 1 bytes"})
+    elsewhere = dataclasses.replace(mark, session_keys={"mcp_session": "another"})
+    for marks, expected in (([mark], "inconclusive"), ([elsewhere], "resisted")):
+        monitor = Monitor([attack()], MonitorOptions(grace_period=5.0))
+        outputs = [o for e in [*marks, *delivered] for o in monitor.observe(e)] + monitor.tick(10_000.0)
+        [report] = [o.report for o in outputs if isinstance(o, RunConcluded)]
+        assert report["outcome"] == expected
+
+
 def test_outcome_of_traffic_not_inspected() -> None:
     assert outcome("not_exploited", False, uninspected=True) == "inconclusive", "its delivery may be unseen too"
     assert outcome("exploited", True, uninspected=True) == "exploited"

@@ -390,6 +390,43 @@ def test_what_is_not_inspected_is_marked_in_its_session_at_its_time() -> None:
     assert d.request_end("big", 6.0) == [], "marked once"
 
 
+def test_the_answer_to_a_request_not_inspected_is_marked_with_its_session_keys() -> None:
+    """An oversize A2A `message/send` opens a context: its answer names it (`contextId`) but answers no request seen.
+    It is marked too (`unread_answer`), with the keys it carries, so the request's mark joins that session
+    (`oatf_engine.monitor.sessions` rule 1) rather than another agent's context on the same route. An answer that
+    answers no request elsewhere stays an `uncorrelated_response`, not marked."""
+    h = Harness(max_body_size=1000)
+    h.exchange("POST", "http://agent/a2a", rpc(1, "message/send", {"message": {}}), response=result(1, V03_TASK))
+    big = rpc(2, "message/send", {"message": {"parts": [{"kind": "text", "text": "x" * 2000}]}})
+    events = h.exchange("POST", "http://agent/a2a", big, response=result(2, {"task": {**V1_TASK, "contextId": "c2"}}))
+    assert [(e.event_type, e.sender, e.content["code"], e.session_keys) for e in events] == [
+        (UNINSPECTED_EVENT, "client", "oversize_body", {}),
+        (UNINSPECTED_EVENT, "server", "unread_answer", {"a2a_context": "c2", "a2a_task": "t1"})]
+    assert [d.code for d in h.diagnostics] == ["oversize_body", "unread_answer"]
+    assert h.exchange("POST", "http://agent/a2a", rpc(3, "tasks/get", {"id": "t1"}), response=result(9, {}))[1:] == []
+    assert h.diagnostics[-1].code == "uncorrelated_response"
+
+
+def test_an_agent_card_names_its_json_rpc_endpoints() -> None:
+    """A card's JSON-RPC URLs (0.3 `url`, `additionalInterfaces`; 1.0 `supportedInterfaces`) speak A2A from then
+    on, so an oversize first request there is marked as A2A's (an endpoint of no protocol yet gets no mark). A URL
+    under another transport, one that is no URL, and an endpoint already seen to speak MCP are left alone."""
+    h = Harness(max_body_size=1000)
+    h.exchange("POST", "http://m.example/mcp", rpc(1, "ping"), response=result(1, {}))
+    card = {"url": "https://agent.example/a2a", "additionalInterfaces": [
+        {"url": "http://agent.example:9000/rpc", "transport": "JSONRPC"},
+        {"url": "http://agent.example/grpc", "transport": "GRPC"}, {"url": "http://[::1", "transport": "JSONRPC"},
+        {"url": "http://m.example/mcp", "transport": "JSONRPC"}, "not an interface"],
+        "supportedInterfaces": [{"url": "http://agent.example/v1", "protocolBinding": "JSONRPC"}]}
+    h.exchange("GET", "http://agent.example/.well-known/agent-card.json", response=card)
+    big = rpc(2, "message/send", {"message": {"parts": [{"kind": "text", "text": "x" * 2000}]}})
+    for url, protocol in (("https://agent.example/a2a", "a2a"), ("http://agent.example:9000/rpc", "a2a"),
+                          ("http://agent.example/v1", "a2a"), ("http://m.example/mcp", "mcp")):
+        [mark] = h.exchange("POST", url, big)
+        assert (mark.event_type, mark.protocol) == (UNINSPECTED_EVENT, protocol), url
+    assert h.exchange("POST", "http://agent.example/grpc", big) == []
+
+
 def test_oversize_sse_event_skipped_stream_goes_on() -> None:
     h = Harness(max_event_size=1000)
     events = h.exchange("POST", "http://ui/agent", RUN,
