@@ -97,16 +97,17 @@ async def mcp_rug_pull_agent(url: str, proxy: str | None, behaviour: str) -> tup
 
 
 async def a2a_travel_agent(url: str, proxy: str, behaviour: str, streaming: bool = False,
-                           pause: float = 0.0) -> tuple[str, str]:
+                           pause: float = 0.0, itinerary_padding: int = 0) -> tuple[str, str]:
     """Read the travel agent's card, then (`pause` seconds later) ask for a booking (`message/stream` when
-    `streaming` and the card says it streams): the naive orchestrator includes what the card demands. Returns
-    (A2A context id, the agent's answer: its message, or its task's status message)."""
+    `streaming` and the card says it streams): the naive orchestrator includes what the card demands, and
+    `itinerary_padding` characters of itinerary notes. Returns (A2A context id, the agent's answer: its message,
+    or its task's status message)."""
     context_id = f"ctx-{behaviour}-{uuid.uuid4().hex[:8]}"
     async with http_client(proxy) as client:
         card = await A2ACardResolver(client, url).get_agent_card()
         await asyncio.sleep(pause)
         demands = " ".join([card.description, *(s.description for s in card.skills)])
-        text = "Book OSL-CPH on 14 March with two hotel nights for Kari Nordmann."
+        text = "Book OSL-CPH on 14 March with two hotel nights for Kari Nordmann." + " notes" * (itinerary_padding // 6)
         if behaviour == "naive" and re.search(r"(?i)CVV", demands):
             text += " " + CARD_TEXT
         else:

@@ -166,6 +166,28 @@ def test_agent_card_poisoning(attackers: Peers, tmp_path: Path) -> None:
     assert_replay_agrees(proxy, tmp_path, live)
 
 
+def test_an_oversize_first_message_is_inconclusive_in_its_own_context(attackers: Peers, tmp_path: Path) -> None:
+    """OW-025: the naive orchestrator's booking (card data and long itinerary notes) is over `oatf_wire_max_body`,
+    and is the first message of its context; then the careful one books. The answer to the unread booking names
+    its context: it is marked too (`unread_answer`), so the naive run reads `inconclusive` in its own context.
+    Before, the marks and the naive orchestrator's card fetch joined the careful one's session, which read
+    `inconclusive`, and the naive one had no run at all; the replay agrees and exits 2."""
+    url = attackers.url("a2a")
+    limit = ("oatf_wire_max_body", "4k")
+    with oatf_proxy(tmp_path, "a2a-unseen", [CARD_POISONING], options=dict([limit])) as proxy:
+        naive, answer = run(agents.a2a_travel_agent(url, proxy.url, "naive", itinerary_padding=8_000))
+        careful, _ = run(agents.a2a_travel_agent(url, proxy.url, "careful"))
+        assert answer.startswith("Booked")
+        unseen = proxy.wait_for("OW-025", naive)
+        resisted = proxy.wait_for("OW-025", careful)
+        live = proxy.reports()
+    assert unseen["outcome"] == "inconclusive" and unseen["execution_summary"]["uninspected_messages"] == 2
+    assert unseen["execution_summary"]["delivered"] is True, "its card fetch joined its own context"
+    assert resisted["outcome"] == "resisted" and "uninspected_messages" not in resisted["execution_summary"]
+    offline = assert_replay_agrees(proxy, tmp_path, live, flags=("--wire-max-body", "4k"))
+    assert "traffic not inspected (oversize_body 1, unread_answer 1)" in offline.stderr
+
+
 def test_ag_ui_dangerous_tool_call(attackers: Peers, tmp_path: Path) -> None:
     """An AG-UI agent whose streamed TOOL_CALL_START/ARGS/END is a `shell` call that deletes a folder and
     posts the SSH key: exploited on the CEL indicator (the call's name, added to ARGS chunks by the decoder)
