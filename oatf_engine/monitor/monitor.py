@@ -210,12 +210,12 @@ class Monitor:
         `ExchangeEnded` of the flow releases it (`exchange_ended`). Forgotten once the flow sent no request for
         `MAX_ANSWER_WAIT` (`recent`): its requests hold nothing any more (`answers`), so its end changes no run."""
         self._ended_calls: OrderedDict[Call, None] = OrderedDict()
+        """The requests of the latest `MAX_ENDED_CALLS` ends of exchanges: one the session rules place after its
+        exchange ended (held for its answer, parked set-up, or copied into a later episode) waits for nothing."""
         self._early_marks: OrderedDict[str, int] = OrderedDict()
         """Marks (`UNINSPECTED_EVENT`) placed in a session with no state yet, by session: counted against its runs
         once it has some. A request that was not inspected comes before anything else of its session when it opens
         it (an A2A `message/send` whose answer brings the `contextId`) or when the session's runs all ended."""
-        """The requests of the latest `MAX_ENDED_CALLS` ends of exchanges: one the session rules place after its
-        exchange ended (held for its answer, parked set-up, or copied into a later episode) waits for nothing."""
         self._shortest_grace = self.options.grace_period
         """The shortest grace period of any run so far or to come (the options' and every loaded attack's, ever:
         a run keeps its own): no run ends sooner than that after its last message (`Recheck`)."""

@@ -179,8 +179,7 @@ class Unread:
                         "decoder's bounds, the answers to requests not inspected; the runs of their sessions read "
                         "inconclusive, not resisted (but a first request to an endpoint, of no protocol yet, has no "
                         "session: its runs may read resisted for want of what it held); traffic that is no agent's: "
-                        "leave its host out with "
-                        "--wire-protocols HOST=ignore")
+                        "leave its host out with --wire-protocols HOST=ignore")
         if self.failures:
             said.append(f"{self.failures} step(s) of the traffic made the wire decoder raise (a bug in oatf-watch: "
                         "please report it): their exchanges were cut off there, as live, and what came after in them "
