@@ -338,10 +338,11 @@ def test_an_exfiltration_over_the_body_limit_is_inconclusive_not_resisted(attack
         live = proxy.reports()
     assert verdict_of(report) == ("not_exploited", {"DEMO-001-01": "not_matched"})
     assert report["execution_summary"]["delivered"] is True
-    assert report["outcome"] == "inconclusive" and report["execution_summary"]["uninspected_messages"] == 1
+    # the call and its answer, which answers no request seen (`unread_answer`)
+    assert report["outcome"] == "inconclusive" and report["execution_summary"]["uninspected_messages"] == 2
     assert "oversize_body" in proxy.log()
     offline = assert_replay_agrees(proxy, tmp_path, live, flags=("--wire-max-body", "16k"))
-    assert "traffic not inspected (oversize_body 1)" in offline.stderr
+    assert "traffic not inspected (oversize_body 1, unread_answer 1)" in offline.stderr
 
 
 def test_run_limits_and_capped_evidence(attackers: Peers, tmp_path: Path) -> None:
