@@ -438,7 +438,7 @@ class WireDecoder:
         media_type = _media_type(kept)
         if media_type == _SSE:
             ex.response = self._body(ex, kept, "server", sse=True)
-        elif ex.proto is not None and _is_json(media_type):
+        elif (ex.proto is not None or ex.unread) and _is_json(media_type):  # unread: its answer may tell (`_jsonrpc`)
             ex.response = self._body(ex, kept, "server", sse=False)
         return []
 
@@ -679,8 +679,12 @@ class WireDecoder:
         items = classify_body(value)
         if ex.proto not in _BINDINGS:
             methods = (item.method for item in items if isinstance(item, Message) and item.method is not None)
-            decided = next((p for p in map(protocol_of_method, methods) if p is not None), None)
-            self._decide(ex, decided or self._hint(ex) or "mcp")
+            decided = next((p for p in map(protocol_of_method, methods) if p is not None), None) or self._hint(ex)
+            if decided is None and ex.unread:  # the answer to a request not inspected, to an endpoint of no protocol
+                decided = _answering_protocol(items)
+                if decided is None:
+                    return []  # nothing tells: told by its diagnostics only
+            self._decide(ex, decided or "mcp")
         binding = _BINDINGS[ex.proto]  # type: ignore[index]
         events: list[ObservedEvent] = []
         for item in items:
@@ -944,19 +948,32 @@ class WireDecoder:
         """An `UNINSPECTED_EVENT` for each thing the call under way did not inspect (`_marking_unseen`), so that
         the runs of its session cannot read `resisted` for want of it. Made once the call is done, when what it
         decoded may have decided the exchange's protocol; else the protocol is the one its headers or endpoint
-        suggest (`_hint`). An exchange with none of these (a first, oversize request to an endpoint not seen
-        before, without a protocol's headers) is told by its diagnostic only."""
-        marks = []
+        suggest (`_hint`). An open exchange with none of these (a first, oversize request to an endpoint not seen
+        before, without a protocol's headers) waits for its answer's shape (`_answering_protocol`), and is marked
+        then, at the answer's time; one that ends undecided is told by its diagnostic only."""
+        marks, undecided = [], []
         for ex, code, message, sender, keys in self._unseen:
             protocol = ex.proto or self._hint(ex)
-            if protocol is not None:
+            if protocol is None and ex.id in self._exchanges:
+                undecided.append((ex, code, message, sender, keys))  # its answer may tell (`_answering_protocol`)
+            elif protocol is not None:
                 self._seq += 1
                 marks.append(ObservedEvent(
                     protocol=protocol, event_type=UNINSPECTED_EVENT, direction=DIRECTION[sender], sender=sender,
                     content={"code": code, "message": message}, flow_id=ex.id, seq=self._seq, timestamp=self._at,
                     endpoint=ex.endpoint, client=ex.client, session_keys={**ex.keys, **keys} if keys else ex.keys))
-        self._unseen = []
+        self._unseen = undecided
         return marks
+
+
+def _answering_protocol(items: list[Message | Invalid]) -> Protocol | None:
+    """The protocol of answers whose request was not inspected, at an endpoint of no protocol yet, by their shape:
+    A2A's when one is a Task, Message or update naming its context or task (`a2a.session_keys`), else unknown."""
+    for item in items:
+        if isinstance(item, Message) and item.kind is not Kind.ERROR and a2a.session_keys(
+                a2a.result_content("", item.payload)):
+            return "a2a"
+    return None
 
 
 def _answer_keys(binding: _Binding, payload: Any) -> dict[str, str]:

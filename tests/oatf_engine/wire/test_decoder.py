@@ -407,6 +407,30 @@ def test_the_answer_to_a_request_not_inspected_is_marked_with_its_session_keys()
     assert h.diagnostics[-1].code == "uncorrelated_response"
 
 
+def test_an_oversize_first_request_to_an_endpoint_of_no_protocol_is_marked_by_its_answer() -> None:
+    """No card, no headers, no earlier exchange tell the protocol of an oversize first request (a `fasta2a` client
+    posts its first `message/send` at once): its answer does. An A2A Task (JSON or a stream of updates) makes both
+    marks A2A's, with the context it names, and the endpoint A2A's; an answer of no such shape (an MCP result, an
+    error) decides nothing: the request is told by its diagnostic only, and the endpoint's next request by its own
+    method."""
+    h = Harness(max_body_size=1000)
+    big = rpc(2, "message/send", {"message": {"parts": [{"kind": "text", "text": "x" * 2000}]}})
+    events = h.exchange("POST", "http://fresh.example/a2a", big, response=result(2, V03_TASK))
+    assert [(e.protocol, e.sender, e.content["code"], e.session_keys) for e in events] == [
+        ("a2a", "client", "oversize_body", {}), ("a2a", "server", "unread_answer", {"a2a_context": "c1",
+                                                                                     "a2a_task": "t1"})]
+    update = {"kind": "status-update", "taskId": "t8", "contextId": "c8", "status": {"state": "working"}}
+    events = h.exchange("POST", "http://stream.example/a2a", big, response=[json.dumps(result(2, update))])
+    assert [(e.protocol, e.content["code"]) for e in events] == [("a2a", "oversize_body"), ("a2a", "unread_answer")]
+    assert events[1].session_keys == {"a2a_context": "c8", "a2a_task": "t8"}
+    for n, answer in enumerate(({"jsonrpc": "2.0", "id": 2, "error": {"code": -32600, "message": "too large"}},
+                                result(2, {"content": [], "isError": False}))):
+        url = f"http://other{n}.example/rpc"
+        assert h.exchange("POST", url, big, response=answer) == []
+        assert kinds(h.exchange("POST", url, rpc(3, "message/send", {"message": {}}))) == [
+            ("a2a", "message/send", "request", "client")]
+
+
 def test_an_agent_card_names_its_json_rpc_endpoints() -> None:
     """A card's JSON-RPC URLs (0.3 `url`, `additionalInterfaces`; 1.0 `supportedInterfaces`) speak A2A from then
     on, so an oversize first request there is marked as A2A's (an endpoint of no protocol yet gets no mark). A URL
