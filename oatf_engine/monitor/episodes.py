@@ -80,7 +80,7 @@ from collections.abc import Iterable, KeysView
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..events import ExchangeEnded, ObservedEvent, awaits_answer, may_answer
+from ..events import UNINSPECTED_EVENT, ExchangeEnded, ObservedEvent, awaits_answer, may_answer
 from ..wire.a2a import FINAL_STATES
 from .flow_counts import FlowCounts
 from .recent import RecentFlows
@@ -212,9 +212,15 @@ class _Setup:
 
 def asks_for_work(event: ObservedEvent) -> bool:
     """Whether a client's message asks an agent to work (it opens a window: an A2A `message/send` or
-    `message/stream`, an AG-UI `RunAgentInput`), so that its answer may come only after the work."""
+    `message/stream`, an AG-UI `RunAgentInput`), so that its answer may come only after the work. A request not
+    inspected (an oversize `message/send`) asks so when its mark names such a method (read from its first bytes,
+    `oatf_engine.wire.decoder`): the agent's calls while it works join the task, whose run then reads
+    `inconclusive` for the message not inspected, where alone they could read `resisted`."""
     if event.sender != "client":
         return False
+    if event.event_type == UNINSPECTED_EVENT:
+        return event.protocol == "a2a" and isinstance(event.content, dict) and event.content.get(
+            "method") in TASK_OPENERS
     return (event.protocol == "a2a" and event.event_type in TASK_OPENERS) or event.event_type == "run_agent_input"
 
 

@@ -106,6 +106,20 @@ def session_keys(content: Any) -> dict[str, str]:
     return keys
 
 
+_TASK_ID_PARAMS = frozenset({"tasks/get", "tasks/cancel", "tasks/resubscribe"})
+"""Methods whose params name their task `id` (0.3 `TaskQueryParams`, `TaskIdParams`; 1.0 `GetTaskRequest`,
+`CancelTaskRequest`, `SubscribeToTaskRequest`)."""
+
+
+def request_keys(event: str, content: Any) -> dict[str, str]:
+    """The session keys of a request's content (`session_keys`), and the task a task method's `id` names (a
+    `fasta2a` caller polls `tasks/get` with it): its session is the task's even when no answer is read."""
+    keys = session_keys(content)
+    if event in _TASK_ID_PARAMS and isinstance(content, dict) and isinstance(content.get("id"), str):
+        keys.setdefault("a2a_task", content["id"])
+    return keys
+
+
 def jsonrpc_urls(card: Any) -> list[str]:
     """The URLs where an Agent Card says its agent answers A2A over JSON-RPC: 0.3's `url` (under
     `preferredTransport` JSONRPC, its default) and `additionalInterfaces`, 1.0's `supportedInterfaces` (under

@@ -75,6 +75,7 @@ from oatf_engine.events import (
 from . import a2a, a2a_rest, ag_ui, mcp
 from .encoding import ContentDecoder, TooLarge, UndecodableBody
 from .jsonrpc import (
+    HEAD_SCAN,
     MAX_DEPTH,
     Correlator,
     Invalid,
@@ -83,6 +84,7 @@ from .jsonrpc import (
     Message,
     Pending,
     classify_body,
+    leading_method,
     loads,
     looks_like_jsonrpc,
 )
@@ -195,13 +197,16 @@ class _Binding(NamedTuple):
     request_content: Callable[[Any], Any]
     response_content: Callable[[str, Any, Any], Any]  # (event name, result or error, request params)
     session_keys: Callable[[Any], dict[str, str]]
+    request_keys: Callable[[str, Any], dict[str, str]]  # (event name, request content)
 
 
 _BINDINGS: dict[str, _Binding] = {
     "mcp": _Binding("mcp", str, lambda params: params,
-                    lambda _event, payload, params: mcp.response_content(payload, params), lambda _content: {}),
+                    lambda _event, payload, params: mcp.response_content(payload, params), lambda _content: {},
+                    lambda _event, _content: {}),
     "a2a": _Binding("a2a", a2a.event_name, a2a.request_content,
-                    lambda event, payload, _params: a2a.result_content(event, payload), a2a.session_keys),
+                    lambda event, payload, _params: a2a.result_content(event, payload), a2a.session_keys,
+                    a2a.request_keys),
 }
 
 _STREAM = "STREAM"
@@ -265,7 +270,7 @@ class _Exchange:
     __slots__ = (
         "card", "client", "endpoint", "events", "id", "ignored", "keys", "method", "null_id", "proto", "request",
         "request_headers", "requests", "response", "rest", "scope", "status", "tool_names", "unanswered", "unread",
-        "url",
+        "unread_method", "url",
     )
 
     def __init__(self, exchange_id: str, method: str, url: str, endpoint: Endpoint, client: str) -> None:
@@ -297,6 +302,8 @@ class _Exchange:
         self.unread = False
         """Its client sent something in it that was not inspected (`UNINSPECTED`): an answer in it that answers no
         request seen answers that (`unread_answer`)."""
+        self.unread_method: str | None = None
+        """The method of the request not inspected, when its first bytes name it (`_read_head`)."""
 
 
 def _marking_unseen[Call_: Callable[..., list[Any]]](method: Call_) -> Call_:
@@ -610,6 +617,8 @@ class WireDecoder:
         try:
             return body.decoder.decode(data, limit)
         except TooLarge:
+            if sender == "client":
+                self._read_head(ex, body, data, limit)
             self._diagnose("oversize_body", ex, f"{what} body over {self.config.max_body_size} bytes: not inspected",
                            sender)
             return None
@@ -648,6 +657,22 @@ class WireDecoder:
         ex.proto = protocol
         self._remember_endpoint((ex.endpoint.host, ex.endpoint.port, path or ex.endpoint.path), protocol)
 
+    def _read_head(self, ex: _Exchange, body: _Body, data: bytes, limit: int) -> None:
+        """An oversize request whose first bytes name its method (`jsonrpc.leading_method`: most clients write
+        `method` before `params`): its mark names the event (`_marks`: a `message/send` not inspected still opens
+        its agent's task, `monitor.episodes`), and at an endpoint of no protocol yet it speaks the method's, so
+        that its mark is made in that protocol's session. Bytes of a content-coded body not yet decoded are not
+        read."""
+        head = bytes(body.buffer[:HEAD_SCAN])
+        if body.decoder is _IDENTITY and len(head) < HEAD_SCAN:
+            head += data[:min(limit, HEAD_SCAN - len(head))]
+        method = leading_method(head)
+        if method is None:
+            return
+        ex.unread_method = method
+        if ex.proto is None and (protocol := protocol_of_method(method)) is not None:
+            self._decide(ex, protocol)
+
     def _learn_card(self, card: dict[str, Any]) -> None:
         """The JSON-RPC endpoints an Agent Card names (`a2a.jsonrpc_urls`) speak A2A, unless one was seen to speak
         something else: the first request there is A2A's even when it is not inspected (an oversize `message/send`
@@ -678,8 +703,9 @@ class WireDecoder:
             value = value[:limit]
         items = classify_body(value)
         if ex.proto not in _BINDINGS:
-            methods = (item.method for item in items if isinstance(item, Message) and item.method is not None)
-            decided = next((p for p in map(protocol_of_method, methods) if p is not None), None) or self._hint(ex)
+            decided = next((p for item in items if isinstance(item, Message) and item.method is not None
+                            if (p := protocol_of_method(item.method, item.payload)) is not None), None)
+            decided = decided or self._hint(ex)
             if decided is None and ex.unread:  # the answer to a request not inspected, to an endpoint of no protocol
                 decided = _answering_protocol(items)
                 if decided is None:
@@ -719,7 +745,8 @@ class WireDecoder:
             self._report_evictions(ex)
         content = binding.request_content(params)
         return self._event(ex, binding.protocol, name, sender, content, timestamp,
-                           keys=binding.session_keys(content), jsonrpc_id=item.id, envelope=item.envelope, flow=flow)
+                           keys=binding.request_keys(name, content), jsonrpc_id=item.id, envelope=item.envelope,
+                           flow=flow)
 
     def _jsonrpc_response(self, ex: _Exchange, binding: _Binding, item: Message, sender: Side, in_stream: bool,
                           timestamp: float) -> list[ObservedEvent]:
@@ -815,7 +842,7 @@ class WireDecoder:
         binding = _BINDINGS["a2a"]
         content = binding.request_content(a2a_rest.request_params(route, value, parse_qsl(urlsplit(ex.url).query)))
         return [self._event(ex, "a2a", route.event, "client", content, timestamp,
-                            keys=binding.session_keys(content), envelope=value)]
+                            keys=binding.request_keys(route.event, content), envelope=value)]
 
     def _rest_answer(self, ex: _Exchange, route: a2a_rest.Route, value: Any, is_error: bool, in_stream: bool,
                      timestamp: float) -> list[ObservedEvent]:
@@ -960,10 +987,20 @@ class WireDecoder:
                 self._seq += 1
                 marks.append(ObservedEvent(
                     protocol=protocol, event_type=UNINSPECTED_EVENT, direction=DIRECTION[sender], sender=sender,
-                    content={"code": code, "message": message}, flow_id=ex.id, seq=self._seq, timestamp=self._at,
+                    content=_mark_content(code, message, protocol, ex.unread_method if sender == "client" else None),
+                    flow_id=ex.id, seq=self._seq, timestamp=self._at,
                     endpoint=ex.endpoint, client=ex.client, session_keys={**ex.keys, **keys} if keys else ex.keys))
         self._unseen = undecided
         return marks
+
+
+def _mark_content(code: str, message: str, protocol: Protocol, method: str | None) -> dict[str, str]:
+    """An `UNINSPECTED_EVENT`'s content: the diagnostic's code and message, and the event (`method`, named in
+    `protocol`'s binding) of the request not inspected when its first bytes named its method."""
+    content = {"code": code, "message": message}
+    if method is not None and protocol in _BINDINGS:
+        content["method"] = _BINDINGS[protocol].event_name(method)
+    return content
 
 
 def _answering_protocol(items: list[Message | Invalid]) -> Protocol | None:

@@ -97,6 +97,44 @@ def classify(value: Any) -> Message | Invalid:
     return Message(Kind.RESULT, None, msg_id, value["result"], value)
 
 
+_HEAD_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}:,]')
+_HEAD_GAP = re.compile(rb"[\sA-Za-z0-9.+-]*")  # between tokens: blanks, numbers, true/false/null
+HEAD_SCAN = 65_536
+"""At most this many leading bytes of a body are scanned for its method (`leading_method`)."""
+
+
+def leading_method(head: bytes) -> str | None:
+    """The `method` of the JSON-RPC message (or a batch's first message) whose text begins with `head`, when
+    `head` (a body cut short: over the size limit) already holds it as a top-level member; else None. Reads
+    tokens only while they are well-formed JSON: a cut string (its text might mimic members) stops the scan."""
+    head = head[:HEAD_SCAN]
+    stack: list[int] = []
+    key = previous = b""
+    at = 0
+    for token in _HEAD_TOKEN.finditer(head):
+        if _HEAD_GAP.fullmatch(head, at, token.start()) is None:
+            return None
+        at, text = token.end(), token.group()
+        message_level = len(stack) in (1, 2) and stack[-1] == ord("{") and (len(stack) == 1 or stack[0] == ord("["))
+        if text[0] == ord('"') and message_level:
+            if previous in (b"{", b","):
+                key = text
+            elif previous == b":" and key == b'"method"':
+                try:
+                    method = json.loads(text)
+                except ValueError:
+                    return None
+                return method if isinstance(method, str) else None
+        elif text in (b"{", b"["):
+            stack.append(text[0])
+        elif text in (b"}", b"]"):
+            if not stack:
+                return None
+            stack.pop()
+        previous = text
+    return None
+
+
 def classify_body(value: Any) -> list[Message | Invalid]:
     """Classify a decoded body: one message, or a batch (§6). An empty batch is one Invalid."""
     if isinstance(value, list):

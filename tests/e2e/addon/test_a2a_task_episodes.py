@@ -94,14 +94,16 @@ attack:
 
 
 @contextlib.contextmanager
-def task_episode(workdir: Path, name: str, kind: str, document: str, *args: str) -> Iterator[tuple[OatfProxy, str]]:
-    """The proxy, the vault MCP server, and the agent of `kind` (`slow-a2a` or `fasta2a`) behind it: yields
-    the proxy and the agent's base URL (its behaviours at `/complying/`, `/resisting/`). (`fasta2a`'s server
+def task_episode(workdir: Path, name: str, kind: str, document: str, *args: str,
+                 options: dict[str, str] | None = None) -> Iterator[tuple[OatfProxy, str]]:
+    """The proxy (with `options`), the vault MCP server, and the agent of `kind` (`slow-a2a` or `fasta2a`)
+    behind it: yields the proxy and the agent's base URL (its behaviours at `/complying/`, `/resisting/`).
+    (`fasta2a`'s server
     cannot answer `a2a-sdk` 1.3's client: its task timestamps do not parse as protobuf times.)"""
     attack = workdir / "task-attack.yaml"
     attack.write_text(document, encoding="utf-8")
     with contextlib.ExitStack() as stack:
-        proxy = stack.enter_context(oatf_proxy(workdir, name, [attack]))
+        proxy = stack.enter_context(oatf_proxy(workdir, name, [attack], options=options))
         vault = stack.enter_context(addon_peer(workdir, "task_peers.py", "mcp", str(attack)))
         agent = stack.enter_context(addon_peer(workdir, "task_peers.py", kind, str(attack), "--mcp",
                                                f"http://127.0.0.1:{vault}/mcp", "--proxy", proxy.url, *args))
@@ -125,15 +127,15 @@ async def ask(agent: str, proxy: str) -> str:
     raise AssertionError("a blocking agent answers with a message")
 
 
-async def ask_and_poll(agent: str, proxy: str) -> str:
-    """`fasta2a`'s own client, through the proxy: the document's message (`message/send` answers
+async def ask_and_poll(agent: str, proxy: str, request: str = REQUEST) -> str:
+    """`fasta2a`'s own client, through the proxy: the document's message, or `request` (`message/send` answers
     `submitted`), then `tasks/get` until the task is completed. The text of the task's artifacts."""
     from fasta2a.client import A2AClient
     from fasta2a.schema import Message, Part
 
     async with httpx.AsyncClient(proxy=proxy, trust_env=False, timeout=90) as client:
         remote = A2AClient(agent, http_client=client)
-        message = Message(role="user", message_id="m-1", parts=[Part(text=REQUEST)])
+        message = Message(role="user", message_id="m-1", parts=[Part(text=request)])
         sent: Any = await remote.send_message(message)
         task = sent["result"].get("task", sent["result"])  # fasta2a 2 answers in A2A 1.0's shape: {"task": …}
         for _ in range(300):
@@ -196,3 +198,33 @@ def test_a_fasta2a_agents_task_stays_open_until_the_caller_sees_it_completed(tmp
     assert sorted(found.values(), key=repr) == sorted([EXPLOITED, RESISTED], key=repr), live  # no start-up run
     offline = assert_replay_agrees(proxy, tmp_path, live)
     assert results(offline.reports) == found
+
+
+def test_a_fasta2a_callers_oversize_first_message_is_inconclusive_not_resisted(tmp_path: Path) -> None:
+    """`fasta2a`'s client posts its first `message/send` at once, with no card fetched and no A2A headers, padded
+    past `oatf_wire_max_body`; each answer echoes the message in the task's history, so it is over the limit too,
+    and no context is ever read. The request's first bytes name its method: the endpoint speaks A2A, and the mark
+    of the `message/send` not inspected opens the agent's task, so the MCP calls the agent makes while it works
+    join the task's run, which reads `inconclusive` (the attack's message was not inspected). Before, that run
+    read `resisted` in the agent's MCP session (a false `not_exploited`), and the A2A traffic, taken for MCP
+    (`tasks/get` is both protocols' name), formed a run of its own. The replay agrees and exits 2."""
+    document = task_attack("tasks/get", "artifacts[*].parts[*].text")
+    padded = REQUEST + " Notes for the archive: " + "account history line. " * 400
+    limit = {"oatf_wire_max_body": "4k"}
+    with task_episode(tmp_path, "fasta2a-oversize", "fasta2a", document, options=limit) as (proxy, agent):
+        said = run(ask_and_poll(f"{agent}/resisting/", proxy.url, padded), 120)
+        assert "without the card number" in said, said
+        proxy.wait_until(lambda: results(proxy.reports()), timeout=60)
+        proxy.interrupt()
+        live = proxy.reports()
+    found = results(live)
+    assert [outcome for _, outcome, _ in found.values()] == ["inconclusive"], live
+    (session,) = found
+    assert session.startswith("agent:") and session.endswith("/a2a#1"), found
+    (report,) = (r for r in live if r["attack"]["id"] == ATTACK_ID)
+    summary = report["execution_summary"]
+    assert summary["uninspected_messages"] >= 2, summary
+    assert {actor["name"]: actor["messages_seen"] > 0 for actor in summary["actors"]} == {
+        "requester": True, "vault": True}, "the agent's MCP calls joined its task"
+    offline = assert_replay_agrees(proxy, tmp_path, live, flags=("--wire-max-body", "4k"))
+    assert "oversize_body" in offline.stderr

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from oatf_engine.engine_config import ConfigError, engine_config
-from oatf_engine.events import Endpoint, ObservedEvent
+from oatf_engine.events import UNINSPECTED_EVENT, Endpoint, ObservedEvent
 from oatf_engine.monitor import Monitor, MonitorOptions, RunConcluded, SessionKey
 from oatf_engine.monitor.episodes import AgentEpisodes, AgentName, parse_agents
 from oatf_engine.monitor.sessions import SessionResolver
@@ -506,6 +506,24 @@ def test_a_task_answered_submitted_stays_open_until_an_answer_naming_it_ends_it(
     ])
     assert flows == {"send": {"a2a_context:c1"}, "call": {"a2a_context:c1"}, "poll": {"a2a_context:c1"},
                      "after": {"mcp_session:s-1"}}
+
+
+@pytest.mark.parametrize("method", ["message/send", None])
+def test_a_message_send_not_inspected_opens_its_task_when_its_mark_names_it(method: str | None) -> None:
+    """An oversize `message/send` and its answer are marks only (`UNINSPECTED_EVENT`); the request's names its
+    method when its first bytes did (`WireDecoder._read_head`). Then it opens the agent's task: the calls the
+    agent makes while it works join the task's episode, where the marks are (its run cannot read `resisted`).
+    A mark naming no method opens nothing: the calls stay in their MCP session."""
+    told = {"code": "oversize_body", "message": "request body over 4096 bytes: not inspected"}
+    events = [
+        a2a_in("send", 0.0, "client", UNINSPECTED_EVENT, {**told, "method": method} if method else told),
+        a2a_in("send", 0.1, "server", UNINSPECTED_EVENT, {"code": "oversize_body", "message": "response"}),
+        outbound("call", 5.0), outbound("call", 5.5, "server"),
+        a2a_in("poll", 6.0, "client", "tasks/get", {"id": "task-1"}, {"a2a_task": "task-1"}),
+    ]
+    flows = episodes_of(events)
+    assert (flows["call"] == flows["send"]) is (method is not None), flows
+    assert (flows["call"] == {"mcp_session:s-1"}) is (method is None), flows
 
 
 def test_a_streamed_task_ends_at_its_final_status_update() -> None:

@@ -407,14 +407,19 @@ def test_the_answer_to_a_request_not_inspected_is_marked_with_its_session_keys()
     assert h.diagnostics[-1].code == "uncorrelated_response"
 
 
+METHOD_LAST = {"jsonrpc": "2.0", "id": 2, "params": {"message": {"parts": [{"kind": "text", "text": "x" * 2000}]}},
+               "method": "message/send"}
+"""An oversize `message/send` (over a 1,000-byte limit) whose method its first 1,000 bytes do not hold."""
+
+
 def test_an_oversize_first_request_to_an_endpoint_of_no_protocol_is_marked_by_its_answer() -> None:
     """No card, no headers, no earlier exchange tell the protocol of an oversize first request (a `fasta2a` client
     posts its first `message/send` at once): its answer does. An A2A Task (JSON or a stream of updates) makes both
     marks A2A's, with the context it names, and the endpoint A2A's; an answer of no such shape (an MCP result, an
     error) decides nothing: the request is told by its diagnostic only, and the endpoint's next request by its own
-    method."""
+    method. (Its method comes after its params, past the limit: `_decide_by_head` cannot read it.)"""
     h = Harness(max_body_size=1000)
-    big = rpc(2, "message/send", {"message": {"parts": [{"kind": "text", "text": "x" * 2000}]}})
+    big = METHOD_LAST
     events = h.exchange("POST", "http://fresh.example/a2a", big, response=result(2, V03_TASK))
     assert [(e.protocol, e.sender, e.content["code"], e.session_keys) for e in events] == [
         ("a2a", "client", "oversize_body", {}), ("a2a", "server", "unread_answer", {"a2a_context": "c1",
@@ -431,10 +436,47 @@ def test_an_oversize_first_request_to_an_endpoint_of_no_protocol_is_marked_by_it
             ("a2a", "message/send", "request", "client")]
 
 
+def test_an_oversize_first_request_speaks_the_protocol_its_first_bytes_name() -> None:
+    """An oversize first request to an endpoint of no protocol whose `method` comes before its params (as most
+    clients write it) is marked in that method's protocol, whatever its answer, and the endpoint speaks it from then
+    on; the mark names its event (a `message/send` not inspected opens its agent's task, `monitor.episodes`). A
+    content-coded body's bytes not yet decoded are not read (its answer's shape decides, as above). A `tasks/get`
+    request is in the session of the task its `id` names."""
+    h = Harness(max_body_size=1000)
+    big = rpc(2, "message/send", {"message": {"parts": [{"kind": "text", "text": "x" * 2000}]}})
+    error = {"jsonrpc": "2.0", "id": 2, "error": {"code": -32600, "message": "too large"}}
+    events = h.exchange("POST", "http://fresh.example/a2a", big, response=error)
+    assert [(e.protocol, e.sender, e.content["code"], e.content.get("method")) for e in events] == [
+        ("a2a", "client", "oversize_body", "message/send"), ("a2a", "server", "unread_answer", None)]
+    [poll] = h.exchange("POST", "http://fresh.example/a2a", rpc(3, "tasks/get", {"id": "t9"}))
+    assert kinds([poll]) == [("a2a", "tasks/get", "request", "client")] and poll.session_keys == {"a2a_task": "t9"}
+    send_1_0 = rpc(5, "SendMessage", {"message": {"parts": [{"text": "z" * 2000}]}})
+    [mark, _] = h.exchange("POST", "http://fresh.example/a2a", send_1_0, response=error)
+    assert mark.content["method"] == "message/send", "named in the 0.3 vocabulary, as the decoded events are"
+    call = rpc(4, "tools/call", {"name": "save", "arguments": {"text": "y" * 2000}})
+    assert [e.protocol for e in h.exchange("POST", "http://tools.example/rpc", call, response=error)] == ["mcp"] * 2
+    gzipped = gzip.compress(json.dumps(big).encode())
+    assert h.exchange("POST", "http://zipped.example/a2a", gzipped, response=error,
+                      request_headers={**JSON, "content-encoding": "gzip"}) == []
+
+
+def test_a_task_method_both_protocols_name_is_told_by_its_params() -> None:
+    """`tasks/get` and `tasks/cancel` are MCP's and A2A's: at an endpoint of no protocol yet, params naming the
+    task `id` are A2A's (`fasta2a`'s client polls so), `taskId` MCP's; without params, MCP's (the fallback)."""
+    h = Harness()
+    assert kinds(h.exchange("POST", "http://a.example/", rpc(1, "tasks/get", {"id": "t1"}))) == [
+        ("a2a", "tasks/get", "request", "client")]
+    assert kinds(h.exchange("POST", "http://m.example/", rpc(1, "tasks/cancel", {"taskId": "t1"}))) == [
+        ("mcp", "tasks/cancel", "request", "client")]
+    assert kinds(h.exchange("POST", "http://n.example/", rpc(1, "tasks/get"))) == [
+        ("mcp", "tasks/get", "request", "client")]
+
+
 def test_an_agent_card_names_its_json_rpc_endpoints() -> None:
     """A card's JSON-RPC URLs (0.3 `url`, `additionalInterfaces`; 1.0 `supportedInterfaces`) speak A2A from then
     on, so an oversize first request there is marked as A2A's (an endpoint of no protocol yet gets no mark). A URL
-    under another transport, one that is no URL, and an endpoint already seen to speak MCP are left alone."""
+    under another transport, one that is no URL, and an endpoint already seen to speak MCP are left alone. (The
+    request's method comes after its params, past the limit: `_decide_by_head` cannot read it.)"""
     h = Harness(max_body_size=1000)
     h.exchange("POST", "http://m.example/mcp", rpc(1, "ping"), response=result(1, {}))
     card = {"url": "https://agent.example/a2a", "additionalInterfaces": [
@@ -443,7 +485,7 @@ def test_an_agent_card_names_its_json_rpc_endpoints() -> None:
         {"url": "http://m.example/mcp", "transport": "JSONRPC"}, "not an interface"],
         "supportedInterfaces": [{"url": "http://agent.example/v1", "protocolBinding": "JSONRPC"}]}
     h.exchange("GET", "http://agent.example/.well-known/agent-card.json", response=card)
-    big = rpc(2, "message/send", {"message": {"parts": [{"kind": "text", "text": "x" * 2000}]}})
+    big = METHOD_LAST
     for url, protocol in (("https://agent.example/a2a", "a2a"), ("http://agent.example:9000/rpc", "a2a"),
                           ("http://agent.example/v1", "a2a"), ("http://m.example/mcp", "mcp")):
         [mark] = h.exchange("POST", url, big)

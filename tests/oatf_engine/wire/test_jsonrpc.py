@@ -19,6 +19,7 @@ from oatf_engine.wire.jsonrpc import (
     Pending,
     classify,
     classify_body,
+    leading_method,
     loads,
 )
 
@@ -121,6 +122,44 @@ def test_text_loads_like_json_loads(text: str) -> None:
             loads(text)
         return
     assert loads(text) == (expected, False)
+
+
+def first_method(value: object) -> str | None:
+    """The `method` member of `value`, or of the first member of a batch that has a string one."""
+    messages = value if isinstance(value, list) else [value]
+    return next((m["method"] for m in messages if isinstance(m, dict) and isinstance(m.get("method"), str)), None)
+
+
+@settings(max_examples=500, deadline=None)
+@given(value=json_values | st.lists(json_values, max_size=3), cut=st.integers(min_value=0), spaced=st.booleans())
+def test_the_method_read_from_a_bodys_first_bytes_is_its_own(value: object, cut: int, spaced: bool) -> None:
+    """`leading_method` never names a method the message does not have, however the body is cut (inside a string
+    included), and finds it in the whole text."""
+    text = json.dumps(value, separators=(", ", ": ") if spaced else (",", ":")).encode()
+    whole = first_method(value)
+    assert leading_method(text) == whole
+    assert leading_method(text[:cut % (len(text) + 1)]) in (None, whole)
+
+
+@pytest.mark.parametrize(("head", "method"), [
+    (b'{"jsonrpc": "2.0", "id": "e1", "method": "message/send", "params": {"message": {"parts": [{"text": "x',
+     "message/send"),
+    (b'[{"id": 1, "params": {}}, {"method": "tasks/get", "params": {"id', "tasks/get"),
+    (b'{"params": {"a": {"method": "inner"}}, "method": "tools/call", "id"', "tools/call"),
+    (b'{"id": "a \\"method\\": \\"forged', None),  # a cut string whose text mimics a member
+    (b'{"params": {"method": "inner"', None),
+    (b'{"method": 7, "id": 1', None),
+    (b'\xff\xfe{"method"', None),
+    (b"", None),
+])
+def test_the_method_of_a_body_cut_short(head: bytes, method: str | None) -> None:
+    assert leading_method(head) == method
+
+
+@settings(max_examples=300, deadline=None)
+@given(head=st.binary(max_size=200))
+def test_any_bytes_give_a_method_or_none(head: bytes) -> None:
+    assert leading_method(head) is None or isinstance(leading_method(head), str)
 
 
 def nested(levels: int, inner: str = '"deep"') -> str:
