@@ -179,8 +179,9 @@ class Unread:
                         " bodies that could not be content-decoded, JSON-RPC batch members over the limit, JSON nested "
                         "deeper than the limit (cut), open exchanges or outstanding requests forgotten over the "
                         "decoder's bounds, the answers to requests not inspected; the runs of their sessions read "
-                        "inconclusive, not resisted (but a first request to an endpoint, of no protocol yet, has no "
-                        "session: its runs may read resisted for want of what it held); traffic that is no agent's: "
+                        "inconclusive, not resisted (but a first request to an endpoint of no protocol yet, whose "
+                        "first bytes and answer do not tell one, has no session: its runs may read resisted for want "
+                        "of what it held); traffic that is no agent's: "
                         "leave its host out with --wire-protocols HOST=ignore")
         if self.failures:
             said.append(f"{self.failures} step(s) of the traffic made the wire decoder raise (a bug in oatf-watch: "
