@@ -704,9 +704,11 @@ class WireDecoder:
             value = value[:limit]
         items = classify_body(value)
         if ex.proto not in _BINDINGS:
-            decided = next((p for item in items if isinstance(item, Message) and item.method is not None
-                            if (p := protocol_of_method(item.method, item.payload)) is not None), None)
-            decided = decided or self._hint(ex)
+            named = [(item.method, item.payload) for item in items if isinstance(item, Message) and item.method]
+            # a name one protocol alone uses, else the headers or the endpoint's past, else a shared name's params
+            decided = next((p for method, _ in named if (p := protocol_of_method(method)) is not None), None)
+            decided = decided or self._hint(ex) or next(
+                (p for method, params in named if (p := protocol_of_method(method, params)) is not None), None)
             if decided is None and ex.unread:  # the answer to a request not inspected, to an endpoint of no protocol
                 decided = _answering_protocol(items)
                 if decided is None:

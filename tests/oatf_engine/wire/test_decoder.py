@@ -462,7 +462,8 @@ def test_an_oversize_first_request_speaks_the_protocol_its_first_bytes_name() ->
 
 def test_a_task_method_both_protocols_name_is_told_by_its_params() -> None:
     """`tasks/get` and `tasks/cancel` are MCP's and A2A's: at an endpoint of no protocol yet, params naming the
-    task `id` are A2A's (`fasta2a`'s client polls so), `taskId` MCP's; without params, MCP's (the fallback)."""
+    task `id` are A2A's (`fasta2a`'s client polls so), `taskId` MCP's; without params, MCP's (the fallback). The
+    params come last: an endpoint already seen to speak MCP keeps it."""
     h = Harness()
     assert kinds(h.exchange("POST", "http://a.example/", rpc(1, "tasks/get", {"id": "t1"}))) == [
         ("a2a", "tasks/get", "request", "client")]
@@ -470,6 +471,9 @@ def test_a_task_method_both_protocols_name_is_told_by_its_params() -> None:
         ("mcp", "tasks/cancel", "request", "client")]
     assert kinds(h.exchange("POST", "http://n.example/", rpc(1, "tasks/get"))) == [
         ("mcp", "tasks/get", "request", "client")]
+    h.exchange("POST", "http://seen.example/mcp", rpc(1, "ping"), response=result(1, {}))
+    assert kinds(h.exchange("POST", "http://seen.example/mcp", rpc(2, "tasks/get", {"id": "t1"}))) == [
+        ("mcp", "tasks/get", "request", "client")], "an endpoint seen to speak MCP is not turned by params"
 
 
 def test_an_agent_card_names_its_json_rpc_endpoints() -> None:
