@@ -156,7 +156,7 @@ def creation_cost(workdir: Path, files: int) -> str:
     before, started = os.times(), time.monotonic()
     for n in range(files):
         name = f"{n:060d}-attack__session__0123456789ab__1795573653.483.json"
-        tmp = folder / f".tmp-{name}"
+        tmp = folder / f".{name}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         os.write(fd, data)
         os.close(fd)

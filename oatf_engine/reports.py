@@ -102,8 +102,8 @@ class ReportWriter:
     """Writes each concluded run's report into `directory` and appends it to `verdicts.jsonl` (the same compact
     JSON line), matched values redacted (`redact_report`) unless `show_secrets`.
 
-    `write` puts one report in place atomically (temporary file, then rename: a reader never sees half a
-    report); `commit` makes every report written since the last commit durable at once: one `syncfs` of the
+    `write` puts one report in place atomically (a temporary file not named `*.json`, then rename: a reader never
+    sees half a report); `commit` makes every report written since the last commit durable at once: one `syncfs` of the
     report directory's filesystem where the system has it (Linux; files, `verdicts.jsonl` and the directory's
     entries in one call, whatever their number), else each file, then `verdicts.jsonl`, then the directory,
     fsynced — so a batch of conclusions costs one round of syncing, not one per report. The directory is
@@ -130,7 +130,9 @@ class ReportWriter:
         # One writer per process and directory: a name of its own, no random name to draw and retry. Plain
         # descriptors and string paths: creating the file is most of a report's cost, so nothing is added to it.
         path = os.path.join(self._folder, name)
-        tmp = os.path.join(self._folder, f".tmp-{os.getpid()}-{name}")
+        # The temporary name ends in `.tmp`, not `.json`: whoever lists the reports (`*.json`; pathlib's glob
+        # matches hidden names too) never reads a report still being written.
+        tmp = os.path.join(self._folder, f".{name}.{os.getpid()}.tmp")
         try:
             fd = os.open(tmp, _CREATE, 0o600)
         except FileNotFoundError:  # the first write, or the directory was removed meanwhile

@@ -37,7 +37,26 @@ def test_writer_writes_one_file_per_run_and_appends_jsonl(tmp_path: Path) -> Non
     assert second.exists() and first != second
     lines = (tmp_path / "reports" / JSONL_NAME).read_text().splitlines()
     assert [json.loads(line)["verdict"]["result"] for line in lines] == ["exploited", "not_exploited"]
-    assert not list((tmp_path / "reports").glob(".tmp-*")), "no temporary file is left behind"
+    assert not list((tmp_path / "reports").glob(".*.tmp")), "no temporary file is left behind"
+
+
+def test_a_report_being_written_is_not_listed_as_a_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While a report's bytes are being written, the reports a reader lists (`*.json`, as `oatf serve`'s users and
+    tests do; pathlib's glob matches hidden names) are whole reports only: the temporary file is not among them."""
+    folder = tmp_path / "reports"
+    writer = ReportWriter(folder)
+    writer.write(report("exploited"))
+    listed: list[list[str]] = []
+    real = reports._write_all
+
+    def watching(fd: int, data: bytes) -> None:
+        listed.append([p.read_text() for p in sorted(folder.glob("*.json"))])
+        real(fd, data)
+
+    monkeypatch.setattr(reports, "_write_all", watching)
+    writer.write(report("not_exploited", session="connection:127.0.0.1:5"))
+    assert listed and all(json.loads(text)["verdict"] for seen in listed for text in seen)
+    assert len(listed[0]) == 1, "the report being written is not listed before it is in place"
 
 
 def test_reports_are_made_durable_together_at_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
