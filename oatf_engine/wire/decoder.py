@@ -269,9 +269,9 @@ class _Exchange:
     """Everything known about one HTTP exchange while it is open."""
 
     __slots__ = (
-        "card", "client", "endpoint", "events", "id", "ignored", "keys", "method", "null_id", "proto", "request",
-        "request_headers", "requests", "response", "rest", "scope", "status", "tool_names", "unanswered", "unread",
-        "unread_method", "url",
+        "asked", "card", "client", "endpoint", "events", "id", "ignored", "keys", "method", "null_id", "proto",
+        "request", "request_headers", "requests", "response", "rest", "scope", "status", "tool_names", "unanswered",
+        "unread", "unread_method", "url",
     )
 
     def __init__(self, exchange_id: str, method: str, url: str, endpoint: Endpoint, client: str) -> None:
@@ -287,6 +287,9 @@ class _Exchange:
         self.status = 0
         self.scope = f"x|{exchange_id}"
         self.keys: dict[str, str] = {}  # shared by this exchange's events: replaced, never changed in place
+        self.asked: dict[str, str] = {}
+        """The session keys of the requests its client sent in it (an A2A `tasks/get`'s task): the mark of an
+        answer in it not inspected carries them, so it is placed with its request (`_read`)."""
         self.request_headers: Mapping[str, str] = {}
         self.request: _Body | None = None
         self.response: _Body | None = None
@@ -621,10 +624,11 @@ class WireDecoder:
             if sender == "client":
                 self._read_head(ex, body, data, limit)
             self._diagnose("oversize_body", ex, f"{what} body over {self.config.max_body_size} bytes: not inspected",
-                           sender)
+                           sender, ex.asked if sender == "server" else None)
             return None
         except UndecodableBody as exc:
-            self._diagnose("undecodable_body", ex, f"{what} body: {exc}; not inspected", sender)
+            self._diagnose("undecodable_body", ex, f"{what} body: {exc}; not inspected", sender,
+                           ex.asked if sender == "server" else None)
             return None
 
     def _parse(self, ex: _Exchange, data: bytes | bytearray | str, what: str, sender: Side, quiet: bool) -> Any:
@@ -747,9 +751,11 @@ class WireDecoder:
             self._pending.register(f"{ex.scope}|{sender}", item.id, pending)
             self._report_evictions(ex)
         content = binding.request_content(params)
-        return self._event(ex, binding.protocol, name, sender, content, timestamp,
-                           keys=binding.request_keys(name, content), jsonrpc_id=item.id, envelope=item.envelope,
-                           flow=flow)
+        keys = binding.request_keys(name, content)
+        if keys and sender == "client" and ex.method != _STREAM:
+            ex.asked = {**ex.asked, **keys}
+        return self._event(ex, binding.protocol, name, sender, content, timestamp, keys=keys, jsonrpc_id=item.id,
+                           envelope=item.envelope, flow=flow)
 
     def _jsonrpc_response(self, ex: _Exchange, binding: _Binding, item: Message, sender: Side, in_stream: bool,
                           timestamp: float) -> list[ObservedEvent]:

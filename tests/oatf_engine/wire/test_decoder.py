@@ -460,6 +460,19 @@ def test_an_oversize_first_request_speaks_the_protocol_its_first_bytes_name() ->
                       request_headers={**JSON, "content-encoding": "gzip"}) == []
 
 
+def test_the_mark_of_an_answer_not_inspected_carries_its_requests_session_keys() -> None:
+    """A `tasks/get` whose answer is over the limit (`fasta2a` echoes the task's history in it): the answer's mark
+    carries the task its request named, so it is placed with the request, not in whatever session is next on the
+    route; a request naming no key leaves the mark with its exchange's keys only."""
+    h = Harness(max_body_size=1000)
+    big = result(3, {"kind": "task", "id": "t9", "contextId": "c9", "history": [{"text": "x" * 2000}]})
+    poll, mark = h.exchange("POST", "http://agent.example/a2a", rpc(3, "tasks/get", {"id": "t9"}), response=big)
+    assert (mark.event_type, mark.sender, mark.session_keys) == (UNINSPECTED_EVENT, "server", {"a2a_task": "t9"})
+    assert poll.session_keys == mark.session_keys
+    _, mark = h.exchange("POST", "http://agent.example/a2a", rpc(4, "tasks/list", {}), response=big)
+    assert mark.session_keys == {}
+
+
 def test_a_task_method_both_protocols_name_is_told_by_its_params() -> None:
     """`tasks/get` and `tasks/cancel` are MCP's and A2A's: at an endpoint of no protocol yet, params naming the
     task `id` are A2A's (`fasta2a`'s client polls so), `taskId` MCP's; without params, MCP's (the fallback). The
