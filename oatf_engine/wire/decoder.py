@@ -137,13 +137,16 @@ class Diagnostic:
 
 
 UNINSPECTED = frozenset({"oversize_body", "oversize_event", "undecodable_body", "oversize_batch", "deep_json",
-                         "evicted", "unread_answer"})
+                         "evicted", "unread_answer", "uncorrelated_response"})
 """Diagnostic codes of messages (or parts of them) the decoder passed on without inspecting: a body or SSE event
 over the size limit, a body it could not content-decode, batch members over the limit, values nested deeper than
 `jsonrpc.MAX_DEPTH` (cut), an open exchange (or an outstanding request's correlation) forgotten beyond
 `max_exchanges` (`max_pending`), the answer to a request of its own exchange that was not inspected (it answers no
 request seen, so it cannot be read as one: `unread_answer`, whose mark carries the session keys of the answer, so
-that the request's mark joins its session, `oatf_engine.monitor.sessions` rule 1). Evidence there is never seen, so
+that the request's mark joins its session, `oatf_engine.monitor.sessions` rule 1), an answer to no request seen
+(`uncorrelated_response`: an agent's answer to a server's request the proxy never saw — a sampling or elicitation
+request sent before a capture began, an input request asked another agent — says what it says to a question
+unknown, so no indicator can be judged on it; its mark carries its keys too). Evidence there is never seen, so
 no verdict of their sessions may be trusted as resisted: the decoder marks where each was (`UNINSPECTED_EVENT`), so
 that the runs of its session read `inconclusive`, and `oatf evaluate` exits 2 (the proxy's shutdown summary says so)
 — for those it could not place in a session too."""
@@ -773,7 +776,9 @@ class WireDecoder:
                            "not inspected either", sender, _answer_keys(binding, item.payload))
             return []
         if pending is None:
-            self._diagnose("uncorrelated_response", ex, f"response id {item.id!r} answers no request seen")
+            keys = _answer_keys(binding, item.payload)  # a server's: and its exchange's requests' (`asked`)
+            self._diagnose("uncorrelated_response", ex, f"response id {item.id!r} answers no request seen: not "
+                           "inspected", sender, {**ex.asked, **keys} if sender == "server" else keys)
             return []
         return self._answer(ex, binding, pending, item.payload, sender, item.kind is Kind.ERROR, in_stream,
                             timestamp, item.id, item.envelope)
@@ -829,7 +834,8 @@ class WireDecoder:
         for key, response in mcp.input_responses(params):
             pending = self._pending.pop(self._input_scope(ex), mcp.input_id(key, params))
             if pending is None:
-                self._diagnose("uncorrelated_response", ex, f"inputResponses[{key!r}] answers no input request seen")
+                self._diagnose("uncorrelated_response", ex, f"inputResponses[{key!r}] answers no input request seen: "
+                               "not inspected", "client")
                 continue
             events.extend(self._answer(ex, binding, pending._replace(flow=flow), response, "client", False, False,
                                        timestamp, None, response))

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from mitmproxy import http, io
 
-from testing.oatf_proxy import OatfProxy, Report, assert_replay_agrees, fastmcp_server, oatf_proxy, run
+from testing.oatf_proxy import OatfProxy, Report, assert_replay_agrees, evaluate, fastmcp_server, oatf_proxy, run
 from testing.paths import ROOT
 
 from . import pydantic_agent
@@ -183,3 +183,18 @@ def test_a_question_asked_in_a_result_is_judged_as_the_elicitation_it_is(tmp_pat
     methods = [method for method, _, _ in wire(proxy.flows)]
     assert "elicitation/create" not in methods and "initialize" not in methods, methods
     assert methods.count("tools/call") == 4, methods  # each conversation: the call, then its retry
+
+    # A capture begun after the question was asked (every flow before the first retry left out): the complying
+    # agent's answer, its token included, answers no question the replay saw. It is not inspected, so the run
+    # reads `inconclusive` and `oatf evaluate` exits 2 — not `not_delivered` or `resisted`, exit 0.
+    late = tmp_path / "begun-after-the-question.mitm"
+    with proxy.flows.open("rb") as file, late.open("wb") as out:
+        flows = [f for f in io.FlowReader(file).stream() if isinstance(f, http.HTTPFlow)]
+        retries = [n for n, f in enumerate(flows) if b"inputResponses" in (f.request.content or b"")]
+        writer = io.FlowWriter(out)
+        for flow in flows[retries[0]:]:
+            writer.add(flow)
+    truncated = evaluate([ELICITING], late, tmp_path / "late-replay", flags=("--idle-gap", f"{IDLE_GAP:g}s"))
+    assert sorted(map(summary, truncated.reports)) == [("not_exploited", "inconclusive", False),
+                                                       ("not_exploited", "resisted", True)], truncated.stderr
+    assert truncated.status == 2 and "uncorrelated_response" in truncated.stderr, truncated.stderr

@@ -182,7 +182,9 @@ def test_mcp_error_response_and_uncorrelated_response() -> None:
                         response={"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "bad"}})
     assert events[1].is_error and events[1].event_type == "tools/call"
     assert events[1].content == {"code": -32602, "message": "bad", "params": {"name": "x"}}
-    assert h.exchange("POST", "http://m/mcp", rpc(2, "ping"), response=result(99, {}))[1:] == []
+    unasked = h.exchange("POST", "http://m/mcp", rpc(2, "ping"), response=result(99, {}))[1:]
+    assert [(e.event_type, e.sender, e.content["code"]) for e in unasked] == [
+        (UNINSPECTED_EVENT, "server", "uncorrelated_response")], "an answer to no request seen is marked"
     assert [d.code for d in h.diagnostics] == ["uncorrelated_response"]
 
 
@@ -233,7 +235,7 @@ def test_a_request_with_a_null_id_is_answered_in_its_own_exchange() -> None:
     assert kinds(events) == [("a2a", "tasks/get", "request", "client"), ("a2a", "tasks/get", "response", "server")]
     assert events[1].session_keys == {"a2a_context": "c1", "a2a_task": "t1"} and not h.diagnostics
     unasked = h.exchange("POST", "http://agent/", {"jsonrpc": "2.0", "method": "ping"}, response=result(None, {}))
-    assert unasked[1:] == []
+    assert [(e.event_type, e.content["code"]) for e in unasked[1:]] == [(UNINSPECTED_EVENT, "uncorrelated_response")]
     assert [d.code for d in h.diagnostics] == ["uncorrelated_response"]
 
 
@@ -394,7 +396,7 @@ def test_the_answer_to_a_request_not_inspected_is_marked_with_its_session_keys()
     """An oversize A2A `message/send` opens a context: its answer names it (`contextId`) but answers no request seen.
     It is marked too (`unread_answer`), with the keys it carries, so the request's mark joins that session
     (`oatf_engine.monitor.sessions` rule 1) rather than another agent's context on the same route. An answer that
-    answers no request elsewhere stays an `uncorrelated_response`, not marked."""
+    answers no request elsewhere is an `uncorrelated_response`, marked with the keys it carries (none here)."""
     h = Harness(max_body_size=1000)
     h.exchange("POST", "http://agent/a2a", rpc(1, "message/send", {"message": {}}), response=result(1, V03_TASK))
     big = rpc(2, "message/send", {"message": {"parts": [{"kind": "text", "text": "x" * 2000}]}})
@@ -403,7 +405,9 @@ def test_the_answer_to_a_request_not_inspected_is_marked_with_its_session_keys()
         (UNINSPECTED_EVENT, "client", "oversize_body", {}),
         (UNINSPECTED_EVENT, "server", "unread_answer", {"a2a_context": "c2", "a2a_task": "t1"})]
     assert [d.code for d in h.diagnostics] == ["oversize_body", "unread_answer"]
-    assert h.exchange("POST", "http://agent/a2a", rpc(3, "tasks/get", {"id": "t1"}), response=result(9, {}))[1:] == []
+    unasked = h.exchange("POST", "http://agent/a2a", rpc(3, "tasks/get", {"id": "t1"}), response=result(9, {}))[1:]
+    assert [(e.sender, e.content["code"], e.session_keys) for e in unasked] == [
+        ("server", "uncorrelated_response", {"a2a_task": "t1"})]
     assert h.diagnostics[-1].code == "uncorrelated_response"
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from oatf_engine.events import Endpoint
+from oatf_engine.events import UNINSPECTED_EVENT, Endpoint
 from oatf_engine.wire import WireDecoder
 from oatf_engine.wire.mcp import HANDSHAKE_REVISIONS, result_for
 
@@ -110,7 +110,8 @@ def test_a_reused_key_is_told_apart_by_the_request_state() -> None:
 
 def test_answers_nobody_asked_for_are_reported_not_invented() -> None:
     """An answer under an unknown key, with another state, or from another agent's host answers nothing it
-    could be told to answer: no event, one `uncorrelated_response` diagnostic each."""
+    could be told to answer: no answer event, one `uncorrelated_response` diagnostic and mark each (the agent's
+    answer, not inspected: its session's runs cannot read resisted)."""
     h = Harness()
     h.exchange("POST", URL, rpc(1, "tools/call", CALL), request_headers=STATELESS, response=result(1, ASKING),
                client="10.0.0.1:5000")
@@ -120,7 +121,9 @@ def test_answers_nobody_asked_for_are_reported_not_invented() -> None:
                          client="10.0.0.1:5002")
     events += h.exchange("POST", URL, rpc(4, "tools/call", retried(e1=TOKEN)), request_headers=STATELESS,
                          client="10.0.0.2:5000")
-    assert kinds(events) == [("mcp", "tools/call", "request", "client")] * 3
+    assert kinds(events) == [("mcp", "tools/call", "request", "client"),
+                             ("mcp", UNINSPECTED_EVENT, "request", "client")] * 3
+    assert [e.content["code"] for e in events if e.event_type == UNINSPECTED_EVENT] == ["uncorrelated_response"] * 3
     assert [d.code for d in h.diagnostics] == ["uncorrelated_response"] * 3
     mine = h.exchange("POST", URL, rpc(5, "tools/call", retried(e1=TOKEN)), request_headers=STATELESS,
                       client="10.0.0.1:5003")
@@ -165,5 +168,6 @@ def test_any_embedded_requests_and_answers_decode_without_error(requests: dict[s
     same_state = isinstance(state, str) == isinstance(retry_state, str) and (
         not isinstance(state, str) or state == retry_state)
     correlated = [k for k in keys if k in asked_keys and same_state]
-    assert len(answered) == 1 + len(correlated)
-    assert len(h.diagnostics) == len(keys) - len(correlated)
+    marks = [e for e in answered if e.event_type == UNINSPECTED_EVENT]
+    assert len(answered) - len(marks) == 1 + len(correlated)
+    assert len(h.diagnostics) == len(marks) == len(keys) - len(correlated)

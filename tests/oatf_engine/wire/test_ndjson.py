@@ -76,7 +76,9 @@ def test_a_response_is_correlated_once() -> None:
     stdio, diagnostics = session()
     feed(stdio, "client", {"jsonrpc": "2.0", "id": 7, "method": "tools/list"})
     assert len(feed(stdio, "server", {"jsonrpc": "2.0", "id": 7, "result": {"tools": []}})) == 1
-    assert feed(stdio, "server", {"jsonrpc": "2.0", "id": 7, "result": {"tools": []}}) == []
+    again = feed(stdio, "server", {"jsonrpc": "2.0", "id": 7, "result": {"tools": []}})
+    assert [(e.event_type, e.sender, e.content["code"]) for e in again] == [
+        (UNINSPECTED_EVENT, "server", "uncorrelated_response")]
     assert [d.code for d in diagnostics] == ["uncorrelated_response"]
 
 
