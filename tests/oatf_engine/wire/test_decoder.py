@@ -176,6 +176,24 @@ def test_mcp_legacy_http_sse_transport() -> None:
     assert h.diagnostics == []
 
 
+@given(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4), st.sampled_from(["tools/call", "tools/list", "ping"]),
+                          st.booleans()), max_size=12))
+def test_every_answer_is_read_or_marked(exchanges: list[tuple[int, int, str, bool]]) -> None:
+    """Whatever ids a server answers with, in its own exchange or in a later one (the answer posted alone), every
+    JSON-RPC answer the decoder is given becomes an event: the answer to the request it names, or a mark that it
+    was not inspected (`uncorrelated_response`). None is dropped, so no run reads resisted for want of one."""
+    h = Harness()
+    for request_id, answer_id, method, answered_here in exchanges:
+        answer = result(answer_id, {})
+        if answered_here:
+            events = h.exchange("POST", "http://m/mcp", rpc(request_id, method, {}), response=answer)
+        else:  # the request unanswered here (202); its answer comes in an exchange of its own
+            h.exchange("POST", "http://m/mcp", rpc(request_id, method, {}), status=202)
+            events = h.exchange("POST", "http://m/mcp", answer, status=202)
+        read = [e for e in events if e.direction == "response" or e.event_type == UNINSPECTED_EVENT]
+        assert len(read) == 1, (request_id, answer_id, method, answered_here, kinds(events))
+
+
 def test_mcp_error_response_and_uncorrelated_response() -> None:
     h = Harness()
     events = h.exchange("POST", "http://m/mcp", rpc(1, "tools/call", {"name": "x"}),
