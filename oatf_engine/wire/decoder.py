@@ -771,14 +771,16 @@ class WireDecoder:
             pending = self._pending.pop(f"{ex.scope}|{requester}", item.id) or local
         elif sender == "server":
             pending, ex.null_id = ex.null_id, None
-        if pending is None and ex.unread and sender == "server":
-            self._diagnose("unread_answer", ex, f"response id {item.id!r} answers a request that was not inspected: "
-                           "not inspected either", sender, _answer_keys(binding, item.payload))
-            return []
-        if pending is None:
-            keys = _answer_keys(binding, item.payload)  # a server's: and its exchange's requests' (`asked`)
-            self._diagnose("uncorrelated_response", ex, f"response id {item.id!r} answers no request seen: not "
-                           "inspected", sender, {**ex.asked, **keys} if sender == "server" else keys)
+        if pending is None:  # not inspected: marked with the keys it carries (a server's: and its requests')
+            keys = _answer_keys(binding, item.payload)
+            if sender == "server":
+                keys = {**ex.asked, **keys}
+            if ex.unread and sender == "server":
+                self._diagnose("unread_answer", ex, f"response id {item.id!r} answers a request that was not "
+                               "inspected: not inspected either", sender, keys)
+            else:
+                self._diagnose("uncorrelated_response", ex, f"response id {item.id!r} answers no request seen: not "
+                               "inspected", sender, keys)
             return []
         return self._answer(ex, binding, pending, item.payload, sender, item.kind is Kind.ERROR, in_stream,
                             timestamp, item.id, item.envelope)
