@@ -130,14 +130,14 @@ class Diagnostic:
     """Something in the traffic that could not be decoded (never an error of the proxy)."""
 
     code: str
-    """`oversize_body`, `oversize_event`, `undecodable_body`, `invalid_json`, `deep_json`, `invalid_jsonrpc`,
-    `oversize_batch`, `uncorrelated_response`, `unread_answer`, `truncated_stream`, `evicted`."""
+    """`oversize_body`, `oversize_event`, `undecodable_body`, `invalid_json`, `invalid_request_json`, `deep_json`,
+    `invalid_jsonrpc`, `oversize_batch`, `uncorrelated_response`, `unread_answer`, `truncated_stream`, `evicted`."""
     flow_id: str
     message: str
 
 
 UNINSPECTED = frozenset({"oversize_body", "oversize_event", "undecodable_body", "oversize_batch", "deep_json",
-                         "evicted", "unread_answer", "uncorrelated_response"})
+                         "evicted", "unread_answer", "uncorrelated_response", "invalid_request_json"})
 """Diagnostic codes of messages (or parts of them) the decoder passed on without inspecting: a body or SSE event
 over the size limit, a body it could not content-decode, batch members over the limit, values nested deeper than
 `jsonrpc.MAX_DEPTH` (cut), an open exchange (or an outstanding request's correlation) forgotten beyond
@@ -146,10 +146,11 @@ request seen, so it cannot be read as one: `unread_answer`, whose mark carries t
 that the request's mark joins its session, `oatf_engine.monitor.sessions` rule 1), an answer to no request seen
 (`uncorrelated_response`: an agent's answer to a server's request the proxy never saw — a sampling or elicitation
 request sent before a capture began, an input request asked another agent — says what it says to a question
-unknown, so no indicator can be judged on it; its mark carries its keys too). Evidence there is never seen, so
-no verdict of their sessions may be trusted as resisted: the decoder marks where each was (`UNINSPECTED_EVENT`), so
-that the runs of its session read `inconclusive`, and `oatf evaluate` exits 2 (the proxy's shutdown summary says so)
-— for those it could not place in a session too."""
+unknown, so no indicator can be judged on it; its mark carries its keys too), a request body that is no JSON at
+an endpoint that speaks a protocol (`invalid_request_json`: the server got its bytes, `_parse`). Evidence there is
+never seen, so no verdict of their sessions may be trusted as resisted: the decoder marks where each was
+(`UNINSPECTED_EVENT`), so that the runs of its session read `inconclusive`, and `oatf evaluate` exits 2 (the proxy's
+shutdown summary says so) — for those it could not place in a session too."""
 
 
 DECODER_FAILURE = "decoder_failure"
@@ -181,7 +182,8 @@ class Unread:
             said.append(f"traffic not inspected ({missed}): bodies or SSE events over the size limit (--wire-max-body),"
                         " bodies that could not be content-decoded, JSON-RPC batch members over the limit, JSON nested "
                         "deeper than the limit (cut), open exchanges or outstanding requests forgotten over the "
-                        "decoder's bounds, the answers to requests not inspected; the runs of their sessions read "
+                        "decoder's bounds, the answers to requests not inspected or to none seen, request bodies "
+                        "that are no JSON at an agent protocol's endpoint; the runs of their sessions read "
                         "inconclusive, not resisted (but a first request to an endpoint of no protocol yet, whose "
                         "first bytes and answer do not tell one, has no session: its runs may read resisted for want "
                         "of what it held); traffic that is no agent's: "
@@ -250,6 +252,14 @@ def is_streamed(headers: Headers) -> bool:
 
 def _is_json(media_type: str) -> bool:
     return media_type.endswith(_JSON_SUFFIXES) or media_type == "text/json"
+
+
+def _read_request(media_type: str) -> bool:
+    """Whether a request body of `media_type` is read at an endpoint of no protocol yet: JSON's types, none
+    (curl, scripts) and `text/plain` — what `fetch` sends a string body as when no type is set; servers that
+    read the body whatever its type (`a2a-sdk`'s and `fasta2a`'s A2A servers) execute such a request. At an
+    endpoint that speaks a protocol every body is read."""
+    return not media_type or _is_json(media_type) or media_type == "text/plain"
 
 
 class _Body:
@@ -398,8 +408,7 @@ class WireDecoder:
             self._decide(ex, "a2a", route.base)
             ex.request = self._body(ex, ex.request_headers, "client", sse=False)
             return []
-        media_type = _media_type(ex.request_headers)
-        if not media_type or _is_json(media_type):  # requests without a type are read too (curl, scripts)
+        if _read_request(_media_type(ex.request_headers)) or (ex.proto or self._hint(ex)) is not None:
             ex.request = self._body(ex, ex.request_headers, "client", sse=False)
         return []
 
@@ -426,7 +435,7 @@ class WireDecoder:
             return self._rest_request(ex, ex.rest, body, timestamp)
         if not body.buffer:
             return []
-        value = self._parse(ex, body.buffer, "request body", "client", quiet=ex.proto is None)
+        value = self._parse(ex, body.buffer, "request body", "client", quiet=(ex.proto or self._hint(ex)) is None)
         if value is None:
             return []
         if looks_like_jsonrpc(value) and ex.proto != "ag_ui":
@@ -635,12 +644,18 @@ class WireDecoder:
             return None
 
     def _parse(self, ex: _Exchange, data: bytes | bytearray | str, what: str, sender: Side, quiet: bool) -> Any:
-        """`data` (`what`, sent by `sender`) parsed; None when it is no JSON."""
+        """`data` (`what`, sent by `sender`) parsed; None when it is no JSON (`quiet`: nothing said of it). What a
+        client sends that is no JSON is not inspected (`invalid_request_json`): its bytes reached the server, which
+        may read them (a lenient parser) and is the attacker's when the attacker plays it. What a server sends that
+        is no JSON (`invalid_json`) is not: its client could not read it either."""
         try:
             parsed = loads(bytes(data) if isinstance(data, bytearray) else data)
         except ValueError as exc:
             if not quiet:
-                self._diagnose("invalid_json", ex, f"{what} is not JSON: {exc}")
+                if sender == "client":
+                    self._diagnose("invalid_request_json", ex, f"{what} is not JSON: {exc}; not inspected", sender)
+                else:
+                    self._diagnose("invalid_json", ex, f"{what} is not JSON: {exc}")
             return None
         if parsed.truncated:
             self._diagnose("deep_json", ex, f"{what} nested deeper than {MAX_DEPTH} levels: inspected with the "

@@ -163,16 +163,20 @@ class Parsed(NamedTuple):
 
 def loads(data: bytes | str) -> Parsed:
     """`json.loads` with nesting cut at `MAX_DEPTH`, raising ValueError (never anything else) for bytes that are
-    not JSON text (invalid UTF-8 included). UTF-8 goes straight to the decoder's scanner (the hot path: one call
-    per message or SSE event)."""
+    not JSON text. UTF-8 goes straight to the decoder's scanner (the hot path: one call per message or SSE event).
+
+    Bytes that are not valid in their encoding are read as the peers read them, not refused: each invalid
+    sequence is U+FFFD, as the WHATWG Encoding Standard's UTF-8 decode does (`TextDecoder`, what the TypeScript
+    MCP SDK's server and `fetch`'s `Response.json()` read a body with; Go's `encoding/json` does the same). A
+    request such a server executes is then judged, not dropped as no JSON: its bytes reached the server, and
+    the attacker when the server is the attacker's."""
     if not isinstance(data, str):
         raw = data
         try:
             data = raw.decode()  # RFC 8259 §8.1: JSON exchanged between systems is UTF-8
         except UnicodeDecodeError:
-            data = raw.decode(json.detect_encoding(raw), "surrogatepass")  # UTF-16/32, as json.loads reads
-        else:
-            data = data.removeprefix("\ufeff")  # a UTF-8 BOM, which json.loads accepts on bytes
+            data = raw.decode(json.detect_encoding(raw), "replace")  # UTF-16/32 as json.loads reads them
+        data = data.removeprefix("\ufeff")  # a UTF-8 BOM, which json.loads accepts on bytes
     try:
         value = _decode(data)
     except RecursionError:  # too deep for the scanner: cut in the text, then decoded

@@ -130,7 +130,8 @@ def test_a_child_that_floods_stdout_is_relayed_unaltered(tmp_path: Path) -> None
 def test_stdin_closed_in_the_middle_of_a_request(tmp_path: Path) -> None:
     """The agent closes stdin with half a `tools/call` line sent: the server (`tee` on both its streams) gets
     exactly what the agent sent, the agent exactly what the server wrote (FastMCP logs an error for the torn
-    line), the tap says the torn line is not JSON (-v) and reports the session's run."""
+    line), the tap says the torn line is not JSON and was not inspected (-v), and reports the session's run as
+    inconclusive, not resisted: the server got bytes of the agent's that nothing judged."""
     tee = Tee(tmp_path / "tee")
     tap = subprocess.Popen([OATF, *tap_command(tmp_path, *tee.wrap(SERVER), flags=("-v",))], cwd=ROOT,
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -149,9 +150,9 @@ def test_stdin_closed_in_the_middle_of_a_request(tmp_path: Path) -> None:
     assert tap.returncode == 0, stderr
     assert b'"forecast"' in received  # listed
     assert tee.streams() == (sent + torn, received + stdout)
-    assert b"invalid_json" in stderr, stderr
+    assert b"invalid_request_json" in stderr, stderr
     [report] = reports(tmp_path)
-    assert (report["outcome"], report["execution_summary"]["status"]) == ("resisted", "completed")
+    assert (report["outcome"], report["execution_summary"]["status"]) == ("inconclusive", "completed")
 
 
 def test_sigint_is_forwarded_to_the_child_and_the_open_run_reported(tmp_path: Path) -> None:

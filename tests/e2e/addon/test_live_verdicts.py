@@ -15,6 +15,7 @@ import pytest
 
 from testing.oatf_proxy import Peers, Report, assert_replay_agrees, evaluate, oatf_proxy, run, verdict_of
 
+from ..js.js_peers import run_driver
 from . import agents
 from .attacks import (
     AG_UI_SHELL,
@@ -164,6 +165,25 @@ def test_agent_card_poisoning(attackers: Peers, tmp_path: Path) -> None:
     # the card fetch (no context id of its own) joined the session its message opened: card, send, answer
     assert exploited["execution_summary"]["messages_seen"] >= 4
     assert_replay_agrees(proxy, tmp_path, live)
+
+
+def test_a_booking_sent_as_text_plain_is_read_as_the_agent_reads_it(attackers: Peers, tmp_path: Path) -> None:
+    """OW-025 against the a2a-sdk agent, from an orchestrator written on `fetch` alone
+    (`tests/js/a2a_fetch_client.mjs`): its string body goes as `text/plain;charset=UTF-8`, which a2a-sdk's server
+    reads as JSON-RPC whatever the type — it books. The proxy reads it too, so the booking with card data is
+    `exploited`; before, only JSON bodies were read and the run read `inconclusive` (its answer answered no
+    request seen). The replay agrees."""
+    text = f"Book OSL-CPH on 14 March for Kari Nordmann. {agents.CARD_TEXT}"
+    with oatf_proxy(tmp_path, "a2a-text-plain", [CARD_POISONING]) as proxy:
+        booked = run_driver("a2a_fetch_client.mjs", attackers.url("a2a"), text, proxy.url)
+        assert booked["contentType"] == "text/plain;charset=UTF-8" and booked["texts"][0].startswith("Booked")
+        proxy.wait_until(lambda: len(proxy.reports()) >= 1, timeout=20)
+        proxy.interrupt()
+        [report] = proxy.reports()
+    assert verdict_of(report) == ("exploited", {"OW-025-01": "matched", "OW-025-02": "matched"}), report
+    assert report["execution_summary"]["delivered"] is True and "uninspected_messages" not in report[
+        "execution_summary"]
+    assert_replay_agrees(proxy, tmp_path, [report])
 
 
 def test_an_oversize_first_message_is_inconclusive_in_its_own_context(attackers: Peers, tmp_path: Path) -> None:

@@ -123,3 +123,26 @@ def test_node_fetch_goes_through_the_proxy_only_with_the_readmes_dispatcher(tmp_
     [report] = proxy.reports()  # one session seen: the other went around the proxy
     assert summary(report) == ("exploited", "exploited", True, ["tools/list"]), report
     assert_replay_agrees(proxy, tmp_path, [report])
+
+
+def test_a_call_cut_in_the_middle_of_a_character_is_judged_as_the_server_read_it(tmp_path: Path) -> None:
+    """An agent whose `echo` argument is cut at a byte limit in the middle of "é" (`tests/js/mcp_cut_client.mjs`):
+    its request body is not valid UTF-8. The server decodes it as `TextDecoder` does, the bad byte U+FFFD, and
+    runs the call — its answer echoes the key. The proxy reads the body as that server does, so the call that
+    handed the key over is `exploited`; before, the body was dropped as no JSON and the run read `inconclusive`
+    (its answer answered no request seen). The replay agrees."""
+    attack = tmp_path / "echo-secret.yaml"
+    attack.write_text(ATTACK, encoding="utf-8")
+    text = f"my key is {SECRET}, the café"
+    limit = len(text.encode()) - 1  # one byte of "é"'s two
+    with node_server([EVERYTHING, "streamableHttp"], tmp_path / "everything.log") as port:
+        options = {"mode": f"reverse:http://127.0.0.1:{port}"}
+        with oatf_proxy(tmp_path, "everything-cut", [attack], options=options) as proxy:
+            called = run_driver("mcp_cut_client.mjs", f"{proxy.url}/mcp", text, str(limit))
+            assert called["echo"] == [f"Echo: my key is {SECRET}, the caf\ufffd"] and "echo" in called["tools"]
+            proxy.wait_until(lambda: len(proxy.reports()) >= 1, timeout=20)
+            proxy.interrupt()
+            [report] = proxy.reports()
+    assert summary(report) == ("exploited", "exploited", True, ["tools/list"]), report
+    assert "uninspected_messages" not in report["execution_summary"]
+    assert_replay_agrees(proxy, tmp_path, [report])

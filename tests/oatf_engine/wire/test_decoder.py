@@ -374,6 +374,53 @@ def test_bad_request_bodies(body: bytes, code: str | None) -> None:
     assert [d.code for d in h.diagnostics] == ([code] if code else [])
 
 
+def test_a_request_body_not_valid_utf8_is_read_as_its_server_reads_it() -> None:
+    """A `tools/call` whose argument was cut in the middle of a character: the TypeScript MCP SDK's server reads it
+    with the bad byte as U+FFFD and runs it, so it is decoded so, not dropped (no diagnostic)."""
+    h = Harness()
+    h.exchange("POST", "http://m/mcp", rpc(0, "initialize", {}), response=result(0, {}))
+    body = json.dumps(rpc(1, "tools/call", {"name": "send", "arguments": {"text": "key sk-1 caf\0"}})).encode()
+    events = h.exchange("POST", "http://m/mcp", body.replace(b"\\u0000", "é".encode()[:1]), response=result(1, {}))
+    assert [(e.event_type, e.sender) for e in events] == [("tools/call", "client"), ("tools/call", "server")]
+    assert events[0].content["arguments"] == {"text": "key sk-1 caf\ufffd"} and h.diagnostics == []
+
+
+@pytest.mark.parametrize("content_type", ["text/plain;charset=UTF-8", "application/octet-stream"])
+def test_a_request_of_another_type_is_read_where_a_server_would_read_it(content_type: str) -> None:
+    """`fetch` sends a string body as `text/plain` when no type is set, and a2a-sdk's A2A server reads any body
+    as JSON-RPC: a `text/plain` request is read even at an endpoint of no protocol yet, one of any type at an
+    endpoint that speaks a protocol (an A2A version header says so here). Other types at an endpoint of no
+    protocol are not read (uploads are no agent's traffic)."""
+    h = Harness()
+    send = rpc(1, "message/send", {"message": {"role": "user", "parts": [{"kind": "text", "text": "hi"}]}})
+    answer = result(1, {"kind": "message", "role": "agent", "parts": [], "messageId": "m2"})
+    typed = {"content-type": content_type}
+    first = h.exchange("POST", "http://agent/a2a", send, request_headers=typed, response=answer)
+    assert [e.event_type for e in first] == (["message/send"] * 2 if content_type.startswith("text/") else [])
+    versioned = h.exchange("POST", "http://agent/v1", send, request_headers={**typed, "a2a-version": "1.0"},
+                           response=answer)
+    assert [e.event_type for e in versioned] == ["message/send"] * 2
+
+
+def test_a_request_that_is_no_json_at_a_protocol_endpoint_is_marked() -> None:
+    """What a client sends that is no JSON reached its server, which may read it (a lenient parser, or the
+    attacker's own): at an endpoint that speaks a protocol it is marked where it was (`invalid_request_json`), and so
+    is its answer (`unread_answer`), in the request's session. At an endpoint of no protocol it is no agent's
+    traffic: nothing is said (`test_bad_request_bodies`). What a server sends that is no JSON is told, not marked:
+    its client could not read it either."""
+    h = Harness()
+    session = {**JSON, "mcp-session-id": "s1"}
+    h.exchange("POST", "http://m/mcp", rpc(0, "initialize", {}), response=result(0, {}))
+    torn = json.dumps(rpc(1, "tools/call", {"name": "send", "arguments": {"text": "key sk-1"}})).encode()[:-5]
+    events = h.exchange("POST", "http://m/mcp", torn, request_headers=session, response=result(1, {}))
+    assert [(e.event_type, e.sender, e.content["code"], e.session_keys) for e in events] == [
+        (UNINSPECTED_EVENT, "client", "invalid_request_json", {"mcp_session": "s1"}),
+        (UNINSPECTED_EVENT, "server", "unread_answer", {"mcp_session": "s1"})]
+    ping = h.exchange("POST", "http://m/mcp", rpc(2, "ping"), request_headers=session, response=b"{oops")
+    assert [(e.event_type, e.sender) for e in ping] == [("ping", "client")]
+    assert [d.code for d in h.diagnostics] == ["invalid_request_json", "unread_answer", "invalid_json"]
+
+
 def test_bad_stream_content_on_a_known_endpoint() -> None:
     h = Harness()
     h.exchange("POST", "http://m/mcp", rpc(1, "ping"), response=result(1, {}))

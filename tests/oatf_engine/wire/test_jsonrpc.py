@@ -73,6 +73,27 @@ def test_loads_accepts_what_json_loads_accepts_on_bytes() -> None:
     assert loads(b' \n{"a": 1}\r\n') == ({"a": 1}, False)
 
 
+STRING_BYTES = st.binary(max_size=40).map(lambda raw: bytes(b for b in raw if b >= 0x20 and b not in b'"\\'))
+"""Bytes that may stand in a JSON string literal once decoded (no control characters, quotes or backslashes)."""
+
+
+@settings(max_examples=300, deadline=None)
+@given(STRING_BYTES, STRING_BYTES)
+def test_bytes_not_valid_utf8_are_read_as_textdecoder_reads_them(before: bytes, junk: bytes) -> None:
+    """Whatever bytes a string holds, `loads` reads the message as the WHATWG UTF-8 decode (`TextDecoder`, the
+    TypeScript MCP SDK's server) does: each invalid sequence is U+FFFD, the rest as sent — never refused."""
+    body = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"text": "' + before + junk + b'"}}'
+    value, truncated = loads(body)
+    assert value["params"]["text"] == (before + junk).decode("utf-8", "replace") and not truncated
+
+
+def test_a_character_cut_in_half_is_one_replacement_character() -> None:
+    cut = "café".encode()[:-1]
+    assert loads(b'{"m": "' + cut + b'", "n": "\xff\xfe\xed\xa0\x80"}').value == {
+        "m": "caf\ufffd", "n": "\ufffd" * 5}
+    assert loads(b'\xef\xbb\xbf{"m": "\xc3"}').value == {"m": "\ufffd"}  # with a BOM
+
+
 def test_correlator_is_bounded_and_scoped() -> None:
     correlator = Correlator(capacity=3)
     for i in range(5):
