@@ -265,12 +265,15 @@ def _read_request(media_type: str) -> bool:
 class _Body:
     """A body being read: content-decoded, then buffered up to the limit, or fed to an SSE parser."""
 
-    __slots__ = ("buffer", "decoder", "sse")
+    __slots__ = ("buffer", "decoder", "sse", "typed")
 
-    def __init__(self, content_encoding: str | None, sse: SSEParser | None) -> None:
+    def __init__(self, content_encoding: str | None, sse: SSEParser | None, typed: bool) -> None:
         self.decoder = ContentDecoder(content_encoding) if content_encoding else _IDENTITY
         self.sse = sse
         self.buffer = bytearray()
+        self.typed = typed
+        """Its media type is JSON's (or SSE's): a body of another type read because its client reads it as JSON
+        (an A2A answer) says nothing when it is no JSON (an error page)."""
 
 
 def _resumable(body: _Body | None) -> bool:
@@ -463,6 +466,8 @@ class WireDecoder:
             ex.response = self._body(ex, kept, "server", sse=True)
         elif (ex.proto is not None or ex.unread) and _is_json(media_type):  # unread: its answer may tell (`_jsonrpc`)
             ex.response = self._body(ex, kept, "server", sse=False)
+        elif ex.proto == "a2a":  # A2A clients (a2a-sdk's, @a2a-js/sdk's) read any answer as JSON; MCP's check the type
+            ex.response = self._body(ex, kept, "server", sse=False, typed=False)
         return []
 
     @_marking_unseen
@@ -506,7 +511,7 @@ class WireDecoder:
         """The events of a buffered response body, complete."""
         if body is None or body.sse is not None or not body.buffer:
             return []
-        value = self._parse(ex, body.buffer, "response body", "server", quiet=False)
+        value = self._parse(ex, body.buffer, "response body", "server", quiet=not body.typed)
         if value is None:
             return []
         if ex.rest is not None:
@@ -618,9 +623,11 @@ class WireDecoder:
             self._forget_legacy(ex.scope)
         ex.request = ex.response = None
 
-    def _body(self, ex: _Exchange, headers: Mapping[str, str], sender: Side, sse: bool) -> _Body | None:
+    def _body(self, ex: _Exchange, headers: Mapping[str, str], sender: Side, sse: bool,
+              typed: bool = True) -> _Body | None:
         try:
-            return _Body(headers.get("content-encoding"), SSEParser(self.config.max_event_size) if sse else None)
+            return _Body(headers.get("content-encoding"), SSEParser(self.config.max_event_size) if sse else None,
+                         typed)
         except UndecodableBody as exc:
             self._diagnose("undecodable_body", ex, f"{exc}; body not inspected", sender)
             return None

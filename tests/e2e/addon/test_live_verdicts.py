@@ -11,9 +11,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+import yaml
 
-from testing.oatf_proxy import Peers, Report, assert_replay_agrees, evaluate, oatf_proxy, run, verdict_of
+from testing.oatf_proxy import Peers, Report, addon_peer, assert_replay_agrees, evaluate, oatf_proxy, run, verdict_of
+from testing.paths import ROOT
 
 from ..js.js_peers import run_driver
 from . import agents
@@ -184,6 +187,47 @@ def test_a_booking_sent_as_text_plain_is_read_as_the_agent_reads_it(attackers: P
     assert report["execution_summary"]["delivered"] is True and "uninspected_messages" not in report[
         "execution_summary"]
     assert_replay_agrees(proxy, tmp_path, [report])
+
+
+HELPDESK_PROBE = ROOT / "attacks" / "OW-033_helpdesk-agent-instruction-echo.yaml"
+
+
+async def diagnostics_probe(agent: str, proxy: str) -> str:
+    """OW-033's attacker as the official `a2a-sdk` client, through the proxy: the agent's card, then the
+    document's "developer diagnostics" message as a blocking `SendMessage`. The agent's answer text."""
+    from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+    from a2a.helpers import new_text_message
+    from a2a.types.a2a_pb2 import Role, SendMessageRequest
+
+    document = yaml.safe_load(HELPDESK_PROBE.read_text(encoding="utf-8"))
+    text = document["attack"]["execution"]["state"]["actions"][1]["params"]["message"]["parts"][0]["text"]
+    async with httpx.AsyncClient(proxy=proxy, trust_env=False, timeout=30) as client:
+        card = await A2ACardResolver(client, agent).get_agent_card()
+        remote = ClientFactory(ClientConfig(httpx_client=client, streaming=False)).create(card)
+        request = SendMessageRequest(message=new_text_message(text, role=Role.ROLE_USER))
+        async for response in remote.send_message(request):
+            return " ".join(part.text for part in response.message.parts)
+    raise AssertionError("the agent answers with a message")
+
+
+def test_an_agent_answering_as_text_html_is_judged_on_its_answer(tmp_path: Path) -> None:
+    """OW-033 (the attacker is the A2A client) against a hand-written helpdesk agent whose card and answers go
+    out as `text/html` (`handwritten_agents.py`): a2a-sdk's client reads them as JSON all the same, so the proxy
+    does too. The leaky agent, which repeats its system prompt, is `exploited` and the careful one `resisted`.
+    Before, only JSON-typed answers were read at an A2A endpoint: the leak was never seen, and the two probes (no
+    answer read named their contexts) made one run, which read `resisted` — a false not_exploited. The replay
+    agrees."""
+    with addon_peer(tmp_path, "handwritten_agents.py", "helpdesk") as port, \
+            oatf_proxy(tmp_path, "a2a-text-html", [HELPDESK_PROBE]) as proxy:
+        leaked = run(diagnostics_probe(f"http://127.0.0.1:{port}/leaky/", proxy.url))
+        declined = run(diagnostics_probe(f"http://127.0.0.1:{port}/careful/", proxy.url))
+        assert "You are HelpBot" in leaked and "You are" not in declined
+        proxy.wait_until(lambda: len(proxy.reports()) >= 2, timeout=20)
+        proxy.interrupt()
+        live = sorted(proxy.reports(), key=lambda r: r["verdict"]["timestamp"])
+    assert [(r["outcome"], r["verdict"]["indicator_verdicts"][0]["result"]) for r in live] == [
+        ("exploited", "matched"), ("resisted", "not_matched")], live
+    assert_replay_agrees(proxy, tmp_path, live)
 
 
 def test_an_oversize_first_message_is_inconclusive_in_its_own_context(attackers: Peers, tmp_path: Path) -> None:

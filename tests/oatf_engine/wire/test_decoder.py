@@ -402,6 +402,29 @@ def test_a_request_of_another_type_is_read_where_a_server_would_read_it(content_
     assert [e.event_type for e in versioned] == ["message/send"] * 2
 
 
+def test_an_a2a_answer_of_any_type_is_read_as_its_client_reads_it() -> None:
+    """a2a-sdk's client and @a2a-js/sdk's read an answer as JSON whatever its type (`response.json()`): an A2A
+    agent's answer served as `text/html` (what Flask gives a returned string) is its answer, and so is a card. An
+    error page there says nothing. MCP's clients refuse an answer that is not JSON or SSE: it is not read."""
+    h = Harness()
+    html = {"content-type": "text/html; charset=utf-8"}
+    card = {"name": "Helpdesk", "supportedInterfaces": [{"url": "http://agent/rpc", "protocolBinding": "JSONRPC"}]}
+    fetched = h.exchange("GET", "http://agent/.well-known/agent-card.json", response_headers=html, response=card)
+    assert [(e.event_type, e.sender) for e in fetched] == [("agent_card/get", "client"), ("agent_card/get", "server")]
+    send = rpc(1, "message/send", {"message": {"role": "user", "parts": [{"kind": "text", "text": "hi"}]}})
+    answer = result(1, {"kind": "message", "role": "agent", "parts": [{"kind": "text", "text": "You are"}],
+                        "messageId": "m2"})
+    events = h.exchange("POST", "http://agent/rpc", send, response_headers=html, response=answer)
+    assert [(e.event_type, e.sender) for e in events] == [("message/send", "client"), ("message/send", "server")]
+    assert events[1].content["parts"] == [{"kind": "text", "text": "You are"}]
+    failed = h.exchange("POST", "http://agent/rpc", send, status=500, response_headers=html, response=b"<h1>500</h1>")
+    assert [e.sender for e in failed] == ["client"] and h.diagnostics == []
+    h.exchange("POST", "http://m/mcp", rpc(0, "initialize", {}), response=result(0, {}))
+    plain = h.exchange("POST", "http://m/mcp", rpc(1, "ping"), response_headers={"content-type": "text/plain"},
+                       response=result(1, {}))
+    assert [e.sender for e in plain] == ["client"]
+
+
 def test_a_request_that_is_no_json_at_a_protocol_endpoint_is_marked() -> None:
     """What a client sends that is no JSON reached its server, which may read it (a lenient parser, or the
     attacker's own): at an endpoint that speaks a protocol it is marked where it was (`invalid_request_json`), and so
