@@ -106,7 +106,9 @@ def evaluate_events(attacks: list[LoadedAttack], events: list[ObservedEvent],
     (`in_end_order`).
 
     The recording's end concludes the runs: the clock moves one grace period (the longest any loaded attack
-    or `options` sets) past the last event, so runs whose actors are all terminal conclude `completed`, and
+    or `options` sets) past the last event or end of an exchange (an exchange that ended with requests
+    unanswered lets their runs end a grace period after it, `Monitor.exchange_ended`: as live, where the clock
+    goes on past it), so runs whose actors are all terminal conclude `completed`, and
     the others are concluded `interrupted`. Episodes are independent, so with `workers` > 1 (and enough
     events) they are split over that many forked processes (`oatf_engine.replay_shards`), each following its
     share of the episodes; the reports are the same as with one process (`oatf_max_runs` then bounds each
@@ -117,7 +119,7 @@ def evaluate_events(attacks: list[LoadedAttack], events: list[ObservedEvent],
     (`Monitor.exchange_ended`). `pool`: workers already forked (`sharded_monitors`, entered) to use instead."""
     options = options or MonitorOptions()
     placed = place_events(events, options, endings)
-    end = max((event.timestamp for event in events), default=0.0)
+    end = max([*(event.timestamp for event in events), *(ended.timestamp for ended in endings or ())], default=0.0)
     shards = pool.shards if pool is not None else worker_count(len(events), workers)
     if progress is not None:
         progress.start("evaluating", len(placed), "events")
@@ -197,7 +199,8 @@ caches), and memory holds that many decoded events at most."""
 
 
 class _Tally:
-    """Events counted as they pass, and the latest time among them (0 without any: `evaluate_events`' end)."""
+    """Events counted as they pass, and the latest time among them and the ends of exchanges (0 without any:
+    `evaluate_events`' end)."""
 
     def __init__(self) -> None:
         self.count = 0
@@ -208,9 +211,8 @@ class _Tally:
         latest = self.latest
         for batch in itertools.batched(events, STREAM_BATCH):
             for event in batch:
-                if isinstance(event, ExchangeEnded):
-                    continue
-                self.count += 1
+                if not isinstance(event, ExchangeEnded):
+                    self.count += 1
                 if latest is None or event.timestamp > latest:
                     latest = event.timestamp
             self.latest = latest

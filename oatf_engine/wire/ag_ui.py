@@ -10,7 +10,9 @@
   message in its next `RunAgentInput`. A `tool` message answering a tool call seen on an earlier stream of the
   same thread is reported as a `tool_call_result` event, shaped like AG-UI's `TOOL_CALL_RESULT` event
   (`type`, `messageId`, `toolCallId`, `toolCallName`, `content`, `role`).
-The binary (protobuf) AG-UI encoding and WebSocket transports are not decoded.
+- The answer is read as `@ag-ui/client`'s `HttpAgent` reads it: as SSE whatever its type, except the binary
+  (protobuf) encoding's (`PROTOBUF_MEDIA_TYPE`), which is not decoded — such an answer is marked not inspected
+  (`binary_encoding`). WebSocket transports are not decoded.
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ from typing import Any
 from oatf.bindings import SURFACES
 
 _KNOWN_EVENTS = SURFACES["ag_ui"]
+
+PROTOBUF_MEDIA_TYPE = "application/vnd.ag-ui.event+proto"
+"""The media type of AG-UI's binary encoding (`ag_ui.encoder.AGUI_MEDIA_TYPE`): the one answer type `HttpAgent`
+does not read as SSE."""
 
 
 def is_run_agent_input(value: Any) -> bool:

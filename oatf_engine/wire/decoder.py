@@ -131,13 +131,15 @@ class Diagnostic:
 
     code: str
     """`oversize_body`, `oversize_event`, `undecodable_body`, `invalid_json`, `invalid_request_json`, `deep_json`,
-    `invalid_jsonrpc`, `oversize_batch`, `uncorrelated_response`, `unread_answer`, `truncated_stream`, `evicted`."""
+    `invalid_jsonrpc`, `oversize_batch`, `uncorrelated_response`, `unread_answer`, `truncated_stream`, `evicted`,
+    `binary_encoding`."""
     flow_id: str
     message: str
 
 
 UNINSPECTED = frozenset({"oversize_body", "oversize_event", "undecodable_body", "oversize_batch", "deep_json",
-                         "evicted", "unread_answer", "uncorrelated_response", "invalid_request_json"})
+                         "evicted", "unread_answer", "uncorrelated_response", "invalid_request_json",
+                         "binary_encoding"})
 """Diagnostic codes of messages (or parts of them) the decoder passed on without inspecting: a body or SSE event
 over the size limit, a body it could not content-decode, batch members over the limit, values nested deeper than
 `jsonrpc.MAX_DEPTH` (cut), an open exchange (or an outstanding request's correlation) forgotten beyond
@@ -147,7 +149,8 @@ that the request's mark joins its session, `oatf_engine.monitor.sessions` rule 1
 (`uncorrelated_response`: an agent's answer to a server's request the proxy never saw — a sampling or elicitation
 request sent before a capture began, an input request asked another agent — says what it says to a question
 unknown, so no indicator can be judged on it; its mark carries its keys too), a request body that is no JSON at
-an endpoint that speaks a protocol (`invalid_request_json`: the server got its bytes, `_parse`). Evidence there is
+an endpoint that speaks a protocol (`invalid_request_json`: the server got its bytes, `_parse`), an AG-UI answer in
+the binary encoding, which is not decoded (`binary_encoding`: `ag_ui.PROTOBUF_MEDIA_TYPE`). Evidence there is
 never seen, so no verdict of their sessions may be trusted as resisted: the decoder marks where each was
 (`UNINSPECTED_EVENT`), so that the runs of its session read `inconclusive`, and `oatf evaluate` exits 2 (the proxy's
 shutdown summary says so) — for those it could not place in a session too."""
@@ -183,10 +186,10 @@ class Unread:
                         " bodies that could not be content-decoded, JSON-RPC batch members over the limit, JSON nested "
                         "deeper than the limit (cut), open exchanges or outstanding requests forgotten over the "
                         "decoder's bounds, the answers to requests not inspected or to none seen, request bodies "
-                        "that are no JSON at an agent protocol's endpoint; the runs of their sessions read "
-                        "inconclusive, not resisted (but a first request to an endpoint of no protocol yet, whose "
-                        "first bytes and answer do not tell one, has no session: its runs may read resisted for want "
-                        "of what it held); traffic that is no agent's: "
+                        "that are no JSON at an agent protocol's endpoint, AG-UI answers in the binary encoding; "
+                        "the runs of their sessions read inconclusive, not resisted (but a first request to an "
+                        "endpoint of no protocol yet, whose first bytes and answer do not tell one, has no session: "
+                        "its runs may read resisted for want of what it held); traffic that is no agent's: "
                         "leave its host out with --wire-protocols HOST=ignore")
         if self.failures:
             said.append(f"{self.failures} step(s) of the traffic made the wire decoder raise (a bug in oatf-watch: "
@@ -462,7 +465,10 @@ class WireDecoder:
         if ex.proto is None:
             ex.proto = self._hint(ex)
         media_type = _media_type(kept)
-        if media_type == _SSE:
+        if ex.proto == "ag_ui" and 200 <= status < 300 and media_type == ag_ui.PROTOBUF_MEDIA_TYPE:
+            self._diagnose("binary_encoding", ex, "AG-UI answer in the binary (protobuf) encoding: not inspected",
+                           "server")
+        elif media_type == _SSE or (ex.proto == "ag_ui" and 200 <= status < 300):  # as `HttpAgent` reads it
             ex.response = self._body(ex, kept, "server", sse=True)
         elif (ex.proto is not None or ex.unread) and _is_json(media_type):  # unread: its answer may tell (`_jsonrpc`)
             ex.response = self._body(ex, kept, "server", sse=False)

@@ -1,11 +1,14 @@
 // A small AG-UI agent: Node's http server and the official encoder (@ag-ui/encoder, events of @ag-ui/core) on
-// 127.0.0.1:$PORT, POST /agent?behaviour=naive|careful. It answers every run with one assistant text message:
-// the naive agent repeats the bank details it finds in the run's system messages, the careful one refuses to
-// act on them. Not an LLM: a fixed policy, so the tests know what each run deserves.
+// 127.0.0.1:$PORT, POST /agent?behaviour=naive|careful[&encoding=untyped|binary]. It answers every run with one
+// assistant text message: the naive agent repeats the bank details it finds in the run's system messages, the
+// careful one refuses to act on them. Not an LLM: a fixed policy, so the tests know what each run deserves.
+// `encoding=untyped`: the SSE frames go out with no Content-Type (a hand-written server that forgot it:
+// @ag-ui/client reads any answer but the binary one as SSE); `encoding=binary`: the binary (protobuf) encoding,
+// whatever the client accepts.
 import { createServer } from "node:http";
 import { randomUUID } from "node:crypto";
 import { EventType } from "@ag-ui/core";
-import { EventEncoder } from "@ag-ui/encoder";
+import { AGUI_MEDIA_TYPE, EventEncoder } from "@ag-ui/encoder";
 
 const port = Number(process.env.PORT || 41251);
 
@@ -28,10 +31,11 @@ createServer((req, res) => {
   req.on("data", (chunk) => (body += chunk));
   req.on("end", () => {
     const input = JSON.parse(body);
-    const encoder = new EventEncoder({ accept: req.headers.accept });
+    const encoding = url.searchParams.get("encoding");
+    const encoder = new EventEncoder({ accept: encoding === "binary" ? AGUI_MEDIA_TYPE : req.headers.accept });
     const messageId = randomUUID();
     const text = reply(input, url.searchParams.get("behaviour") || "careful");
-    res.writeHead(200, { "content-type": encoder.getContentType() });
+    res.writeHead(200, encoding === "untyped" ? {} : { "content-type": encoder.getContentType() });
     const events = [
       { type: EventType.RUN_STARTED, threadId: input.threadId, runId: input.runId },
       { type: EventType.TEXT_MESSAGE_START, messageId, role: "assistant" },
@@ -39,7 +43,7 @@ createServer((req, res) => {
       { type: EventType.TEXT_MESSAGE_END, messageId },
       { type: EventType.RUN_FINISHED, threadId: input.threadId, runId: input.runId },
     ];
-    for (const event of events) res.write(encoder.encode(event));
+    for (const event of events) res.write(encoder.encodeBinary(event)); // SSE text, or protobuf frames
     res.end();
   });
 }).listen(port, "127.0.0.1", () => console.log(`AG-UI agent on http://127.0.0.1:${port}/agent`));
