@@ -119,7 +119,8 @@ def evaluate_events(attacks: list[LoadedAttack], events: list[ObservedEvent],
     (`Monitor.exchange_ended`). `pool`: workers already forked (`sharded_monitors`, entered) to use instead."""
     options = options or MonitorOptions()
     placed = place_events(events, options, endings)
-    end = max([*(event.timestamp for event in events), *(ended.timestamp for ended in endings or ())], default=0.0)
+    end = max(max((event.timestamp for event in events), default=0.0),
+              max((ended.timestamp for ended in endings or ()), default=0.0))
     shards = pool.shards if pool is not None else worker_count(len(events), workers)
     if progress is not None:
         progress.start("evaluating", len(placed), "events")

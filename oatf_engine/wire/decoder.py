@@ -441,7 +441,7 @@ class WireDecoder:
             return self._rest_request(ex, ex.rest, body, timestamp)
         if not body.buffer:
             return []
-        value = self._parse(ex, body.buffer, "request body", "client", quiet=(ex.proto or self._hint(ex)) is None)
+        value = self._parse(ex, body.buffer, "request body", "client", quiet=False)
         if value is None:
             return []
         if looks_like_jsonrpc(value) and ex.proto != "ag_ui":
@@ -657,18 +657,20 @@ class WireDecoder:
             return None
 
     def _parse(self, ex: _Exchange, data: bytes | bytearray | str, what: str, sender: Side, quiet: bool) -> Any:
-        """`data` (`what`, sent by `sender`) parsed; None when it is no JSON (`quiet`: nothing said of it). What a
-        client sends that is no JSON is not inspected (`invalid_request_json`): its bytes reached the server, which
-        may read them (a lenient parser) and is the attacker's when the attacker plays it. What a server sends that
-        is no JSON (`invalid_json`) is not: its client could not read it either."""
+        """`data` (`what`, sent by `sender`) parsed; None when it is no JSON (`quiet`: nothing said of a server's that
+        is not: one read because its client reads any type, or sent where no protocol is known). What a
+        client sends that is no JSON, at an endpoint that speaks a protocol (else it is no agent's traffic: nothing
+        is said), is not inspected (`invalid_request_json`): its bytes reached the server, which may read them (a
+        lenient parser) and is the attacker's when the attacker plays it. What a server sends that is no JSON
+        (`invalid_json`) is not: its client could not read it either."""
         try:
             parsed = loads(bytes(data) if isinstance(data, bytearray) else data)
         except ValueError as exc:
-            if not quiet:
-                if sender == "client":
-                    self._diagnose("invalid_request_json", ex, f"{what} is not JSON: {exc}; not inspected", sender)
-                else:
+            if sender == "server":
+                if not quiet:
                     self._diagnose("invalid_json", ex, f"{what} is not JSON: {exc}")
+            elif (ex.proto or self._hint(ex)) is not None:  # asked only of a body that is no JSON
+                self._diagnose("invalid_request_json", ex, f"{what} is not JSON: {exc}; not inspected", sender)
             return None
         if parsed.truncated:
             self._diagnose("deep_json", ex, f"{what} nested deeper than {MAX_DEPTH} levels: inspected with the "
