@@ -17,8 +17,9 @@ end of a streamed response, which is its `response` or `error`), or the decoder'
   HTTP+SSE transport always, an MCP POST stream the client drops after its result) would be saved by `-w` and
   shown in the UIs without a byte of it, and replayed as silence. The bytes forwarded (at most
   `oatf_wire_max_body` of them) become the response's content at `response` or `error` when mitmproxy stored
-  none; hooks run in addon order and script addons come before mitmproxy's `save` addon, which writes the
-  flow at those hooks, so the saved flow holds them;
+  none, and a stream longer than that says how many bytes went on in all (`flow.metadata["wire_forwarded"]`:
+  its replay cannot read the rest, and marks it not inspected); hooks run in addon order and script addons come
+  before mitmproxy's `save` addon, which writes the flow at those hooks, so the saved flow holds them;
 - no exception escapes a hook or a stream function: it is caught at the boundary, logged once per place
   and kind, and the flow goes on (its decoding stops).
 `MitmTap` records each streamed response chunk's arrival in `flow.metadata["wire_chunks"]` for offline replay
@@ -56,6 +57,19 @@ log = logging.getLogger("oatf.wire")
 
 MAX_CHUNK_TIMES = 10_000
 """Streamed response chunks whose arrival is noted per flow (later ones replay at the response end)."""
+FORWARDED = "wire_forwarded"
+"""`flow.metadata` key: how many bytes of a streamed response went on in all, when its flow keeps fewer (the first
+`oatf_wire_max_body`: see the module docstring)."""
+
+
+class _Kept:
+    """The bytes of a streamed response kept for its flow (its first `oatf_wire_max_body`), and how many went on."""
+
+    __slots__ = ("data", "forwarded")
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.forwarded = 0
 
 _NO_BODY_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "CONNECT"})
 
@@ -89,7 +103,7 @@ class MitmTap:
         self.diagnostics: Counter[str] = Counter()
         """How many diagnostics of each code the decoder reported."""
         self._streamed: set[tuple[str, str]] = set()  # (flow id, "request" | "response") we stream
-        self._kept: dict[str, bytearray] = {}  # flow id → the streamed response bytes forwarded so far (bounded)
+        self._kept: dict[str, _Kept] = {}  # flow id → the streamed response bytes forwarded so far (bounded)
         self._failed: set[str] = set()  # flows whose decoding raised: not decoded any further
         self._logged: set[tuple[str, str]] = set()  # (place, exception type) already logged
 
@@ -204,18 +218,20 @@ class MitmTap:
         call = "request_data" if side == "request" else "response_data"
         previous = inner if callable(inner) else None
         times: list[list[float]] | None = None
-        kept: bytearray | None = None
+        kept: _Kept | None = None
         limit = self.decoder.config.max_body_size
         if side == "response":
             times = flow.metadata.setdefault("wire_chunks", [])
-            kept = self._kept[flow_id] = bytearray()
+            kept = self._kept[flow_id] = _Kept()
 
         def stream(data: bytes) -> bytes | Iterable[bytes]:
             out = previous(data) if previous is not None else data
             try:
                 chunk = out if isinstance(out, bytes) else b"".join(out := list(out))
-                if kept is not None and len(kept) < limit:
-                    kept.extend(chunk[:limit - len(kept)])
+                if kept is not None:
+                    kept.forwarded += len(chunk)
+                    if len(kept.data) < limit:
+                        kept.data.extend(chunk[:limit - len(kept.data)])
                 if chunk and flow_id not in self._failed:
                     now = self.clock()
                     if times is not None and len(times) < MAX_CHUNK_TIMES:
@@ -229,11 +245,14 @@ class MitmTap:
 
     def _keep_streamed_body(self, flow: http.HTTPFlow) -> None:
         """At `response` or `error`: a streamed response mitmproxy stored no body for gets the bytes forwarded
-        (see the module docstring); one it stored (a clean end with `store_streamed_bodies`) is left alone."""
+        (see the module docstring), and the count of all of them when it keeps fewer (`FORWARDED`); one it stored
+        (a clean end with `store_streamed_bodies`) is left alone."""
         kept = self._kept.pop(flow.id, None)
         response = flow.response
         if kept is not None and response is not None and response.raw_content is None:
-            response.raw_content = bytes(kept)
+            response.raw_content = bytes(kept.data)
+            if kept.forwarded > len(kept.data):
+                flow.metadata[FORWARDED] = kept.forwarded
 
     def _step(self, call: str, flow_id: str, at: float, *args: Any) -> None:
         """One call of the decoder's exchange API: made here, handed on as a `WireStep` for a flow decoded

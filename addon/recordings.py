@@ -22,6 +22,7 @@ from mitmproxy.exceptions import FlowReadException
 from addon.flow_file import AnyHTTPFlow, client_address, read_flow_file
 from addon.inject_tags import METADATA_KEY as INJECTED
 from addon.inject_tags import tagged
+from addon.mitm_tap import FORWARDED
 from oatf_engine.engine_config import EngineConfig, engine_config
 from oatf_engine.events import ExchangeEnded, ObservedEvent
 from oatf_engine.monitor import load_library
@@ -390,9 +391,14 @@ def _flow_steps(flow: AnyHTTPFlow) -> list[_Step]:
         steps.append((began, WireStep("response_headers", fid, began, (response.status_code, response.headers))))
         body, offset = response.raw_content or b"", 0
         chunks = flow.metadata.get("wire_chunks")
+        forwarded = flow.metadata.get(FORWARDED)  # more went on than the flow kept: `response_unrecorded`
+        unrecorded = type(forwarded) is int and forwarded > len(body)
         for at, size in chunks or ():
             steps.append((at, WireStep("response_data", fid, at, (body[offset:offset + size],))))
             offset += size
+            if unrecorded and offset > len(body):  # this chunk's bytes were kept in part: no more from here
+                steps.append((at, WireStep("response_unrecorded", fid, at)))
+                unrecorded = False
         finished = response.timestamp_end or max(step[0] for step in steps)
         rest = body[offset:]
         if rest and chunks is None and is_streamed(response.headers):
@@ -408,6 +414,11 @@ def _flow_steps(flow: AnyHTTPFlow) -> list[_Step]:
             if rest[:cut]:
                 steps.append((began, WireStep("response_data", fid, began, (rest[:cut],))))
             rest = rest[cut:]
+        if unrecorded:  # kept in part past the chunks whose times were noted: the rest, then no more
+            if rest:
+                steps.append((finished, WireStep("response_data", fid, finished, (rest,))))
+            steps.append((finished, WireStep("response_unrecorded", fid, finished)))
+            rest = b""
         if flow.error is None:  # a buffered body (or a stream's last event) goes with the end, as live
             steps.append((finished, WireStep("response_end", fid, finished, (rest,) if rest else ())))
         elif rest:

@@ -8,6 +8,7 @@ returning the events the call completed:
     request_end(exchange_id, timestamp)
     response_headers(exchange_id, status, headers, timestamp)
     response_data(exchange_id, data, timestamp)*
+    response_unrecorded(exchange_id, timestamp)?       # replay: the recording holds no more of the body
     response_end(exchange_id, timestamp)               # or abort(exchange_id, timestamp) at any point
 
 The last call also returns an `ExchangeEnded` (after the exchange's events) when requests its client sent in it
@@ -595,6 +596,20 @@ class WireDecoder:
         if ex is not None:
             self._unseen.append((ex, DECODER_FAILURE, "the wire decoder failed here (a bug): the rest of the "
                                                       "exchange was not decoded", sender, {}))
+        return []
+
+    @_marking_unseen
+    def response_unrecorded(self, exchange_id: str, timestamp: float) -> list[ObservedEvent]:
+        """A recording holds the response's first bytes only: the proxy forwarded more of its stream than it kept
+        (`addon.mitm_tap`: a stream mitmproxy stored no body for keeps the first `oatf_wire_max_body` bytes). The
+        rest, which the client got and live decoding read, is not inspected (`oversize_body`): a mark, so that the
+        runs of its session read `inconclusive`, not `resisted` for want of it. Nothing when the body was not being
+        read (not open, or of a type not read)."""
+        ex = self._exchanges.get(exchange_id)
+        if ex is not None and ex.response is not None:
+            ex.response = None
+            self._diagnose("oversize_body", ex, "response stream longer than the recording holds (the proxy kept "
+                                                "its first bytes only): the rest not inspected", "server", ex.asked)
         return []
 
     @_marking_unseen

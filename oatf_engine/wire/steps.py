@@ -26,11 +26,12 @@ from typing import Any, NamedTuple
 
 from .decoder import Decoded, WireDecoder
 
-CALLS = ("request_headers", "request_data", "request_end", "response_headers", "response_data", "response_end",
-         "abort", "cut_off")
+CALLS = ("request_headers", "request_data", "request_end", "response_headers", "response_data", "response_unrecorded",
+         "response_end", "abort", "cut_off")
 """The exchange API's calls, in the order an exchange makes them (`response_end` or `abort` is its last); `cut_off
 (sender)`: the proxy's tap failed on the exchange (a bug) at a step `sender` sent, and hands no more of it but its
-end (`WireDecoder.cut_off`)."""
+end (`WireDecoder.cut_off`); `response_unrecorded`: a recording holds the response's first bytes only (replay's, never
+the proxy's: `WireDecoder.response_unrecorded`)."""
 FINAL_CALLS = frozenset({"response_end", "abort"})
 _ENDS = frozenset({"request_end", "response_end"})
 STEP_SEQ_BASE = 1 << 44

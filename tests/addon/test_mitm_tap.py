@@ -15,7 +15,7 @@ from mitmproxy import exceptions, http
 from mitmproxy import flow as flow_module
 from mitmproxy.test import taddons, tflow
 
-from addon.mitm_tap import MitmTap
+from addon.mitm_tap import FORWARDED, MitmTap
 from addon.recordings import decode_flow
 from oatf_engine.events import UNINSPECTED_EVENT, ExchangeEnded, ObservedEvent
 from oatf_engine.wire import Diagnostic, WireDecoder
@@ -224,6 +224,37 @@ def test_a_stream_that_ends_early_keeps_the_bytes_forwarded() -> None:
         tap.response(stored)
         assert stored.response.raw_content == b"data: {}\n\n as mitmproxy stored it"
     assert tap._kept == {}  # nothing kept after the flows ended
+
+
+def test_a_stream_longer_than_its_flow_keeps_replays_marked_not_inspected() -> None:
+    """A stream mitmproxy stored no body for keeps its first `oatf_wire_max_body` bytes (above), while live decoding
+    read all of it: the flow says how many bytes went on (`FORWARDED`), and its replay marks the rest not inspected
+    (`oversize_body`, sent by the server) where the kept bytes end — its session's runs read `inconclusive`, not
+    `resisted` for want of what the recording lost — with the chunks' times noted or not."""
+    deltas = ["first part", "second part", "the part the recording lost"]
+    chunks = [json.dumps({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": d}).encode() for d in deltas]
+    live: list[ObservedEvent] = []
+    tap = MitmTap(on_event=live.append, clock=itertools.count(100.0).__next__)
+    with taddons.context(tap) as context:
+        context.configure(tap, oatf_wire_max_body="150")
+        cut = streaming(tap)
+        assert cut.response is not None and callable(cut.response.stream)
+        for chunk in chunks:
+            cut.response.stream(b"data: " + chunk + b"\n\n")
+        tap.error(cut)  # the client closed it: mitmproxy stored nothing
+    assert [e.content.get("delta") for e in live if e.sender == "server"] == deltas
+    assert len(cut.response.raw_content or b"") == 150 and cut.metadata[FORWARDED] == sum(len(c) + 8 for c in chunks)
+
+    untimed = copy.deepcopy(cut)
+    del untimed.metadata["wire_chunks"]
+    for recorded in (cut, untimed):
+        replayed = [e for e in decode_flow(WireDecoder(), recorded) if e.sender == "server"]
+        assert [e.content.get("delta") for e in replayed if e.event_type != UNINSPECTED_EVENT] == deltas[:1]
+        marks = [e for e in replayed if e.event_type == UNINSPECTED_EVENT]
+        assert [m.content["code"] for m in marks] == ["oversize_body"] and marks[0].protocol == "ag_ui"
+    assert marks[0].timestamp == cut.response.timestamp_end  # untimed: where the response ended
+    timed = [e for e in decode_flow(WireDecoder(), cut) if e.event_type == UNINSPECTED_EVENT]
+    assert timed[0].timestamp == cut.metadata["wire_chunks"][1][0]  # timed: the chunk kept in part
 
 
 def test_options() -> None:

@@ -9,10 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from addon.mitm_tap import FORWARDED
 from addon.recordings import decode_flows, read_flows
 from oatf_engine.wire import Diagnostic, WireDecoder
 from testing import clients
-from testing.oatf_proxy import Report, assert_replay_agrees, oatf_proxy, run
+from testing.oatf_proxy import Report, assert_replay_agrees, evaluate, oatf_proxy, run
 from testing.processes import peers
 from tests.oatf_engine.wire.expected import EXPECTED
 
@@ -89,3 +90,56 @@ def test_streams_closed_early_are_recorded_and_replay_as_seen_live(tmp_path: Pat
         # The GET stream's list_changed and a POST stream's answer race on the wire: compare as multisets.
         assert sorted(decoded) == sorted(EXPECTED[session])
     assert diagnostics == []  # the priming events (ID, empty data) included
+
+
+
+TOOL_RESULT_ONLY = """\
+oatf: "0.1"
+attack:
+  id: E2E-CAPTURE-002
+  name: "What the tool that asks the agent's model returns is judged"
+  version: 1
+  severity: medium
+  execution:
+    mode: mcp_server
+    state:
+      tools:
+        - name: ask
+          description: "Ask the client's model (sampling) and report what it said."
+          inputSchema: {type: object}
+  indicators:
+    - id: E2E-CAPTURE-002-01
+      surface: tools/call
+      direction: response
+      target: "content[*].text"
+      pattern: {contains: "model said: forty-two"}
+"""
+
+
+def test_a_stream_longer_than_its_capture_keeps_replays_inconclusive_not_resisted(tmp_path: Path) -> None:
+    """The legacy transport's GET stream, which the client always closes, is kept with its flow up to
+    `oatf_wire_max_body` bytes, while live decoding reads all of it. Here the stream is longer than that: live, the
+    tool's answer at its end matches (exploited); the capture holds the stream's first bytes only — the tool listing,
+    which delivers the payload, but not the answer — and its replay marks the rest not inspected: `inconclusive`, exit
+    status 2. Before, the replay read `resisted` with exit status 0: a false not_exploited."""
+    attack = tmp_path / "tool-result.yaml"
+    attack.write_text(TOOL_RESULT_ONLY, encoding="utf-8")
+    with peers(tmp_path, kinds=("mcp_sse",)) as servers, \
+            oatf_proxy(tmp_path, "cut", [attack], options={"oatf_wire_max_body": "2k"}) as proxy:
+        assert run(clients.mcp_legacy_sse(servers.url("mcp_sse", "/sse"), proxy.url))[-1] == "model said: forty-two"
+        proxy.wait_until(lambda: len(proxy.reports()) == 1)
+        [live] = proxy.reports()
+        proxy.interrupt()
+    assert (live["outcome"], live["execution_summary"]["delivered"]) == ("exploited", True)
+    assert proxy.flows is not None
+    [stream] = [f for f in read_flows(str(proxy.flows)) if f.request.method == "GET"]
+    assert stream.response is not None and stream.response.raw_content is not None
+    kept = stream.response.raw_content
+    assert len(kept) == 2048 < stream.metadata[FORWARDED] and b"(sampling)" in kept  # the listing is kept whole,
+    assert b"model said" in kept.split(b"\r\n\r\n")[-1]  # the answer in part only: an event the replay cannot read
+
+    offline = evaluate([attack], proxy.flows, tmp_path / "replayed")
+    [report] = offline.reports
+    assert (report["outcome"], offline.status) == ("inconclusive", 2), offline.stderr
+    assert report["verdict"]["result"] == "not_exploited" and report["execution_summary"]["delivered"]
+    assert report["execution_summary"]["uninspected_messages"] == 1 and "oversize_body 1" in offline.stderr

@@ -425,6 +425,32 @@ def test_an_a2a_answer_of_any_type_is_read_as_its_client_reads_it() -> None:
     assert [e.sender for e in plain] == ["client"]
 
 
+def test_a_response_the_recording_holds_in_part_is_marked_where_it_ends() -> None:
+    """`response_unrecorded` (replay: the proxy forwarded more of the stream than its flow kept): the rest of a body
+    being read is marked not inspected (`oversize_body`, the server's, in its session), and no more of it is read;
+    a body not read (MCP's clients refuse `text/html`) gives no mark."""
+    h = Harness()
+    d = h.decoder
+    session = {**JSON, "mcp-session-id": "s1"}
+    h.exchange("POST", "http://m/mcp", rpc(0, "initialize", {}), response=result(0, {}), request_headers=session)
+    d.request_headers("get", "GET", "http://m/mcp", session, "127.0.0.1:5000", 1.0)
+    d.request_end("get", 1.0)
+    d.response_headers("get", 200, SSE, 2.0)
+    listed = json.dumps(rpc(None, "notifications/tools/list_changed"))
+    events = d.response_data("get", f"data: {listed}\n\ndata: {{\"jsonrpc\"".encode(), 2.0)
+    events += d.response_unrecorded("get", 2.5) + d.response_data("get", b': "2.0"}\n\n', 2.6)
+    events += [item for item in d.response_end("get", 3.0) if isinstance(item, ObservedEvent)]
+    assert [(e.event_type, e.sender, e.timestamp) for e in events] == [
+        ("notifications/tools/list_changed", "server", 2.0), (UNINSPECTED_EVENT, "server", 2.5)]
+    assert events[1].content["code"] == "oversize_body" and events[1].session_keys == {"mcp_session": "s1"}
+    assert [diagnostic.code for diagnostic in h.diagnostics] == ["oversize_body"]
+
+    d.request_headers("page", "GET", "http://m/mcp", session, "127.0.0.1:5000", 4.0)
+    d.request_end("page", 4.0)
+    d.response_headers("page", 200, {"content-type": "text/html"}, 4.0)
+    assert d.response_unrecorded("page", 4.5) == [] and len(h.diagnostics) == 1
+
+
 def test_a_request_that_is_no_json_at_a_protocol_endpoint_is_marked() -> None:
     """What a client sends that is no JSON reached its server, which may read it (a lenient parser, or the
     attacker's own): at an endpoint that speaks a protocol it is marked where it was (`invalid_request_json`), and so
