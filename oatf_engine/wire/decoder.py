@@ -510,9 +510,21 @@ class WireDecoder:
             return []
         body = ex.response
         resumable = _resumable(body)
+        events = self._stream_end(ex, body, timestamp)
         self._close(ex)
-        events = self._response_body(ex, body, timestamp)
+        events += self._response_body(ex, body, timestamp)
         return [*events, *self._ended(ex, timestamp, 200 <= ex.status < 300, resumable)]
+
+    def _stream_end(self, ex: _Exchange, body: _Body | None, timestamp: float) -> list[ObservedEvent]:
+        """The event under way when an A2A or AG-UI stream ends, read as their JavaScript clients read it (`SSEParser.
+        finish`): an agent that wrote its last event without the blank line after it, or whose stream broke after it,
+        sent that message, and `@a2a-js/sdk` and `@ag-ui/client` read it. MCP's clients (and a2a-sdk's) discard it, as
+        §9.2.6 does: at an MCP stream's end it is told, not read (`_close`)."""
+        if body is None or body.sse is None or ex.proto not in ("a2a", "ag_ui") or not body.sse.in_event:
+            return []
+        self._diagnose("truncated_stream", ex, "SSE stream ended inside an event (no blank line after it): read as "
+                                               "A2A's and AG-UI's JavaScript clients read it")
+        return [event for sse_event in body.sse.finish() for event in self._sse_event(ex, sse_event, timestamp)]
 
     def _response_body(self, ex: _Exchange, body: _Body | None, timestamp: float) -> list[ObservedEvent]:
         """The events of a buffered response body, complete."""
@@ -614,14 +626,16 @@ class WireDecoder:
 
     @_marking_unseen
     def abort(self, exchange_id: str, timestamp: float) -> list[Decoded]:
-        """The exchange failed (connection lost, killed): forget it; nothing half-received is reported, but its
-        end is, if it left requests unanswered."""
+        """The exchange failed (connection lost, killed): forget it; nothing half-received is reported (but the last
+        event of an A2A or AG-UI stream that was written whole: `_stream_end`), and its end is, if it left requests
+        unanswered."""
         ex = self._exchanges.pop(exchange_id, None)
         if ex is None:
             return []
         resumable = _resumable(ex.response)
+        events: list[Decoded] = [*self._stream_end(ex, ex.response, timestamp)]
         self._close(ex)
-        return list(self._ended(ex, timestamp, False, resumable))
+        return events + self._ended(ex, timestamp, False, resumable)
 
     # --- exchanges and bodies --------------------------------------------------------------------------------
 

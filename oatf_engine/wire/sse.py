@@ -9,7 +9,10 @@ Sans-I/O: bytes in, `SSEEvent`s out, in any chunking. What it follows from §9.2
   unless it contains NUL, and it persists across events; `retry` sets the reconnection time when it is all
   ASCII digits; other fields are ignored;
 - an event whose data buffer is empty is not dispatched (its type is reset);
-- at the end of the stream an incomplete event (no blank line after it) is discarded, not dispatched.
+- at the end of the stream an incomplete event (no blank line after it) is discarded, not dispatched (`close`).
+  `finish` dispatches it instead, its unterminated last line included, as A2A's and AG-UI's JavaScript clients
+  read a stream's end (`@a2a-js/sdk`'s `parseSseStream` yields the event under way; `@ag-ui/client` parses what
+  is left).
 
 Memory is bounded: an event (or a single line) larger than `max_event_size` characters is dropped whole and
 counted in `dropped`; parsing resumes with the next event.
@@ -101,6 +104,15 @@ class SSEParser:
         self._line_overflow = False
         self._reset_event()
         return discarded
+
+    def finish(self) -> list[SSEEvent]:
+        """End of stream, read as `@a2a-js/sdk` and `@ag-ui/client` read it: the event under way (its unterminated
+        last line included) is dispatched, where §9.2.6 discards it (`close`); then the parser is reset as by
+        `close`."""
+        tail = self._decoder.decode(b"", True)
+        events = self._feed_text(tail + "\n\n") if self.in_event or tail else []
+        self.close()
+        return events
 
     # --- internals ----------------------------------------------------------------------------------------
 

@@ -127,3 +127,26 @@ def test_any_bytes_any_chunking_same_events(data: bytes, cuts: list[int], limit:
     assert byte_by_byte == expected
     assert chunked.dropped == whole.dropped
     assert chunked.close() == whole.close()
+
+
+def test_finish_dispatches_the_event_under_way_as_the_javascript_clients_do() -> None:
+    """`finish`: the event under way at the stream's end is dispatched (`@a2a-js/sdk` yields it; `@ag-ui/client`
+    parses what is left, an unterminated line included), where `close` discards it (§9.2.6)."""
+    parser = SSEParser()
+    assert parser.feed(b"data: complete\n\nevent: e\ndata: one\r\ndata: tw") == [SSEEvent("message", "complete", "")]
+    assert parser.finish() == [SSEEvent("e", "one\ntw", "")]
+    assert not parser.in_event and parser.finish() == []
+    cut = SSEParser()
+    assert cut.feed(b"data: \xc3") == [] and cut.finish() == [SSEEvent("message", "\ufffd", "")]
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.one_of(st.binary(max_size=400), st.lists(_SSE_ALPHABET, max_size=120).map(b"".join)),
+       limit=st.sampled_from([8, 64, 1 << 20]))
+def test_finish_reads_the_stream_as_if_a_blank_line_ended_it(data: bytes, limit: int) -> None:
+    """Whatever the bytes: `finish` gives what the stream would have given had it ended with a line end and a blank
+    line, and leaves the parser as `close` does."""
+    finished, terminated = SSEParser(limit), SSEParser(limit)
+    events = finished.feed(data) + finished.finish()
+    assert events == terminated.feed(data) + terminated.feed(b"\n\n")
+    assert not finished.in_event and finished.close() is False
