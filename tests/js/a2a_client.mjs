@@ -2,9 +2,8 @@
 // BASE_URL, sends TEXT with `SendMessage` over the chosen binding and prints {binding, kind, texts} (the text
 // of the answer's message, artifacts and status message) as one JSON line.
 // Usage: node a2a_client.mjs BASE_URL JSONRPC|HTTP+JSON TEXT
-import { randomUUID } from "node:crypto";
-import { Role } from "@a2a-js/sdk";
 import { ClientFactory, ClientFactoryOptions } from "@a2a-js/sdk/client";
+import { partsText, textRequest } from "./a2a_request.mjs";
 
 const [baseUrl, binding, text] = process.argv.slice(2);
 if (!baseUrl || !["JSONRPC", "HTTP+JSON"].includes(binding) || text === undefined) {
@@ -13,17 +12,7 @@ if (!baseUrl || !["JSONRPC", "HTTP+JSON"].includes(binding) || text === undefine
 }
 const factory = new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { preferredTransports: [binding] }));
 const client = await factory.createFromUrl(baseUrl);
-const result = await client.sendMessage({
-  tenant: "",
-  message: {
-    messageId: randomUUID(), contextId: "", taskId: "", role: Role.ROLE_USER,
-    parts: [{ content: { $case: "text", value: text }, metadata: undefined, filename: "", mediaType: "text/plain" }],
-    metadata: undefined, extensions: [], referenceTaskIds: [],
-  },
-  configuration: undefined,
-  metadata: undefined,
-});
-const partsText = (parts) => (parts || []).filter((p) => p.content?.$case === "text").map((p) => p.content.value);
+const result = await client.sendMessage(textRequest(text));
 const texts = "parts" in result
   ? partsText(result.parts)
   : [...(result.artifacts || []).flatMap((a) => partsText(a.parts)), ...partsText(result.status?.message?.parts)];

@@ -3,10 +3,9 @@
 // of each streamed event; the text of every message, task status message and artifact in them) as one JSON line.
 // Through PROXY when given: undici's ProxyAgent as the global dispatcher, which Node's fetch (the SDK's) uses.
 // Usage: node a2a_stream_client.mjs BASE_URL TEXT [PROXY]
-import { randomUUID } from "node:crypto";
 import { ProxyAgent, setGlobalDispatcher } from "undici";
-import { Role } from "@a2a-js/sdk";
 import { ClientFactory, ClientFactoryOptions } from "@a2a-js/sdk/client";
+import { partsText, textRequest } from "./a2a_request.mjs";
 
 const [baseUrl, text, proxy] = process.argv.slice(2);
 if (!baseUrl || text === undefined) {
@@ -16,17 +15,7 @@ if (!baseUrl || text === undefined) {
 if (proxy) setGlobalDispatcher(new ProxyAgent(proxy));
 const options = ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { preferredTransports: ["JSONRPC"] });
 const client = await new ClientFactory(options).createFromUrl(baseUrl);
-const stream = client.sendMessageStream({
-  tenant: "",
-  message: {
-    messageId: randomUUID(), contextId: "", taskId: "", role: Role.ROLE_USER,
-    parts: [{ content: { $case: "text", value: text }, metadata: undefined, filename: "", mediaType: "text/plain" }],
-    metadata: undefined, extensions: [], referenceTaskIds: [],
-  },
-  configuration: undefined,
-  metadata: undefined,
-});
-const partsText = (parts) => (parts || []).filter((p) => p.content?.$case === "text").map((p) => p.content.value);
+const stream = client.sendMessageStream(textRequest(text));
 const events = [];
 const texts = [];
 for await (const event of stream) {
