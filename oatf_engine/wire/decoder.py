@@ -626,9 +626,8 @@ class WireDecoder:
 
     @_marking_unseen
     def abort(self, exchange_id: str, timestamp: float) -> list[Decoded]:
-        """The exchange failed (connection lost, killed): forget it; nothing half-received is reported (but the last
-        event of an A2A or AG-UI stream that was written whole: `_stream_end`), and its end is, if it left requests
-        unanswered."""
+        """The exchange failed (connection lost, killed): forget it; nothing half-received is reported but the event
+        under way on an A2A or AG-UI stream (`_stream_end`), and its end is, if it left requests unanswered."""
         ex = self._exchanges.pop(exchange_id, None)
         if ex is None:
             return []
