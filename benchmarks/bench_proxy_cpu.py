@@ -1,7 +1,7 @@
 """The addon's CPU in mitmproxy's process per MCP exchange, split between the event loop and the addon's threads.
 
     .venv/bin/python benchmarks/bench_proxy_cpu.py [--exchanges 3000] [--rate 300] [--rounds 3] [--library]
-        [--against DIR]
+        [--against DIR] [--no-journal]
 
 Why: issue 15's live target (>= 95% of bare mitmdump's throughput) is bounded by the Python work mitmproxy's
 process does per exchange: every thread of it shares one interpreter lock with the event loop. Throughput on this
@@ -15,7 +15,9 @@ between them, as a proxy's loop runs other work between hooks, so the hooks run 
 live), then it waits until every event is evaluated. Printed: the CPU per exchange of the event loop thread and of
 the process's other threads (the worker, sender and receiver: `RUSAGE_SELF` minus the loop's `thread_time`), next
 to the baseline: the same loop without calling the hooks (the asyncio sleeps alone). The monitor process's CPU is
-not counted: it has an interpreter of its own. `--library` loads the whole `attacks/` library.
+not counted: it has an interpreter of its own. `--library` loads the whole `attacks/` library. `--no-journal` also
+measures this checkout's addon with its evaluation journal closed once it runs (`oatf_engine.journal`: what the
+journal costs the proxy per exchange; a proxy without one would lose its open runs in a crash).
 """
 
 from __future__ import annotations
@@ -54,7 +56,8 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-async def _measure(code: Path, exchanges: int, rate: float, library: bool, hooks: bool) -> tuple[float, float]:
+async def _measure(code: Path, exchanges: int, rate: float, library: bool, hooks: bool,
+                   journal: bool) -> tuple[float, float]:
     """(event loop CPU, other threads' CPU) per exchange, in µs."""
     sys.path.insert(0, str(code))
     from mitmproxy.test import taddons
@@ -66,6 +69,9 @@ async def _measure(code: Path, exchanges: int, rate: float, library: bool, hooks
         addon.running()
         while not addon.library_ready.is_set():
             await asyncio.sleep(0.05)
+        if not journal:
+            with addon.lock:
+                addon._close_journal()
         await asyncio.sleep(1.0)
         flows = [_flow(i) for i in range(exchanges)]
         loop_start, cpu_start = time.thread_time(), _cpu()
@@ -90,13 +96,15 @@ async def _measure(code: Path, exchanges: int, rate: float, library: bool, hooks
 
 
 def _child(args: argparse.Namespace) -> None:
-    loop, others = asyncio.run(_measure(Path(args.code), args.exchanges, args.rate, args.library, not args.no_hooks))
+    loop, others = asyncio.run(_measure(Path(args.code), args.exchanges, args.rate, args.library,
+                                        not args.no_hooks, not args.no_journal))
     print(json.dumps([loop, others]))
 
 
-def _run(code: Path, args: argparse.Namespace, hooks: bool) -> tuple[float, float]:
+def _run(code: Path, args: argparse.Namespace, hooks: bool, journal: bool = True) -> tuple[float, float]:
     command = [sys.executable, __file__, "--child", str(code), "--exchanges", str(args.exchanges),
-               "--rate", str(args.rate), *(["--library"] if args.library else []), *([] if hooks else ["--no-hooks"])]
+               "--rate", str(args.rate), *(["--library"] if args.library else []), *([] if hooks else ["--no-hooks"]),
+               *([] if journal else ["--no-journal"])]
     done = subprocess.run(command, capture_output=True, text=True, check=True, cwd=code)
     loop, others = json.loads(done.stdout.strip().splitlines()[-1])
     return loop, others
@@ -109,6 +117,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--library", action="store_true", help="load the whole attacks/ library")
     parser.add_argument("--against", metavar="DIR", help="also measure the addon of the checkout at DIR")
+    parser.add_argument("--no-journal", action="store_true",
+                        help="also measure this checkout's addon without its evaluation journal")
     parser.add_argument("--child", metavar="CODE", help=argparse.SUPPRESS)
     parser.add_argument("--no-hooks", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -120,12 +130,16 @@ def main() -> None:
     if args.against:
         checkouts[Path(args.against).name] = Path(args.against).resolve()
     results: dict[str, list[tuple[float, float]]] = {"baseline (no hooks)": [], **{name: [] for name in checkouts}}
+    if args.no_journal:
+        results["no journal"] = []
     print(f"{args.exchanges} tools/call exchanges at {args.rate:g}/s, {args.rounds} round(s), "
           f"library: {'attacks/' if args.library else 'none'}")
     for _ in range(args.rounds):
         results["baseline (no hooks)"].append(_run(ROOT, args, hooks=False))
         for name, code in checkouts.items():
             results[name].append(_run(code, args, hooks=True))
+        if args.no_journal:
+            results["no journal"].append(_run(ROOT, args, hooks=True, journal=False))
     base_loop = statistics.median(loop for loop, _ in results["baseline (no hooks)"])
     for name, rounds in results.items():
         loop = statistics.median(loop for loop, _ in rounds)
