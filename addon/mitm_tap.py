@@ -23,7 +23,10 @@ end of a streamed response, which is its `response` or `error`), or the decoder'
 - no exception escapes a hook or a stream function: it is caught at the boundary, logged once per place
   and kind, and the flow goes on (its decoding stops).
 `MitmTap` records each streamed response chunk's arrival in `flow.metadata["wire_chunks"]` for offline replay
-(`addon.recordings.decode_flows`).
+(`addon.recordings.decode_flows`): every chunk the flow keeps bytes of, so each event a replay reads carries the time
+it carried live, however long the stream (the record grows with what the flow keeps: mitmproxy's whole body with
+`store_streamed_bodies`, else the first `oatf_wire_max_body` bytes; a chunk past those is not noted, its bytes are
+not in the flow).
 
 **Where decoding runs.** Given `on_step`, the tap decodes nothing itself: each decoder call is handed on as a
 `WireStep` (raw header fields, body bytes, times: `oatf_engine.wire.steps`), for the monitor process to decode
@@ -55,8 +58,6 @@ from oatf_engine.wire.steps import FINAL_CALLS, WireStep, feed
 
 log = logging.getLogger("oatf.wire")
 
-MAX_CHUNK_TIMES = 10_000
-"""Streamed response chunks whose arrival is noted per flow (later ones replay at the response end)."""
 FORWARDED = "wire_forwarded"
 """`flow.metadata` key: how many bytes of a streamed response went on in all, when its flow keeps fewer (the first
 `oatf_wire_max_body`: see the module docstring)."""
@@ -106,6 +107,8 @@ class MitmTap:
         self._kept: dict[str, _Kept] = {}  # flow id → the streamed response bytes forwarded so far (bounded)
         self._failed: set[str] = set()  # flows whose decoding raised: not decoded any further
         self._logged: set[tuple[str, str]] = set()  # (place, exception type) already logged
+        self.stores_streamed_bodies = False
+        """mitmproxy's `store_streamed_bodies` (`configure`): whether a stream that ends cleanly keeps all its bytes."""
 
     # --- options ----------------------------------------------------------------------------------------
 
@@ -116,7 +119,11 @@ class MitmTap:
                 loader.add_option(setting.option, setting.kind, setting.default, setting.help)
 
     def configure(self, updated: set[str]) -> None:
-        """Apply changed `oatf_wire_*` options; a bad value is an OptionsError, which mitmproxy rejects."""
+        """Apply changed `oatf_wire_*` options, and note mitmproxy's `store_streamed_bodies` (a stream that ends
+        cleanly keeps all its bytes: all its chunks' times are noted); a bad value is an OptionsError, which
+        mitmproxy rejects."""
+        if "store_streamed_bodies" in updated:
+            self.stores_streamed_bodies = bool(ctx.options.store_streamed_bodies)
         if not updated & {"oatf_wire_max_body", "oatf_wire_protocols"}:
             return
         try:
@@ -211,8 +218,8 @@ class MitmTap:
     def _stream_function(self, flow: http.HTTPFlow, side: str, inner: Any) -> StreamFunction:
         """A `stream` callable for mitmproxy: returns each chunk unchanged (after `inner`, a stream function
         another addon set, if any) and feeds it to the decoder; for a response, keeps the bytes forwarded (up
-        to `oatf_wire_max_body`) and notes each chunk's arrival time and size in `flow.metadata["wire_chunks"]`
-        (at most `MAX_CHUNK_TIMES`) for offline replay."""
+        to `oatf_wire_max_body`) and notes the arrival time and size of each chunk the flow keeps bytes of in
+        `flow.metadata["wire_chunks"]` for offline replay (see the module docstring)."""
         flow_id = flow.id
         self._streamed.add((flow_id, side))
         call = "request_data" if side == "request" else "response_data"
@@ -234,7 +241,8 @@ class MitmTap:
                         kept.data.extend(chunk[:limit - len(kept.data)])
                 if chunk and flow_id not in self._failed:
                     now = self.clock()
-                    if times is not None and len(times) < MAX_CHUNK_TIMES:
+                    if times is not None and kept is not None and (  # the flow keeps bytes of this chunk
+                            self.stores_streamed_bodies or kept.forwarded - len(chunk) < limit):
                         times.append([now, len(chunk)])
                     self._step(call, flow_id, now, chunk)
             except Exception as exc:

@@ -399,6 +399,7 @@ def _flow_steps(flow: AnyHTTPFlow) -> list[_Step]:
             if unrecorded and offset > len(body):  # this chunk's bytes were kept in part: no more from here
                 steps.append((at, WireStep("response_unrecorded", fid, at)))
                 unrecorded = False
+                break
         finished = response.timestamp_end or max(step[0] for step in steps)
         rest = body[offset:]
         if rest and chunks is None and is_streamed(response.headers):

@@ -257,6 +257,44 @@ def test_a_stream_longer_than_its_flow_keeps_replays_marked_not_inspected() -> N
     assert timed[0].timestamp == cut.metadata["wire_chunks"][1][0]  # timed: the chunk kept in part
 
 
+def test_every_event_of_a_long_stream_replays_at_its_live_time() -> None:
+    """A stream of many chunks (12,000 events, each its own chunk: a session-long SSE stream) has every chunk's
+    arrival noted, so each event its replay reads carries the time it carried live — not the response's end for
+    those past a count of chunks, which moved them after other flows' events and changed verdicts."""
+    live: list[ObservedEvent] = []
+    tap = MitmTap(on_event=live.append, clock=itertools.count(100.0, 0.001).__next__)
+    f = streaming(tap)
+    assert f.response is not None and callable(f.response.stream)
+    for n in range(12_000):
+        f.response.stream(b'data: {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "%d"}\n\n' % n)
+    f.response.timestamp_end = tap.clock()
+    tap.response(f)
+    replayed = decode_flow(WireDecoder(), f)
+    assert len(live) == len(replayed) == 12_001
+    assert [(e.content.get("delta"), e.timestamp) for e in replayed] == [
+        (e.content.get("delta"), e.timestamp) for e in live]
+
+
+def test_chunk_times_are_noted_for_the_bytes_the_flow_keeps() -> None:
+    """The chunk record is bounded by what the flow keeps: without `store_streamed_bodies`, the chunks that begin
+    within the first `oatf_wire_max_body` bytes (the rest are not in the flow, `FORWARDED`); with it, every chunk
+    (mitmproxy keeps the whole body of a stream that ends cleanly)."""
+    tap = MitmTap(on_event=lambda _event: None)
+    chunk = b'data: {"type": "CUSTOM", "name": "n", "value": "%s"}\n\n' % (b"x" * 40)
+    noted = []
+    with taddons.context(tap) as context:
+        context.options.add_option("store_streamed_bodies", bool, False, "mitmproxy's own option")
+        context.configure(tap, oatf_wire_max_body="1k")
+        for stores in (False, True):
+            context.configure(tap, store_streamed_bodies=stores)
+            f = streaming(tap)
+            assert f.response is not None and callable(f.response.stream)
+            for _ in range(100):
+                f.response.stream(chunk)
+            noted.append(len(f.metadata["wire_chunks"]))
+    assert noted == [-(-1024 // len(chunk)), 100]
+
+
 def test_options() -> None:
     tap = MitmTap(on_event=lambda _event: None)
     with taddons.context(tap) as context:
