@@ -12,14 +12,16 @@ end of a streamed response, which is its `response` or `error`), or the decoder'
   Bare mitmdump holds a whole response until it ends: MCP's GET stream never delivers, a server request
   (sampling) inside a tools/call deadlocks, the legacy HTTP+SSE transport never connects. Request bodies the
   client streams (no Content-Length), or that mitmproxy decided to stream, are streamed the same way;
-- a streamed response keeps what passed with the flow: mitmproxy stores a streamed body only when the stream
+- a streamed body keeps what passed with the flow: mitmproxy stores a streamed body only when the stream
   ends cleanly and `store_streamed_bodies` is set, so a stream the client or server closed early (the legacy
-  HTTP+SSE transport always, an MCP POST stream the client drops after its result) would be saved by `-w` and
-  shown in the UIs without a byte of it, and replayed as silence. The bytes forwarded (at most
-  `oatf_wire_max_body` of them) become the response's content at `response` or `error` when mitmproxy stored
-  none, and a stream longer than that says how many bytes went on in all (`flow.metadata["wire_forwarded"]`:
-  its replay cannot read the rest, and marks it not inspected); hooks run in addon order and script addons come
-  before mitmproxy's `save` addon, which writes the flow at those hooks, so the saved flow holds them;
+  HTTP+SSE transport always, an MCP POST stream the client drops after its result), or any request body a
+  client streams (no Content-Length) without that option, would be saved by `-w` and shown in the UIs without a
+  byte of it, and replayed as silence (a request's answer then answers nothing seen). The bytes forwarded (at most
+  `oatf_wire_max_body` of them) become the body at `request`, `response` or `error` when mitmproxy stored none,
+  and a response longer than that says how many bytes went on in all (`flow.metadata["wire_forwarded"]`: its
+  replay cannot read the rest, and marks it not inspected; a request over the limit, which live decoding did not
+  inspect, keeps one byte more, and its replay does not inspect it either); hooks run in addon order and script
+  addons come before mitmproxy's `save` addon, which writes the flow at those hooks, so the saved flow holds them;
 - no exception escapes a hook or a stream function: it is caught at the boundary, logged once per place
   and kind, and the flow goes on (its decoding stops).
 `MitmTap` records each streamed response chunk's arrival in `flow.metadata["wire_chunks"]` for offline replay
@@ -64,7 +66,8 @@ FORWARDED = "wire_forwarded"
 
 
 class _Kept:
-    """The bytes of a streamed response kept for its flow (its first `oatf_wire_max_body`), and how many went on."""
+    """The bytes of a streamed body kept for its flow (its first `oatf_wire_max_body`; for a request, one more: see
+    `MitmTap._keep_streamed_body`), and how many went on."""
 
     __slots__ = ("data", "forwarded")
 
@@ -104,7 +107,7 @@ class MitmTap:
         self.diagnostics: Counter[str] = Counter()
         """How many diagnostics of each code the decoder reported."""
         self._streamed: set[tuple[str, str]] = set()  # (flow id, "request" | "response") we stream
-        self._kept: dict[str, _Kept] = {}  # flow id → the streamed response bytes forwarded so far (bounded)
+        self._kept: dict[tuple[str, str], _Kept] = {}  # (flow id, side) → the streamed bytes forwarded (bounded)
         self._failed: set[str] = set()  # flows whose decoding raised: not decoded any further
         self._logged: set[tuple[str, str]] = set()  # (place, exception type) already logged
         self.stores_streamed_bodies = False
@@ -156,6 +159,7 @@ class MitmTap:
     def request(self, flow: http.HTTPFlow) -> None:
         """The request is complete: decode a buffered body."""
         try:
+            self._keep_streamed_body(flow, "request")
             if flow.id in self._failed:
                 return
             ended = self._at(flow.request.timestamp_end)
@@ -182,7 +186,7 @@ class MitmTap:
     def response(self, flow: http.HTTPFlow) -> None:
         """The response is complete: decode a buffered body and close the exchange."""
         try:
-            self._keep_streamed_body(flow)
+            self._keep_streamed_body(flow, "response")
             ended = self._at(flow.response.timestamp_end if flow.response is not None else None)
             if flow.id in self._failed:
                 self._failed.discard(flow.id)
@@ -199,7 +203,8 @@ class MitmTap:
         """The flow failed (connection lost, killed, refused, timed out): forget it; its end is reported if it
         left requests unanswered."""
         try:
-            self._keep_streamed_body(flow)
+            self._keep_streamed_body(flow, "request")
+            self._keep_streamed_body(flow, "response")
             self._failed.discard(flow.id)
             self._streamed.discard((flow.id, "request"))
             self._streamed.discard((flow.id, "response"))
@@ -217,31 +222,29 @@ class MitmTap:
 
     def _stream_function(self, flow: http.HTTPFlow, side: str, inner: Any) -> StreamFunction:
         """A `stream` callable for mitmproxy: returns each chunk unchanged (after `inner`, a stream function
-        another addon set, if any) and feeds it to the decoder; for a response, keeps the bytes forwarded (up
-        to `oatf_wire_max_body`) and notes the arrival time and size of each chunk the flow keeps bytes of in
-        `flow.metadata["wire_chunks"]` for offline replay (see the module docstring)."""
+        another addon set, if any) and feeds it to the decoder; keeps the bytes forwarded (up to
+        `oatf_wire_max_body`, `_keep_streamed_body`) and, for a response, notes the arrival time and size of each
+        chunk the flow keeps bytes of in `flow.metadata["wire_chunks"]` for offline replay (see the module
+        docstring)."""
         flow_id = flow.id
         self._streamed.add((flow_id, side))
         call = "request_data" if side == "request" else "response_data"
         previous = inner if callable(inner) else None
-        times: list[list[float]] | None = None
-        kept: _Kept | None = None
+        times: list[list[float]] | None = flow.metadata.setdefault("wire_chunks", []) if side == "response" else None
+        kept = self._kept[(flow_id, side)] = _Kept()
         limit = self.decoder.config.max_body_size
-        if side == "response":
-            times = flow.metadata.setdefault("wire_chunks", [])
-            kept = self._kept[flow_id] = _Kept()
+        keep = limit if side == "response" else limit + 1
 
         def stream(data: bytes) -> bytes | Iterable[bytes]:
             out = previous(data) if previous is not None else data
             try:
                 chunk = out if isinstance(out, bytes) else b"".join(out := list(out))
-                if kept is not None:
-                    kept.forwarded += len(chunk)
-                    if len(kept.data) < limit:
-                        kept.data.extend(chunk[:limit - len(kept.data)])
+                kept.forwarded += len(chunk)
+                if len(kept.data) < keep:
+                    kept.data.extend(chunk[:keep - len(kept.data)])
                 if chunk and flow_id not in self._failed:
                     now = self.clock()
-                    if times is not None and kept is not None and (  # the flow keeps bytes of this chunk
+                    if times is not None and (  # the flow keeps bytes of this chunk
                             self.stores_streamed_bodies or kept.forwarded - len(chunk) < limit):
                         times.append([now, len(chunk)])
                     self._step(call, flow_id, now, chunk)
@@ -251,15 +254,17 @@ class MitmTap:
 
         return stream
 
-    def _keep_streamed_body(self, flow: http.HTTPFlow) -> None:
-        """At `response` or `error`: a streamed response mitmproxy stored no body for gets the bytes forwarded
-        (see the module docstring), and the count of all of them when it keeps fewer (`FORWARDED`); one it stored
-        (a clean end with `store_streamed_bodies`) is left alone."""
-        kept = self._kept.pop(flow.id, None)
-        response = flow.response
-        if kept is not None and response is not None and response.raw_content is None:
-            response.raw_content = bytes(kept.data)
-            if kept.forwarded > len(kept.data):
+    def _keep_streamed_body(self, flow: http.HTTPFlow, side: str) -> None:
+        """At `request` (`side` "request"), `response` or `error`: a streamed body mitmproxy stored none of gets
+        the bytes forwarded (see the module docstring); one it stored (a clean end with `store_streamed_bodies`)
+        is left alone. A response keeps at most `oatf_wire_max_body` bytes, and the count of all of them when
+        more went on (`FORWARDED`: its replay marks the rest not inspected); a request, one byte more, so that
+        its replay finds it over the limit when it was, and marks it not inspected as live decoding did."""
+        kept = self._kept.pop((flow.id, side), None)
+        message = flow.request if side == "request" else flow.response
+        if kept is not None and message is not None and message.raw_content is None:
+            message.raw_content = bytes(kept.data)
+            if side == "response" and kept.forwarded > len(kept.data):
                 flow.metadata[FORWARDED] = kept.forwarded
 
     def _step(self, call: str, flow_id: str, at: float, *args: Any) -> None:

@@ -7,6 +7,7 @@ import asyncio
 import json
 import time
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -39,6 +40,31 @@ def mcp_http_client(proxy: str | None, session_ids: list[str] | None = None, **k
                               event_hooks={"response": [assigned]}, **kwargs)
 
 
+class StreamedBodies(httpx2.AsyncBaseTransport):
+    """Sends every request body as a client that streams it does: chunked (`Transfer-Encoding`, no
+    `Content-Length`), a few bytes at a time, through `inner`."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
+        self.inner = inner
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        body = await request.aread()
+        if not body:
+            return await self.inner.handle_async_request(request)
+
+        async def chunks() -> AsyncIterator[bytes]:
+            for start in range(0, len(body), 64):
+                yield body[start:start + 64]
+
+        headers = [(name, value) for name, value in request.headers.raw if name.lower() != b"content-length"]
+        streamed = httpx2.Request(request.method, request.url, headers=headers, content=chunks(),
+                                  extensions=request.extensions)
+        return await self.inner.handle_async_request(streamed)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
 async def _sampling(_context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
     return types.CreateMessageResult(role="assistant", model="test-model",
                                      content=types.TextContent(type="text", text="forty-two"))
@@ -58,15 +84,19 @@ async def _mcp_session(session: ClientSession, announce: bool) -> list[str]:
     return seen
 
 
-async def mcp_streamable(url: str, proxy: str | None, changed: list[str] | None = None) -> list[str]:
+async def mcp_streamable(url: str, proxy: str | None, changed: list[str] | None = None,
+                         stream_bodies: bool = False) -> list[str]:
     """initialize, tools/list, tools/call add, tools/call ask (sampling + log), tools/call announce
-    (list_changed on the GET stream, recorded in `changed` when the client receives it)."""
+    (list_changed on the GET stream, recorded in `changed` when the client receives it); `stream_bodies`: every
+    request body streamed (`StreamedBodies`)."""
+    transport = {"transport": StreamedBodies(httpx2.AsyncHTTPTransport(proxy=proxy))} if stream_bodies else {}
 
     async def on_message(message: Any) -> None:
         if changed is not None and isinstance(message, types.ServerNotification):
             changed.append(message.method)
 
-    async with mcp_http_client(proxy, timeout=httpx2.Timeout(10.0, read=30.0)) as client, \
+    async with mcp_http_client(None if stream_bodies else proxy, timeout=httpx2.Timeout(10.0, read=30.0),
+                               **transport) as client, \
             streamable_http_client(url, http_client=client) as (read, write), \
             ClientSession(read, write, sampling_callback=_sampling, message_handler=on_message) as session:
         seen = await _mcp_session(session, announce=True)

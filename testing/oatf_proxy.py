@@ -220,7 +220,8 @@ def oatf_proxy(workdir: Path, name: str, attacks: list[Path], *, grace: str = "1
     report_dir = workdir / f"{name}-reports"
     flows = workdir / f"{name}.mitm" if record else None
     settings = {"oatf_attacks": ",".join(map(str, attacks)), "oatf_report_dir": str(report_dir),
-                "oatf_grace_period": grace, "oatf_watch": str(watch).lower(), **(options or {})}
+                "oatf_grace_period": grace, "oatf_watch": str(watch).lower(),
+                **({"store_streamed_bodies": "true"} if flows is not None else {}), **(options or {})}
     # The remote control's requests are no traffic to evaluate: they would count as waiting while they ask.
     settings["oatf_wire_protocols"] = f"{CONTROL_HOST}=ignore {settings.get('oatf_wire_protocols', '')}".strip()
     extra = [*(arg for script in scripts for arg in ("-s", str(script))), "-s", str(ADDON), "-s", str(COMMAND_SCRIPT),
@@ -228,7 +229,7 @@ def oatf_proxy(workdir: Path, name: str, attacks: list[Path], *, grace: str = "1
     for key, value in settings.items():
         extra += ["--set", f"{key}={value}"]
     if flows is not None:
-        extra += ["-w", str(flows), "--set", "store_streamed_bodies=true"]
+        extra += ["-w", str(flows)]
     with mitmdump(workdir, tap=False, name=name, extra=tuple(extra), environment=environment) as proxy:
         running = OatfProxy(proxy, report_dir, flows, attacks)
         if loaded:

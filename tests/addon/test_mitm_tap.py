@@ -257,6 +257,36 @@ def test_a_stream_longer_than_its_flow_keeps_replays_marked_not_inspected() -> N
     assert timed[0].timestamp == cut.metadata["wire_chunks"][1][0]  # timed: the chunk kept in part
 
 
+def test_a_request_body_the_client_streams_is_kept_and_replays_as_decoded_live() -> None:
+    """mitmproxy stores a request body the client streams (no Content-Length) only with `store_streamed_bodies`:
+    without it the flow gets the bytes forwarded at `request`, so its recording replays to the events seen live
+    (not to an answer to nothing seen); one over `oatf_wire_max_body`, not inspected live, keeps one byte more and
+    is not inspected in replay either."""
+    call = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                       "params": {"name": "transfer", "arguments": {"to": "attacker", "note": "x" * 600}}}).encode()
+    answer = b'{"jsonrpc": "2.0", "id": 7, "result": {"content": [{"type": "text", "text": "sent"}]}}'
+    for limit, expected in ((1024, ["tools/call", "tools/call"]), (300, [UNINSPECTED_EVENT])):
+        live: list[ObservedEvent] = []
+        tap = MitmTap(on_event=live.append)
+        with taddons.context(tap) as context:
+            context.configure(tap, oatf_wire_max_body=str(limit))
+            f = flow(b"", path="/mcp", headers={"content-type": "application/json", "transfer-encoding": "chunked"})
+            f.request.raw_content = None  # as mitmproxy has a streamed request
+            tap.requestheaders(f)
+            assert callable(f.request.stream)
+            for start in range(0, len(call), 100):
+                f.request.stream(call[start:start + 100])
+            tap.request(f)
+            respond(f, answer, "application/json")
+            tap.responseheaders(f)
+            tap.response(f)
+            assert f.request.raw_content == call[:limit + 1]
+            replayed = decode_flow(WireDecoder(tap.decoder.config), f)
+        assert [e.event_type for e in live][:len(expected)] == expected
+        assert [(e.event_type, e.direction, e.content) for e in replayed] == [
+            (e.event_type, e.direction, e.content) for e in live]
+
+
 def test_every_event_of_a_long_stream_replays_at_its_live_time() -> None:
     """A stream of many chunks (12,000 events, each its own chunk: a session-long SSE stream) has every chunk's
     arrival noted, so each event its replay reads carries the time it carried live — not the response's end for

@@ -93,6 +93,29 @@ def test_streams_closed_early_are_recorded_and_replay_as_seen_live(tmp_path: Pat
 
 
 
+def test_request_bodies_the_client_streams_are_recorded_and_replay_as_seen_live(tmp_path: Path) -> None:
+    """A client that streams its request bodies (chunked, no Content-Length: here the official `mcp` client over
+    a transport that streams them) in front of the official `mcp` server, recorded without
+    `store_streamed_bodies`: mitmproxy stores none of those bodies, the tap keeps what it forwarded, and the
+    recording replays to the reports seen live. Before, each request was recorded empty and replayed as nothing,
+    its answer answering nothing seen."""
+    attack = tmp_path / "capture.yaml"
+    attack.write_text(SAMPLING_THROUGH_A_TOOL, encoding="utf-8")
+    with peers(tmp_path, kinds=("mcp_resumable",)) as servers, \
+            oatf_proxy(tmp_path, "streamed", [attack], options={"store_streamed_bodies": "false"}) as proxy:
+        changed: list[str] = []
+        seen = run(clients.mcp_streamable(servers.url("mcp_resumable", "/mcp"), proxy.url, changed,
+                                          stream_bodies=True))
+        assert seen[-2] == "model said: forty-two" and changed
+        proxy.wait_until(lambda: len(proxy.reports()) == 1)
+        live = proxy.reports()
+        assert proxy.flows is not None
+        assert_replay_agrees(proxy, tmp_path, live)
+    assert [v["result"] for v in live[0]["verdict"]["indicator_verdicts"]] == ["matched"] * 4
+    posts = [f for f in read_flows(str(proxy.flows)) if f.request.method == "POST"]
+    assert posts and all(f.request.raw_content and "content-length" not in f.request.headers for f in posts)
+
+
 TOOL_RESULT_ONLY = """\
 oatf: "0.1"
 attack:
