@@ -37,7 +37,8 @@ loads): the documents written to a directory and loaded as `oatf evaluate` and t
 read, parsed, validated, strictly checked, normalized, each `AttackPlan`), then building the monitor (the
 prefilter's RE2 filters).
 `--profile N` prints the N costliest functions (own time) of the largest library on `mcp-loop`, in a run of
-its own (not the one timed).
+its own (not the one timed). `--plot PATH` also draws these figures against the library size (`svg_chart`: SVG,
+or PNG through headless Chromium when PATH ends in `.png`; the README shows `docs/library-scale.png`).
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ sys.path.append(str(Path(__file__).resolve().parents[1] / "testing"))  # its `li
 
 from bench_replay import library_flows, mcp_loop_flows  # noqa: E402
 from library_copies import write_library  # noqa: E402
+from svg_chart import ChartError, Panel, write  # noqa: E402
 
 from addon.recordings import decode_flows  # noqa: E402
 from oatf_engine.events import ObservedEvent  # noqa: E402
@@ -209,6 +211,7 @@ def main() -> None:
     parser.add_argument("--memory-sessions", type=int, default=40)
     parser.add_argument("--against", metavar="DIR", help="also measure the engine of the checkout at DIR")
     parser.add_argument("--profile", type=int, default=0, metavar="N")
+    parser.add_argument("--plot", metavar="PATH", type=Path, help="draw the figures (.svg, or .png via chromium)")
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # --against's child
     args = parser.parse_args()
     sizes = sorted({int(s) for s in args.sizes.split(",")})
@@ -252,6 +255,31 @@ def main() -> None:
         print(line)
     if "profile" in mine:
         print(mine["profile"])
+    if args.plot is not None:
+        try:
+            write(args.plot, panels(mine, sizes), f"{' '.join(['bench_library_scale.py', *sys.argv[1:]])}; "
+                                                  f"{time.strftime('%Y-%m-%d')}")
+        except ChartError as exc:
+            sys.exit(f"bench_library_scale.py: {exc}")
+        print(f"\nplot: {args.plot}")
+
+
+def panels(figures: dict[str, Any], sizes: list[int]) -> list[Panel]:
+    """The chart of `--plot`: monitor CPU per message (each recording, with the prefilter and on the exact path),
+    memory per session, and load time, against the library size."""
+    cost = Panel("Monitor CPU per message", "documents in the library", "µs per message (log)", [*sizes], log_y=True)
+    names = {"mcp-loop": "long MCP sessions", "library": "the library's attack sessions"}
+    for name, by_size in figures["cost"].items():
+        for path, label in (("prefilter", "prefilter"), ("exact", "exact path")):
+            cost.series[f"{names.get(name, name)}, {label}"] = [(size, by_size[size][path][0]) for size in sizes]
+    memory = Panel("Memory per MCP session", "documents in the library", "KB per session (log)", [*sizes],
+                   log_y=True)
+    for path, label in (("prefilter", "prefilter, runs on paper"), ("exact", "exact path")):
+        memory.series[label] = [(size, figures["memory"][size][path] / 1e3) for size in sizes]
+    load = Panel("Loading the library", "documents in the library", "CPU seconds", [*sizes])
+    load.series["read, validate, plan"] = [(size, figures["load"][size][0]) for size in sizes]
+    load.series["build the monitor"] = [(size, figures["load"][size][1]) for size in sizes]
+    return [cost, memory, load]
 
 
 if __name__ == "__main__":
