@@ -98,6 +98,19 @@ def test_streams_requests_without_content_length_and_composes_other_stream_funct
     assert f.response.stream(b'data: {"type": "custom"}\n\n') == [b'DATA: {"TYPE": "CUSTOM"}\n\n']
 
 
+def test_a_request_is_streamed_only_without_a_content_length() -> None:
+    """A request body is streamed when the client streams it: no `Content-Length` among its fields, in any case
+    (a field of the same length, `Mcp-Session-Id`, is no Content-Length)."""
+    for fields, streamed in (([("CONTENT-LENGTH", "2")], False), ([("Content-Length", "2")], False),
+                             ([("Mcp-Session-Id", "s"), ("Transfer-Encoding", "chunked")], True),
+                             ([("Content-Lengths", "2")], True)):
+        tap = MitmTap(on_event=lambda _event: None)
+        f = flow(b"{}", path="/mcp")
+        f.request.headers = http.Headers([(name.encode(), value.encode()) for name, value in fields])
+        tap.requestheaders(f)
+        assert callable(f.request.stream) is streamed, fields
+
+
 def test_no_exception_escapes(collected: tuple[MitmTap, list[ObservedEvent]], caplog: pytest.LogCaptureFixture,
                               monkeypatch: pytest.MonkeyPatch) -> None:
     tap, _ = collected
