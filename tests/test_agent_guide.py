@@ -121,4 +121,5 @@ def test_the_worked_example_runs_as_documented(guide: tuple[list[str], dict[str,
                           timeout=30)
     assert done.returncode == 0, done.stderr
     rows = sorted(tuple(line.split("\t")[:2]) for line in done.stdout.splitlines())
-    assert rows == [("DEMO-001", "exploited"), ("DEMO-001", "resisted")], done.stdout
+    assert rows == [("DEMO-001", "exploited"), ("DEMO-001", "resisted")], (  # the proxy's log, to tell why not
+        f"{done.stdout}\n{(tmp_path / 'proxy.log').read_text(errors='replace')[-6000:]}")
