@@ -112,6 +112,10 @@ def test_the_worked_example_runs_as_documented(guide: tuple[list[str], dict[str,
         refused = subprocess.run(["bash", "-c", untrusted], cwd=ROOT, env=env, capture_output=True, text=True,
                                  timeout=120)
         assert refused.returncode != 0 and "CERTIFICATE_VERIFY_FAILED" in refused.stdout + refused.stderr
+        # As the guide says: Ctrl-C once the proxy has logged both runs' verdicts (a grace period after each agent's
+        # last message; a run still open at Ctrl-C is reported `interrupted`, `inconclusive`).
+        wait_until(lambda: (tmp_path / "proxy.log").read_text(errors="replace").count(" (completed) -> ") >= 2,
+                   "both runs' verdicts in the proxy's log", proxy)
         stop(proxy, signal.SIGINT)  # Ctrl-C in its terminal
         assert proxy.returncode == 0, (tmp_path / "proxy.log").read_text(errors="replace")[-3000:]
     finally:
