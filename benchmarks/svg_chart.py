@@ -40,7 +40,9 @@ class ChartError(Exception):
 def _ticks(low: float, high: float, log: bool) -> list[float]:
     if log:
         return [10.0 ** k for k in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)]
-    step = 10 ** math.floor(math.log10(max(high - low, 1e-9)))
+    if high <= low:  # one value (all zero, say): a unit range above it
+        high = low + 1
+    step = 10 ** math.floor(math.log10(high - low))
     while (high - low) / step < 4:
         step /= 2
     return [k * step for k in range(math.floor(low / step), math.ceil(high / step) + 1)]
